@@ -1,0 +1,25 @@
+#pragma once
+
+namespace metrics {
+
+/// update() runs one of two implementations: a hand-written single pass for contiguous CPU
+/// tensors, and a chain of ATen ops that serves every other device and layout. Both are
+/// sync-free and give the same counts (sums agree to rounding).
+///
+/// While a ForceAtenPath is alive, this thread's updates take the ATen path even on the CPU: to
+/// compare the two paths, or to measure the ATen path.
+class ForceAtenPath {
+ public:
+  ForceAtenPath();
+  ~ForceAtenPath();
+  ForceAtenPath(const ForceAtenPath&) = delete;
+  ForceAtenPath& operator=(const ForceAtenPath&) = delete;
+
+ private:
+  bool previous_;
+};
+
+/// Whether this thread may use the CPU fast path (false inside a ForceAtenPath).
+bool cpu_fast_path_enabled();
+
+}  // namespace metrics

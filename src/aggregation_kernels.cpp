@@ -1,0 +1,128 @@
+#include "aggregation_kernels.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <limits>
+
+#include <metrics/backend.h>
+
+#include "cpu/aggregation_cpu.h"
+#include "input_tally.h"
+
+namespace metrics::detail {
+namespace {
+
+bool takes_cpu_fast_path(const at::Tensor& value, const ValueArg& weight) {
+  if (!cpu_fast_path_enabled() || !value.is_cpu() || !value.is_contiguous()) return false;
+  if (!weight.is_tensor()) return true;
+  const auto& w = weight.tensor();
+  return w.is_cpu() && w.is_contiguous() && w.sizes() == value.sizes();
+}
+
+void tally_nans(MetricState& state, const NanPolicy& policy, int64_t nans, int64_t update_index) {
+  if (policy.counts()) tally_on_host(state, {nans}, update_index);
+}
+
+// sum += x on device tensors, keeping the rounding error in compensation (TwoSum, as on the CPU).
+void two_sum_add(at::Tensor& sum, at::Tensor& compensation, const at::Tensor& x) {
+  const auto total = sum + x;
+  const auto from_x = total - sum;
+  auto error = (sum - (total - from_x)).add_(x - from_x);
+  compensation.add_(error.masked_fill_(at::isfinite(total).logical_not_(), 0));
+  sum.copy_(total);
+}
+
+void add_host_batch(MetricState& state, WeightedSumSlots slots, const double* batch) {
+  auto& total = state[slots.total];
+  auto& compensation = state[slots.compensation];
+  const auto width = total.size(0);
+  if (total.is_cpu()) {
+    cpu::add_compensated(total, compensation, batch, width);
+    return;
+  }
+  auto device_batch = at::empty({width}, total.options());
+  for (int64_t k = 0; k < width; ++k) device_batch.narrow(0, k, 1).fill_(batch[k]);
+  two_sum_add(total, compensation, device_batch);
+}
+
+void weighted_sum_of_host_value(MetricState& state, WeightedSumSlots slots, double x, double w,
+                                const NanPolicy& policy, int64_t update_index) {
+  if (policy.checks() && (std::isnan(x) || std::isnan(w))) {
+    if (policy.strategy != NanStrategy::Replace) return tally_nans(state, policy, 1, update_index);
+    x = policy.replacement;
+    w = 1.0;
+  }
+  const double batch[2] = {x * w, w};
+  add_host_batch(state, slots, batch);
+}
+
+void weighted_sum_on_aten(MetricState& state, WeightedSumSlots slots, const at::Tensor& value,
+                          const ValueArg& weight, const NanPolicy& policy, int64_t update_index) {
+  auto& total = state[slots.total];
+  auto x = value.to(total.scalar_type());
+  auto w = weight.is_tensor() ? weight.tensor().to(total.scalar_type()).expand_as(x)
+                              : at::full_like(x, weight.scalar());
+  if (policy.checks()) {
+    const auto bad = at::isnan(x).logical_or_(at::isnan(w));
+    if (policy.counts()) tally_on_device(state, bad.sum().reshape({1}), update_index);
+    const bool replace = policy.strategy == NanStrategy::Replace;
+    x = x.masked_fill(bad, replace ? policy.replacement : 0.0);
+    w = w.masked_fill(bad, replace ? 1.0 : 0.0);
+  }
+  const auto weighted = (x * w).sum();
+  const auto batch = total.size(0) == 2 ? at::stack({weighted, w.sum()}) : weighted.reshape({1});
+  two_sum_add(total, state[slots.compensation], batch);
+}
+
+void fold_extremum_on_device(at::Tensor& extremum, const cpu::ExtremumBatch& batch, bool is_max) {
+  const double v = batch.saw_nan ? std::numeric_limits<double>::quiet_NaN() : batch.value;
+  const auto other = at::full({1}, v, extremum.options());
+  is_max ? at::maximum_out(extremum, extremum, other) : at::minimum_out(extremum, extremum, other);
+}
+
+void extremum_on_aten(MetricState& state, size_t slot, bool is_max, const at::Tensor& value,
+                      const NanPolicy& policy, int64_t update_index) {
+  auto& extremum = state[slot];
+  auto x = value.to(extremum.scalar_type());
+  if (policy.checks()) {
+    const auto bad = at::isnan(x);
+    if (policy.counts()) tally_on_device(state, bad.sum().reshape({1}), update_index);
+    const double identity = is_max ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
+    x = x.masked_fill(bad, policy.strategy == NanStrategy::Replace ? policy.replacement : identity);
+  }
+  const auto batch = is_max ? x.amax() : x.amin();
+  is_max ? at::maximum_out(extremum, extremum, batch) : at::minimum_out(extremum, extremum, batch);
+}
+
+}  // namespace
+
+void accumulate_weighted_sum(MetricState& state, WeightedSumSlots slots, const ValueArg& value,
+                             const ValueArg& weight, const NanPolicy& policy, int64_t update_index) {
+  if (!value.is_tensor()) {
+    return weighted_sum_of_host_value(state, slots, value.scalar(), weight.scalar(), policy, update_index);
+  }
+  const auto& x = value.tensor();
+  if (x.numel() == 0) return;
+  if (!takes_cpu_fast_path(x, weight)) return weighted_sum_on_aten(state, slots, x, weight, policy, update_index);
+  const auto batch = cpu::weighted_sum(x, weight.is_tensor() ? &weight.tensor() : nullptr, weight.scalar(), policy);
+  tally_nans(state, policy, batch.nan_positions, update_index);
+  const double sums[2] = {batch.weighted_sum, batch.weight_sum};
+  add_host_batch(state, slots, sums);
+}
+
+void accumulate_extremum(MetricState& state, size_t slot, bool is_max, const ValueArg& value,
+                         const NanPolicy& policy, int64_t update_index) {
+  const bool host_value = !value.is_tensor();
+  if (!host_value && value.tensor().numel() == 0) return;
+  if (!host_value && !takes_cpu_fast_path(value.tensor(), 1.0)) {
+    return extremum_on_aten(state, slot, is_max, value.tensor(), policy, update_index);
+  }
+  const auto batch = host_value ? cpu::extremum(value.scalar(), is_max, policy)
+                                : cpu::extremum(value.tensor(), is_max, policy);
+  tally_nans(state, policy, batch.nan_positions, update_index);
+  auto& extremum = state[slot];
+  extremum.is_cpu() ? cpu::fold_extremum(extremum, batch, is_max) : fold_extremum_on_device(extremum, batch, is_max);
+}
+
+}  // namespace metrics::detail

@@ -1,0 +1,38 @@
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <metrics/nan_policy.h>
+
+namespace metrics::detail::cpu {
+
+/// One batch's contribution to a weighted sum, and the NaN positions it dropped.
+struct WeightedBatch {
+  double weighted_sum = 0.0;
+  double weight_sum = 0.0;
+  int64_t nan_positions = 0;
+};
+
+/// One pass over a contiguous CPU `value` and `weight` of the same shape, or a host `weight_scalar`
+/// when `weight` is null. NaN handling follows `policy`.
+WeightedBatch weighted_sum(const at::Tensor& value, const at::Tensor* weight, double weight_scalar,
+                           const NanPolicy& policy);
+
+/// One batch's extremum; `saw_nan` is set only under Disable (NaN then wins, as in torch.max).
+struct ExtremumBatch {
+  double value = 0.0;
+  bool saw_nan = false;
+  int64_t nan_positions = 0;
+};
+
+ExtremumBatch extremum(const at::Tensor& value, bool is_max, const NanPolicy& policy);
+ExtremumBatch extremum(double value, bool is_max, const NanPolicy& policy);
+
+/// total += batch (element-wise over `width`) on CPU state tensors, keeping what each addition
+/// rounds off in `compensation` (TwoSum), so the sum's error does not grow with the update count.
+void add_compensated(at::Tensor& total, at::Tensor& compensation, const double* batch, int64_t width);
+
+/// extremum_state = max/min(extremum_state, batch) on a CPU state tensor, NaN winning.
+void fold_extremum(at::Tensor& state, const ExtremumBatch& batch, bool is_max);
+
+}  // namespace metrics::detail::cpu

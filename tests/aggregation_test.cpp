@@ -1,0 +1,519 @@
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include <metrics/aggregation.h>
+#include <metrics/backend.h>
+#include <metrics/warning_capture.h>
+
+#include "metric_contract.h"
+#include "test_support.h"
+
+namespace metrics {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::generator;
+using testing::MetricContract;
+using testing::states_equal;
+using testing::tensors_close;
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+at::Tensor floats(std::vector<double> values, at::ScalarType dtype = at::kFloat) {
+  return at::tensor(values, at::kDouble).to(dtype);
+}
+
+double value_of(const at::Tensor& t) { return t.item<double>(); }
+
+// ---------------------------------------------------------------- known answers
+
+TEST(Mean, KnownAnswer) {
+  Mean mean;
+  mean.update(floats({1, 2, 3, 4}));
+  EXPECT_DOUBLE_EQ(value_of(mean.compute()), 2.5);
+  EXPECT_EQ(mean.compute().scalar_type(), at::kDouble);
+  EXPECT_EQ(mean.compute().dim(), 0);
+}
+
+TEST(Mean, HonoursPerElementWeights) {
+  Mean mean;
+  mean.update(floats({1, 2, 3}), floats({3, 1, 0}));
+  EXPECT_DOUBLE_EQ(value_of(mean.compute()), 1.25);
+}
+
+TEST(Mean, DisableStillHonoursWeights) {  // TorchMetrics 1.6 returns 2.0 here: it drops the weights
+  Mean mean(AggregationOptions().nan_policy(NanPolicy::disable()));
+  mean.update(floats({1, 2, 3}), floats({3, 1, 0}));
+  EXPECT_DOUBLE_EQ(value_of(mean.compute()), 1.25);
+}
+
+TEST(Mean, BroadcastsWeights) {
+  Mean mean;
+  mean.update(floats({1, 2, 3, 4}).reshape({2, 2}), floats({1, 3}));  // columns weighted 1 and 3
+  EXPECT_DOUBLE_EQ(value_of(mean.compute()), (1 + 3 + 2 * 3 + 4 * 3) / 8.0);
+}
+
+TEST(Mean, HostScalarsAndScalarWeights) {
+  Mean mean;
+  mean.update(2.0);
+  mean.update(4.0, 3.0);
+  mean.update(floats({1, 1}), 0.5);
+  EXPECT_DOUBLE_EQ(value_of(mean.compute()), (2.0 + 12.0 + 1.0) / (1.0 + 3.0 + 1.0));
+}
+
+TEST(Mean, AcceptsEveryFloatingDtype) {
+  for (auto dtype : {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16}) {
+    Mean mean;
+    mean.update(floats({0.5, 1.5, 2.5}, dtype), floats({1, 1, 2}, dtype));
+    EXPECT_DOUBLE_EQ(value_of(mean.compute()), (0.5 + 1.5 + 5.0) / 4.0) << dtype;
+  }
+}
+
+TEST(Mean, NoDataGivesNaNAndWarns) {  // TorchMetrics: 0/0 = NaN, with a compute-before-update warning
+  Mean mean;
+  WarningCapture warnings;
+  EXPECT_TRUE(std::isnan(value_of(mean.compute())));
+  ASSERT_EQ(warnings.messages().size(), 1u);
+  EXPECT_THAT(warnings.messages()[0], HasSubstr("Mean.compute: called before any update"));
+}
+
+TEST(Mean, ZeroTotalWeightGivesNaN) {
+  Mean mean;
+  mean.update(floats({1, 2}), floats({0, 0}));
+  EXPECT_TRUE(std::isnan(value_of(mean.compute())));
+}
+
+TEST(Mean, KeepsInfinity) {
+  Mean mean;
+  mean.update(floats({1, kInf}));
+  EXPECT_EQ(value_of(mean.compute()), kInf);
+}
+
+TEST(Mean, EmptyTensorCountsAsAnUpdateAndAddsNothing) {
+  Mean mean;
+  mean.update(floats({3}));
+  mean.update(at::empty({0}));
+  EXPECT_DOUBLE_EQ(value_of(mean.compute()), 3.0);
+  EXPECT_EQ(mean.update_count(), 2);
+}
+
+TEST(Mean, Float32Accumulator) {
+  Mean mean(AggregationOptions().dtype(at::kFloat));
+  mean.update(floats({1, 2}));
+  EXPECT_EQ(mean.compute().scalar_type(), at::kFloat);
+  EXPECT_FLOAT_EQ(mean.compute().item<float>(), 1.5f);
+}
+
+TEST(Sum, KnownAnswerWithWeights) {
+  Sum sum;
+  sum.update(floats({1, 2, 3}), floats({1, 1, 2}));
+  sum.update(0.5);
+  EXPECT_DOUBLE_EQ(value_of(sum.compute()), 9.5);
+}
+
+TEST(Sum, NoDataIsZero) {
+  WarningCapture quiet;
+  EXPECT_EQ(value_of(Sum().compute()), 0.0);
+}
+
+TEST(MinMax, KnownAnswers) {
+  Min min;
+  Max max;
+  for (auto* m : std::vector<detail::ExtremumMetric*>{&min, &max}) {
+    m->update(floats({3, -1, 7}));
+    m->update(floats({2, 5}).reshape({2, 1}));
+    m->update(-4.0);
+  }
+  EXPECT_EQ(value_of(min.compute()), -4.0);
+  EXPECT_EQ(value_of(max.compute()), 7.0);
+}
+
+TEST(MinMax, NoDataGivesInfinities) {
+  WarningCapture quiet;
+  EXPECT_EQ(value_of(Min().compute()), kInf);
+  EXPECT_EQ(value_of(Max().compute()), -kInf);
+}
+
+// ---------------------------------------------------------------- NaN policies
+
+struct PolicyCase {
+  NanPolicy policy;
+  double mean;
+  bool warns;
+  bool raises;
+};
+
+TEST(MeanNanPolicy, EachPolicyWithWeights) {
+  // Position 1 has a NaN value, position 2 a NaN weight: both count as NaN positions.
+  const auto values = floats({1, kNaN, 3, 4});
+  const auto weights = floats({2, 1, kNaN, 1});
+  const std::vector<PolicyCase> cases = {
+      {NanPolicy::error(), (2 + 4) / 3.0, false, true},
+      {NanPolicy::warn(), (2 + 4) / 3.0, true, false},
+      {NanPolicy::ignore(), (2 + 4) / 3.0, false, false},
+      {NanPolicy::disable(), kNaN, false, false},
+      {NanPolicy::replace(5.0), (2 + 5 + 5 + 4) / 5.0, false, false},  // value -> 5, weight -> 1
+  };
+  for (const auto& c : cases) {
+    Mean mean(AggregationOptions().nan_policy(c.policy));
+    WarningCapture warnings;
+    mean.update(values, weights);
+    if (c.raises) {
+      EXPECT_THROWS_WITH(mean.compute(), c10::Error, "Mean: 2 NaN values in 1 update, first at update 0");
+      continue;
+    }
+    const double got = value_of(mean.compute());
+    if (std::isnan(c.mean)) {
+      EXPECT_TRUE(std::isnan(got));
+    } else {
+      EXPECT_DOUBLE_EQ(got, c.mean) << static_cast<int>(c.policy.strategy);
+    }
+    EXPECT_EQ(warnings.messages().size(), c.warns ? 1u : 0u);
+  }
+}
+
+TEST(MeanNanPolicy, WithoutWeights) {
+  const auto values = floats({1, kNaN, 3});
+  for (auto policy : {NanPolicy::warn(), NanPolicy::ignore()}) {
+    WarningCapture quiet;
+    Mean mean(AggregationOptions().nan_policy(policy));
+    mean.update(values);
+    EXPECT_DOUBLE_EQ(value_of(mean.compute()), 2.0);
+  }
+  Mean replaced(AggregationOptions().nan_policy(NanPolicy::replace(-1.0)));
+  replaced.update(values);
+  EXPECT_DOUBLE_EQ(value_of(replaced.compute()), 1.0);
+  Mean disabled(AggregationOptions().nan_policy(NanPolicy::disable()));
+  disabled.update(values);
+  EXPECT_TRUE(std::isnan(value_of(disabled.compute())));
+}
+
+TEST(MeanNanPolicy, ReportsCountsUpdatesAndFirstUpdate) {
+  Mean mean;
+  mean.update(floats({1, 2}));
+  mean.update(floats({kNaN, kNaN, 3}));
+  mean.update(4.0);
+  mean.update(kNaN);
+  WarningCapture warnings;
+  EXPECT_DOUBLE_EQ(value_of(mean.compute()), (1 + 2 + 3 + 4) / 4.0);
+  ASSERT_EQ(warnings.messages().size(), 1u);
+  EXPECT_EQ(warnings.messages()[0], "Mean: 3 NaN values in 2 updates, first at update 1 (kept out of the state)");
+  const auto report = mean.input_report();
+  EXPECT_EQ(report.bad_updates, 2);
+  EXPECT_EQ(report.first_bad_update, 1);
+  mean.reset();
+  EXPECT_TRUE(mean.input_report().clean());
+}
+
+TEST(MeanNanPolicy, CheckRaisesUnderErrorAndDoesNothingWhenClean) {
+  Mean mean(AggregationOptions().nan_policy(NanPolicy::error()));
+  mean.update(floats({1}));
+  EXPECT_NO_THROW(mean.check());
+  mean.update(floats({kNaN}));
+  EXPECT_THROWS_WITH(mean.check(), c10::Error, "Mean: 1 NaN values in 1 update, first at update 1");
+}
+
+TEST(MeanNanPolicy, NeverModifiesTheInput) {
+  const auto values = floats({1, kNaN});
+  const auto weights = floats({kNaN, 1});
+  for (auto policy : {NanPolicy::replace(0.0), NanPolicy::ignore()}) {
+    for (bool aten : {false, true}) {
+      std::unique_ptr<ForceAtenPath> force;
+      if (aten) force = std::make_unique<ForceAtenPath>();
+      Mean mean(AggregationOptions().nan_policy(policy));
+      mean.update(values, weights);
+      EXPECT_TRUE(std::isnan(values[1].item<double>()));
+      EXPECT_TRUE(std::isnan(weights[0].item<double>()));
+    }
+  }
+}
+
+TEST(MinMaxNanPolicy, EachPolicy) {
+  const auto values = floats({2, kNaN, -3});
+  WarningCapture quiet;
+  for (auto policy : {NanPolicy::warn(), NanPolicy::ignore()}) {
+    Min min(AggregationOptions().nan_policy(policy));
+    Max max(AggregationOptions().nan_policy(policy));
+    min.update(values);
+    max.update(values);
+    EXPECT_EQ(value_of(min.compute()), -3.0);
+    EXPECT_EQ(value_of(max.compute()), 2.0);
+  }
+  Max replaced(AggregationOptions().nan_policy(NanPolicy::replace(9.0)));
+  replaced.update(values);
+  EXPECT_EQ(value_of(replaced.compute()), 9.0);
+  Min disabled(AggregationOptions().nan_policy(NanPolicy::disable()));
+  disabled.update(values);
+  disabled.update(-10.0);  // NaN stays, as with torch.minimum
+  EXPECT_TRUE(std::isnan(value_of(disabled.compute())));
+  Max errors(AggregationOptions().nan_policy(NanPolicy::error()));
+  errors.update(kNaN);
+  EXPECT_THROWS_WITH(errors.compute(), c10::Error, "Max: 1 NaN values in 1 update, first at update 0");
+}
+
+TEST(NanPolicy, ParsesTorchMetricsNamesAndRejectsOthers) {
+  EXPECT_EQ(NanPolicy::parse("error", "Mean").strategy, NanStrategy::Error);
+  EXPECT_EQ(NanPolicy::parse("warn", "Mean").strategy, NanStrategy::Warn);
+  EXPECT_EQ(NanPolicy::parse("ignore", "Mean").strategy, NanStrategy::Ignore);
+  EXPECT_EQ(NanPolicy::parse("disable", "Mean").strategy, NanStrategy::Disable);
+  EXPECT_THROWS_WITH(NanPolicy::parse("skip", "Mean"), c10::ValueError, "Mean: unknown nan_strategy 'skip'");
+}
+
+// ---------------------------------------------------------------- random streams vs long double
+
+struct Recorded {
+  long double weighted = 0, weight = 0;
+  double min = kInf, max = -kInf;
+  void add(double x, double w) {
+    weighted += static_cast<long double>(x) * w;
+    weight += w;
+    min = std::min(min, x);
+    max = std::max(max, x);
+  }
+  void add(const at::Tensor& x, const at::Tensor& w) {
+    const auto xd = x.to(at::kDouble).contiguous();
+    const auto wd = w.to(at::kDouble).expand_as(x).contiguous();
+    for (int64_t i = 0; i < xd.numel(); ++i) add(xd.data_ptr<double>()[i], wd.data_ptr<double>()[i]);
+  }
+};
+
+// Feeds `metric` batch i of a mixed stream (dtypes, shapes, layouts, host scalars) and records it.
+template <typename Feed>
+void mixed_batch(int64_t i, Recorded& ref, Feed feed) {
+  auto gen = generator(7000 + i);
+  const auto dtypes = std::vector<at::ScalarType>{at::kFloat, at::kDouble, at::kHalf, at::kBFloat16};
+  const auto dtype = dtypes[i % 4];
+  switch (i % 5) {
+    case 0: {  // contiguous values with per-element weights
+      const auto x = (at::randn({1 + i % 97}, gen) * 10).to(dtype);
+      const auto w = at::rand({1 + i % 97}, gen).to(dtype);
+      ref.add(x, w);
+      return feed(x, w);
+    }
+    case 1: {  // a 0-dim loss with a host weight
+      const auto x = at::rand({}, gen, at::kDouble);
+      ref.add(x, at::full({}, 0.25, at::kDouble));
+      return feed(x, 0.25);
+    }
+    case 2: {  // a host double
+      const double x = std::fmod(std::sin(static_cast<double>(i) * 12.9898) * 43758.5453, 10.0);
+      ref.add(x, 1.0);
+      return feed(x, 1.0);
+    }
+    case 3: {  // broadcast weights (ATen path even on the CPU)
+      const auto x = at::randn({4, 6}, gen).to(dtype);
+      const auto w = at::rand({6}, gen).to(dtype);
+      ref.add(x, w);
+      return feed(x, w);
+    }
+    default: {  // non-contiguous values
+      const auto x = at::randn({5, 3}, gen).to(dtype).t();
+      ref.add(x, at::ones_like(x));
+      return feed(x, 1.0);
+    }
+  }
+}
+
+TEST(AggregationStreams, MatchLongDoubleReferenceOnBothPaths) {
+  for (bool aten : {false, true}) {
+    std::unique_ptr<ForceAtenPath> force;
+    if (aten) force = std::make_unique<ForceAtenPath>();
+    Mean mean;
+    Sum sum;
+    Min min;
+    Max max;
+    Recorded ref;
+    for (int64_t i = 0; i < 400; ++i) {
+      mixed_batch(i, ref, [&](const ValueArg& x, const ValueArg& w) {
+        mean.update(x, w);
+        sum.update(x, w);
+        min.update(x);
+        max.update(x);
+      });
+    }
+    const auto expected_mean = static_cast<double>(ref.weighted / ref.weight);
+    EXPECT_NEAR(value_of(mean.compute()), expected_mean, 1e-13 * std::abs(expected_mean)) << "aten=" << aten;
+    EXPECT_NEAR(value_of(sum.compute()), static_cast<double>(ref.weighted), 1e-12) << "aten=" << aten;
+    EXPECT_EQ(value_of(min.compute()), ref.min);
+    EXPECT_EQ(value_of(max.compute()), ref.max);
+  }
+}
+
+// 1e8 float32 samples in 1e4 updates: float64 accumulators keep the mean to <= 1e-12, where the
+// TorchMetrics pattern (a float32 running total of float32 batch sums) drifts to ~1e-6.
+TEST(AggregationPrecision, HundredMillionFloat32Samples) {
+  constexpr int64_t kUpdates = 10000, kBatch = 10000;
+  Mean mean;
+  Mean mean32(AggregationOptions().dtype(at::kFloat));
+  float naive_float32_total = 0.0f;
+  long double exact = 0.0L, exact_compensation = 0.0L;  // Neumaier in long double: the reference
+  auto gen = generator(42);
+  for (int64_t u = 0; u < kUpdates; ++u) {
+    const auto batch = at::rand({kBatch}, gen) + 0.5;  // float32 in [0.5, 1.5)
+    mean.update(batch);
+    mean32.update(batch);
+    naive_float32_total += batch.sum().item<float>();
+    const auto* x = batch.data_ptr<float>();
+    for (int64_t i = 0; i < kBatch; ++i) {
+      const long double v = x[i], t = exact + v;
+      exact_compensation += std::abs(exact) >= std::abs(v) ? (exact - t) + v : (v - t) + exact;
+      exact = t;
+    }
+  }
+  const long double exact_mean = (exact + exact_compensation) / static_cast<long double>(kUpdates * kBatch);
+  const auto relative_error = [&](double v) { return static_cast<double>(std::abs((v - exact_mean) / exact_mean)); };
+  const double ours = relative_error(value_of(mean.compute()));
+  const double ours32 = relative_error(mean32.compute().item<float>());
+  const double naive32 = relative_error(naive_float32_total / static_cast<double>(kUpdates * kBatch));
+  RecordProperty("relative_error_float64", std::to_string(ours));
+  RecordProperty("relative_error_float32_accumulator", std::to_string(ours32));
+  RecordProperty("relative_error_naive_float32_total", std::to_string(naive32));
+  std::cout << "relative error after 1e8 samples: float64 " << ours << ", our float32 accumulator " << ours32
+            << ", naive float32 running total " << naive32 << "\n";
+  EXPECT_LE(ours, 1e-12);
+  EXPECT_GT(naive32, 1e-7);  // the drift the float64 default exists to avoid
+}
+
+// Compensation carries across updates: 1e7 host-scalar updates stay exact to ~1e-15.
+TEST(AggregationPrecision, TenMillionScalarUpdates) {
+  Sum sum;
+  long double exact = 0.0L;
+  double naive = 0.0;
+  for (int64_t i = 0; i < 10000000; ++i) {
+    const double v = 1.0 + static_cast<double>(i % 1000) * 1e-3 + 1e-7;
+    sum.update(v);
+    exact += v;
+    naive += v;
+  }
+  const double ours = std::abs(static_cast<double>((value_of(sum.compute()) - exact) / exact));
+  std::cout << "relative error after 1e7 scalar updates: ours " << ours << ", naive float64 "
+            << std::abs(static_cast<double>((naive - exact) / exact)) << "\n";
+  EXPECT_LE(ours, 1e-15);
+}
+
+// ---------------------------------------------------------------- bad input
+
+TEST(AggregationBadInput, ClearErrorsAndStateUnchanged) {
+  Mean mean;
+  mean.update(floats({1, 2}));
+  const auto before = mean.state_dict();
+  EXPECT_THROWS_WITH(mean.update(floats({1, 2, 3}), floats({1, 2})), c10::ValueError,
+                     "Mean.update: weight of shape [2] is not broadcastable to value of shape [3]");
+  EXPECT_THROWS_WITH(mean.update(at::ones({3}, at::kLong)), c10::TypeError,
+                     "Mean.update: value has dtype Long; expected float32, float64, float16 or bfloat16");
+  EXPECT_THROWS_WITH(mean.update(at::ones({3}, at::kBool)), c10::TypeError, "Mean.update: value has dtype Bool");
+  EXPECT_THROWS_WITH(mean.update(floats({1}), at::ones({1}, at::kInt)), c10::TypeError,
+                     "Mean.update: weight has dtype Int");
+  EXPECT_THROWS_WITH(mean.update(at::ones({2}, at::TensorOptions().device(at::kMeta))), c10::ValueError,
+                     "Mean.update: value is on meta but the metric's state is on cpu");
+  EXPECT_THROWS_WITH(mean.update(2.0, floats({1})), c10::ValueError, "Mean.update: a weight tensor needs a value tensor");
+  EXPECT_TRUE(states_equal(mean.state_dict(), before));
+  EXPECT_EQ(mean.update_count(), 1);
+}
+
+TEST(AggregationBadInput, OptionsAndStateDicts) {
+  EXPECT_THROWS_WITH(Max(AggregationOptions().dtype(at::kHalf)), c10::TypeError,
+                     "Max: dtype must be float64 or float32, got Half");
+  Mean mean;
+  mean.update(1.0);
+  const auto before = mean.state_dict();
+  auto bad = before;
+  bad["total"] = at::zeros({3}, at::kDouble);
+  EXPECT_THROWS_WITH(mean.load_state_dict(bad), c10::ValueError, "Mean.load_state_dict: 'total' must be Double[2]");
+  bad = before;
+  bad.erase("compensation");
+  EXPECT_THROWS_WITH(mean.load_state_dict(bad), c10::ValueError, "Mean.load_state_dict: missing key 'compensation'");
+  EXPECT_TRUE(states_equal(mean.state_dict(), before));
+  Sum sum;
+  EXPECT_THROWS_WITH(mean.merge(sum), c10::TypeError, "Mean.merge: cannot merge a Sum into a Mean");
+  Mean no_tally(AggregationOptions().nan_policy(NanPolicy::ignore()));
+  EXPECT_THROWS_WITH(mean.merge(no_tally), c10::ValueError, "Mean.merge: the other metric has different state");
+}
+
+TEST(Aggregation, ForwardReturnsTheBatchValueAndAccumulates) {
+  Mean mean;
+  mean.update(floats({10}));
+  EXPECT_DOUBLE_EQ(value_of(mean.forward(floats({1, 3}))), 2.0);
+  EXPECT_DOUBLE_EQ(value_of(mean.compute()), 14.0 / 3.0);
+  EXPECT_EQ(mean.update_count(), 2);
+  Max max;
+  EXPECT_EQ(value_of(max.forward(-2.0)), -2.0);
+  EXPECT_EQ(value_of(max.forward(floats({-5}))), -5.0);
+  EXPECT_EQ(value_of(max.compute()), -2.0);
+}
+
+TEST(Aggregation, ForwardKeepsUpdateIndicesOfTheWholeStream) {
+  Mean mean;
+  mean.update(1.0);
+  mean.update(2.0);
+  WarningCapture quiet;
+  mean.forward(floats({kNaN}));
+  EXPECT_EQ(mean.input_report().first_bad_update, 2);
+}
+
+TEST(Aggregation, MovesBetweenDevicesWithTo) {
+  Mean mean;
+  mean.update(floats({1, 3}));
+  mean.to(at::kCPU);
+  EXPECT_EQ(mean.device(), at::Device(at::kCPU));
+  EXPECT_DOUBLE_EQ(value_of(mean.compute()), 2.0);
+}
+
+// ---------------------------------------------------------------- contract cases
+
+template <typename M>
+testing::ContractCase weighted_case(const std::string& name, NanPolicy policy, bool with_nans) {
+  return {name, [policy] { return std::make_unique<M>(AggregationOptions().nan_policy(policy)); },
+          [with_nans](Metric& metric, int64_t i) {
+            Recorded ignored;
+            mixed_batch(i, ignored, [&](const ValueArg& x, const ValueArg& w) {
+              auto& m = static_cast<M&>(metric);
+              if (with_nans && i == 2) return m.update(kNaN, w);
+              if (with_nans && i == 5 && x.is_tensor()) return m.update(x.tensor().clone().fill_(kNaN), w);
+              m.update(x, w);
+            });
+          },
+          8};
+}
+
+template <typename M>
+testing::ContractCase extremum_case(const std::string& name, NanPolicy policy, bool with_nans) {
+  return {name, [policy] { return std::make_unique<M>(AggregationOptions().nan_policy(policy)); },
+          [with_nans](Metric& metric, int64_t i) {
+            Recorded ignored;
+            mixed_batch(i, ignored, [&](const ValueArg& x, const ValueArg&) {
+              auto& m = static_cast<M&>(metric);
+              if (with_nans && i == 2) return m.update(kNaN);
+              m.update(x);
+            });
+          },
+          8};
+}
+
+std::vector<testing::ContractCase> aggregation_cases() {
+  const std::vector<std::pair<std::string, NanPolicy>> policies = {{"Error", NanPolicy::error()},
+                                                                   {"Warn", NanPolicy::warn()},
+                                                                   {"Ignore", NanPolicy::ignore()},
+                                                                   {"Disable", NanPolicy::disable()},
+                                                                   {"Replace", NanPolicy::replace(0.5)}};
+  std::vector<testing::ContractCase> cases;
+  for (const auto& [label, policy] : policies) {
+    const bool nans = policy.strategy != NanStrategy::Error;
+    cases.push_back(weighted_case<Mean>("Mean" + label, policy, nans));
+    cases.push_back(weighted_case<Sum>("Sum" + label, policy, nans));
+    cases.push_back(extremum_case<Min>("Min" + label, policy, nans));
+    cases.push_back(extremum_case<Max>("Max" + label, policy, nans));
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Aggregation, MetricContract, ::testing::ValuesIn(aggregation_cases()),
+                         testing::contract_case_name);
+
+}  // namespace
+}  // namespace metrics
