@@ -1,0 +1,12 @@
+#pragma once
+
+// Everything nosync-metrics offers, in one include.
+
+#include <metrics/aggregation.h>
+#include <metrics/backend.h>
+#include <metrics/input_report.h>
+#include <metrics/metric.h>
+#include <metrics/metric_state.h>
+#include <metrics/nan_policy.h>
+#include <metrics/sync_counter.h>
+#include <metrics/warning_capture.h>
