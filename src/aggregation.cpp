@@ -109,27 +109,19 @@ at::Tensor ExtremumMetric::value() const { return state_[extremum_].select(0, 0)
 
 }  // namespace detail
 
-Mean::Mean(AggregationOptions options) : WeightedSumMetric("Mean", options, /*tracks_weight=*/true) {}
-
-std::unique_ptr<Metric> Mean::clone() const { return std::unique_ptr<Mean>(new Mean(*this)); }
+Mean::Mean(AggregationOptions options) : Cloneable("Mean", options, /*tracks_weight=*/true) {}
 
 at::Tensor Mean::value() const {
   const auto sums = totals();
   return sums.select(0, 0) / sums.select(0, 1);
 }
 
-Sum::Sum(AggregationOptions options) : WeightedSumMetric("Sum", options, /*tracks_weight=*/false) {}
-
-std::unique_ptr<Metric> Sum::clone() const { return std::unique_ptr<Sum>(new Sum(*this)); }
+Sum::Sum(AggregationOptions options) : Cloneable("Sum", options, /*tracks_weight=*/false) {}
 
 at::Tensor Sum::value() const { return totals().select(0, 0); }
 
-Min::Min(AggregationOptions options) : ExtremumMetric("Min", options, /*is_max=*/false) {}
+Min::Min(AggregationOptions options) : Cloneable("Min", options, /*is_max=*/false) {}
 
-std::unique_ptr<Metric> Min::clone() const { return std::unique_ptr<Min>(new Min(*this)); }
-
-Max::Max(AggregationOptions options) : ExtremumMetric("Max", options, /*is_max=*/true) {}
-
-std::unique_ptr<Metric> Max::clone() const { return std::unique_ptr<Max>(new Max(*this)); }
+Max::Max(AggregationOptions options) : Cloneable("Max", options, /*is_max=*/true) {}
 
 }  // namespace metrics

@@ -87,37 +87,33 @@ class ExtremumMetric : public Metric {
 
 /// Weighted mean Σ w·x / Σ w (TorchMetrics' MeanMetric). With no data, or a total weight of 0,
 /// compute() returns NaN (0/0), as TorchMetrics does.
-class Mean : public detail::WeightedSumMetric {
+class Mean : public Cloneable<Mean, detail::WeightedSumMetric> {
  public:
   explicit Mean(AggregationOptions options = {});
-  std::unique_ptr<Metric> clone() const override;
 
  protected:
   at::Tensor value() const override;
 };
 
 /// Σ w·x (TorchMetrics' SumMetric, plus optional weights). 0 with no data.
-class Sum : public detail::WeightedSumMetric {
+class Sum : public Cloneable<Sum, detail::WeightedSumMetric> {
  public:
   explicit Sum(AggregationOptions options = {});
-  std::unique_ptr<Metric> clone() const override;
 
  protected:
   at::Tensor value() const override;
 };
 
 /// Smallest value seen (TorchMetrics' MinMetric); +inf with no data.
-class Min : public detail::ExtremumMetric {
+class Min : public Cloneable<Min, detail::ExtremumMetric> {
  public:
   explicit Min(AggregationOptions options = {});
-  std::unique_ptr<Metric> clone() const override;
 };
 
 /// Largest value seen (TorchMetrics' MaxMetric); -inf with no data.
-class Max : public detail::ExtremumMetric {
+class Max : public Cloneable<Max, detail::ExtremumMetric> {
  public:
   explicit Max(AggregationOptions options = {});
-  std::unique_ptr<Metric> clone() const override;
 };
 
 }  // namespace metrics

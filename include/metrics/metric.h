@@ -82,4 +82,16 @@ class Metric {
   BadInputAction action_;
 };
 
+/// Implements clone() for `Derived` (a deep copy through its copy constructor).
+template <class Derived, class Base>
+class Cloneable : public Base {
+ public:
+  std::unique_ptr<Metric> clone() const override {
+    return std::make_unique<Derived>(static_cast<const Derived&>(*this));
+  }
+
+ protected:
+  using Base::Base;
+};
+
 }  // namespace metrics

@@ -4,6 +4,11 @@
 
 #include <metrics/aggregation.h>
 #include <metrics/backend.h>
+#include <metrics/classification.h>
+#include <metrics/classification_options.h>
+#include <metrics/classification_state.h>
+#include <metrics/collection.h>
+#include <metrics/functional/classification.h>
 #include <metrics/input_report.h>
 #include <metrics/metric.h>
 #include <metrics/metric_state.h>

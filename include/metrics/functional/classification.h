@@ -1,0 +1,37 @@
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <metrics/classification_options.h>
+
+namespace metrics {
+
+/// Per-class counts, each [C] (int64, or float64 when weighted).
+struct StatCounts {
+  at::Tensor tp, fp, tn, fn;
+};
+
+/// The reductions from counts to scores, as TorchMetrics 1.6 defines them. The metric classes
+/// compute through these; they run on the counts' device and read nothing back.
+///
+/// Ratios with a zero denominator take options.zero_division (accuracy: 0). Averages:
+/// micro sums the counts first; macro averages the per-class scores over the classes with
+/// tp + fp + fn > 0 (precision, recall and accuracy with top_k > 1: tp + fn > 0; multilabel:
+/// every label); weighted weights them by support tp + fn; none returns them. Binary tasks
+/// ignore average. Scores are float32, computed in float64.
+namespace functional {
+
+at::Tensor accuracy(const StatCounts& counts, const ClassificationOptions& options);
+at::Tensor precision(const StatCounts& counts, const ClassificationOptions& options);
+at::Tensor recall(const StatCounts& counts, const ClassificationOptions& options);
+/// (1 + beta^2) tp / ((1 + beta^2) tp + beta^2 fn + fp); beta = 1 is F1.
+at::Tensor fbeta_score(const StatCounts& counts, double beta, const ClassificationOptions& options);
+/// [tp, fp, tn, fn, support] for binary and micro (counts' dtype), [C, 5] for none, and the
+/// float32 mean (macro) or support-weighted mean (weighted) over classes.
+at::Tensor stat_scores(const StatCounts& counts, const ClassificationOptions& options);
+/// Divides by row sums (True), column sums (Pred) or the total (All) of the last two dims; 0/0
+/// becomes 0. None returns the counts as they are.
+at::Tensor normalize_confusion_matrix(const at::Tensor& confusion_matrix, Normalize normalize);
+
+}  // namespace functional
+}  // namespace metrics

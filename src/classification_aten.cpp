@@ -1,0 +1,116 @@
+// ATen path of ClassificationState::update, for every device and layout: fixed-size scatters
+// (index_add_) instead of bincount, masks through weights instead of boolean indexing, nothing
+// read back.
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+
+#include "classification_kernels.h"
+
+namespace metrics::detail {
+namespace {
+
+using Layout = ClassificationState::Layout;
+
+at::Tensor not_ignored(const at::Tensor& target, const ClassificationOptions& o) {
+  return o.ignore_index() ? target.ne(*o.ignore_index()) : at::ones_like(target, at::kBool);
+}
+
+// The weight of each kept entry (0 for the others), in the counts' dtype.
+at::Tensor kept_weight(const ClassificationBatch& b, const at::Tensor& keep, const ClassificationOptions& o) {
+  if (!b.weight) return keep.to(o.weighted() ? at::kDouble : at::kLong);
+  return b.weight->expand_as(keep).masked_fill(keep.logical_not(), 0.0);
+}
+
+at::Tensor weight_ok(const ClassificationBatch& b, const at::Tensor& shape_like) {
+  if (!b.weight) return at::ones_like(shape_like, at::kBool);
+  return b.weight->ge(0).expand_as(shape_like);  // false for NaN and negative weights
+}
+
+at::Tensor bad_counts(const at::Tensor& valid, const at::Tensor& target_ok, const at::Tensor& pred_ok,
+                      const at::Tensor& w_ok) {
+  const auto bad = [&](const at::Tensor& ok) { return valid.logical_and(ok.logical_not()).sum(); };
+  return at::stack({bad(target_ok), bad(pred_ok), bad(w_ok)});
+}
+
+at::Tensor count_multiclass(const ClassificationBatch& b, const ClassificationOptions& o, CountSink& sink) {
+  const int64_t classes = o.num_classes();
+  const auto& t = b.target;
+  const auto valid = not_ignored(t, o);
+  const auto target_ok = t.ge(0).logical_and_(t.lt(classes));
+  const auto tc = t.clamp(0, classes - 1);
+  at::Tensor p, pred_ok;
+  if (b.scores) {
+    pred_ok = at::isnan(b.preds).any(1).logical_not_();
+    p = b.preds.argmax(1);
+    if (o.top_k() > 1) {
+      const auto xt = b.preds.gather(1, tc.unsqueeze(1));
+      const auto before = at::arange(classes, t.options()).unsqueeze(0).lt(tc.unsqueeze(1));
+      const auto ahead = b.preds.gt(xt).sum(1).add_(b.preds.eq(xt).logical_and_(before).sum(1));
+      p = at::where(ahead.lt(o.top_k()).logical_and_(target_ok), tc, p);
+    }
+  } else {
+    pred_ok = b.preds.ge(0).logical_and_(b.preds.lt(classes));
+    p = b.preds.clamp(0, classes - 1);
+  }
+  const auto w_ok = weight_ok(b, t);
+  const auto keep = valid.logical_and(target_ok).logical_and_(pred_ok).logical_and_(w_ok);
+  const auto w = kept_weight(b, keep, o);
+  if (sink.layout == Layout::Matrix) {
+    sink.matrix.view({-1}).index_add_(0, tc * classes + p, w);
+  } else {
+    const auto wrong = w * p.ne(tc);
+    sink.tp.index_add_(0, tc, w - wrong);
+    sink.fn.index_add_(0, tc, wrong);
+    sink.fp.index_add_(0, p, wrong);
+    sink.tn.add_(w.sum());
+    sink.tn.index_add_(0, tc, w.neg());
+    sink.tn.index_add_(0, p, wrong.neg());
+  }
+  return bad_counts(valid, target_ok, pred_ok, w_ok);
+}
+
+// Binary (M,) and multilabel (M, L) entries, each a binary prediction of its label.
+at::Tensor count_entries(const ClassificationBatch& b, const ClassificationOptions& o, CountSink& sink) {
+  const auto& t = b.target;
+  const auto& x = b.preds;
+  const auto valid = not_ignored(t, o);
+  const auto target_ok = t.eq(0).logical_or_(t.eq(1));
+  at::Tensor pred, pred_ok;
+  if (b.scores) {
+    pred_ok = at::isnan(x).logical_not_();
+    const auto logits = x.lt(0).logical_or_(x.gt(1)).any();
+    const double logit_threshold = std::log(o.threshold() / (1.0 - o.threshold()));
+    pred = at::where(logits, x.gt(logit_threshold), x.gt(o.threshold()));
+  } else {
+    pred_ok = x.eq(0).logical_or_(x.eq(1));
+    pred = x.eq(1);
+  }
+  const auto per_row = b.weight && b.weight->dim() < t.dim();
+  ClassificationBatch shaped = b;
+  if (per_row) shaped.weight = b.weight->unsqueeze(1);
+  const auto w_ok = weight_ok(shaped, t);
+  const auto keep = valid.logical_and(target_ok).logical_and_(pred_ok).logical_and_(w_ok);
+  const auto w = kept_weight(shaped, keep, o);
+  const auto positive = t.eq(1);
+  const auto add = [&](at::Tensor& cell, const at::Tensor& is_target, const at::Tensor& is_pred) {
+    cell.add_(w.mul(is_target.logical_and(is_pred)).sum(0));
+  };
+  const auto negative = positive.logical_not();
+  const auto predicted_negative = pred.logical_not();
+  add(sink.tp, positive, pred);
+  add(sink.fp, negative, pred);
+  add(sink.fn, positive, predicted_negative);
+  add(sink.tn, negative, predicted_negative);
+  return bad_counts(valid, target_ok, pred_ok, w_ok);
+}
+
+}  // namespace
+
+at::Tensor count_on_aten(const ClassificationBatch& batch, const ClassificationOptions& options, CountSink& sink) {
+  return options.task() == Task::Multiclass ? count_multiclass(batch, options, sink)
+                                            : count_entries(batch, options, sink);
+}
+
+}  // namespace metrics::detail

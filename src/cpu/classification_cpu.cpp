@@ -1,0 +1,171 @@
+// CPU fast path of ClassificationState::update: one sweep over contiguous CPU input that
+// predicts (argmax, top-k or threshold), drops bad entries and counts, writing straight into the
+// state tensors. No ATen op runs here.
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+
+#include "../classification_kernels.h"
+#include "argmax.h"
+
+namespace metrics::detail::cpu {
+namespace {
+
+using Layout = ClassificationState::Layout;
+
+template <typename count_t>
+struct PerClassCounter {
+  count_t *tp, *fp, *tn, *fn;
+  int64_t classes;
+  count_t total = 0;
+
+  // Every counted sample is a true negative of every class but its target and prediction: tn
+  // takes the batch total once at the end, minus what add() takes off here.
+  void add(int64_t t, int64_t p, count_t w) {
+    total += w;
+    tn[t] -= w;
+    if (t == p) {
+      tp[t] += w;
+    } else {
+      fp[p] += w;
+      fn[t] += w;
+      tn[p] -= w;
+    }
+  }
+  void finish() {
+    for (int64_t c = 0; c < classes; ++c) tn[c] += total;
+  }
+};
+
+template <typename count_t>
+struct MatrixCounter {
+  count_t* cells;
+  int64_t classes;
+  void add(int64_t t, int64_t p, count_t w) { cells[t * classes + p] += w; }
+  void finish() {}
+};
+
+bool bad_weight(double w) { return !(w >= 0.0); }  // NaN or negative
+
+// Rows of a multiclass batch. predict(m, t) returns the predicted class of row m (t is the
+// target, -1 when out of range), or -1 for an invalid prediction.
+template <typename count_t, typename Counter, typename Predict>
+BadInputCounts count_rows(const ClassificationBatch& batch, const ClassificationOptions& o, Counter& counter,
+                          Predict predict) {
+  BadInputCounts bad;
+  const auto rows = batch.target.numel();
+  const auto* target = batch.target.data_ptr<int64_t>();
+  const double* weight = batch.weight ? batch.weight->data_ptr<double>() : nullptr;
+  const int64_t classes = o.num_classes();
+  const bool has_ignore = o.ignore_index().has_value();
+  const int64_t ignore = o.ignore_index().value_or(0);
+  for (int64_t m = 0; m < rows; ++m) {
+    const int64_t t = target[m];
+    if (has_ignore && t == ignore) continue;
+    const bool target_ok = t >= 0 && t < classes;
+    const int64_t p = predict(m, target_ok ? t : -1);
+    const double w = weight ? weight[m] : 1.0;
+    bad.targets += !target_ok;
+    bad.predictions += p < 0;
+    bad.weights += weight && bad_weight(w);
+    if (target_ok && p >= 0 && !(weight && bad_weight(w))) counter.add(t, p, static_cast<count_t>(w));
+  }
+  counter.finish();
+  return bad;
+}
+
+template <typename count_t, typename Counter>
+BadInputCounts count_multiclass(const ClassificationBatch& batch, const ClassificationOptions& o, Counter& counter) {
+  const int64_t classes = o.num_classes();
+  if (!batch.scores) {
+    const auto* labels = batch.preds.data_ptr<int64_t>();
+    return count_rows<count_t>(batch, o, counter, [&](int64_t m, int64_t) {
+      const int64_t p = labels[m];
+      return p >= 0 && p < classes ? p : int64_t{-1};
+    });
+  }
+  return AT_DISPATCH_FLOATING_TYPES(batch.preds.scalar_type(), "count_multiclass", [&] {
+    const auto* scores = batch.preds.data_ptr<scalar_t>();
+    const int64_t k = o.top_k();
+    return count_rows<count_t>(batch, o, counter, [&](int64_t m, int64_t t) {
+      const scalar_t* row = scores + m * classes;
+      const int64_t top = first_argmax(row, classes);
+      if (top >= 0 && k > 1 && t >= 0 && in_top_k(row, classes, t, k)) return t;
+      return top;
+    });
+  });
+}
+
+// Binary (L = 1) and multilabel entries: each (row, label) is a binary prediction of its label.
+template <typename count_t, typename T>
+BadInputCounts count_entries(const ClassificationBatch& batch, const ClassificationOptions& o, CountSink& sink) {
+  BadInputCounts bad;
+  const auto entries = batch.target.numel();
+  const int64_t labels = o.task() == Task::Binary ? 1 : o.num_classes();
+  const auto* target = batch.target.data_ptr<int64_t>();
+  const auto* preds = batch.preds.data_ptr<T>();
+  const double* weight = batch.weight ? batch.weight->data_ptr<double>() : nullptr;
+  const bool per_entry_weight = batch.weight && batch.weight->numel() == entries;
+  const bool has_ignore = o.ignore_index().has_value();
+  const int64_t ignore = o.ignore_index().value_or(0);
+
+  // Scores outside [0, 1] anywhere in the batch make it logits (TorchMetrics decides per batch).
+  T threshold = static_cast<T>(o.threshold());
+  if constexpr (std::is_floating_point_v<T>) {
+    bool logits = false;
+    for (int64_t i = 0; i < entries; ++i) logits |= (preds[i] < 0) | (preds[i] > 1);
+    if (logits) threshold = static_cast<T>(std::log(o.threshold() / (1.0 - o.threshold())));
+  }
+  count_t* cell[4] = {sink.tn.data_ptr<count_t>(), sink.fp.data_ptr<count_t>(), sink.fn.data_ptr<count_t>(),
+                      sink.tp.data_ptr<count_t>()};  // indexed by 2 * target + prediction
+  const int64_t rows = labels == 0 ? 0 : entries / labels;
+  for (int64_t m = 0; m < rows; ++m) {
+    for (int64_t l = 0; l < labels; ++l) {
+      const int64_t i = m * labels + l;
+      const int64_t t = target[i];
+      if (has_ignore && t == ignore) continue;
+      const T x = preds[i];
+      int64_t p;
+      bool pred_ok;
+      if constexpr (std::is_floating_point_v<T>) {
+        pred_ok = !std::isnan(x);
+        p = x > threshold;
+      } else {
+        pred_ok = x == 0 || x == 1;
+        p = x == 1;
+      }
+      const bool target_ok = t == 0 || t == 1;
+      const double w = weight ? weight[per_entry_weight ? i : m] : 1.0;
+      bad.targets += !target_ok;
+      bad.predictions += !pred_ok;
+      bad.weights += weight && bad_weight(w);
+      if (target_ok && pred_ok && !(weight && bad_weight(w))) cell[2 * t + p][l] += static_cast<count_t>(w);
+    }
+  }
+  return bad;
+}
+
+template <typename count_t>
+BadInputCounts count_typed(const ClassificationBatch& batch, const ClassificationOptions& o, CountSink& sink) {
+  if (o.task() != Task::Multiclass) {
+    if (!batch.scores) return count_entries<count_t, int64_t>(batch, o, sink);
+    return AT_DISPATCH_FLOATING_TYPES(batch.preds.scalar_type(), "count_entries",
+                                      [&] { return count_entries<count_t, scalar_t>(batch, o, sink); });
+  }
+  if (sink.layout == Layout::Matrix) {
+    MatrixCounter<count_t> counter{sink.matrix.data_ptr<count_t>(), o.num_classes()};
+    return count_multiclass<count_t>(batch, o, counter);
+  }
+  PerClassCounter<count_t> counter{sink.tp.data_ptr<count_t>(), sink.fp.data_ptr<count_t>(),
+                                   sink.tn.data_ptr<count_t>(), sink.fn.data_ptr<count_t>(), o.num_classes()};
+  return count_multiclass<count_t>(batch, o, counter);
+}
+
+}  // namespace
+
+BadInputCounts count(const ClassificationBatch& batch, const ClassificationOptions& options, CountSink& sink) {
+  return options.weighted() ? count_typed<double>(batch, options, sink) : count_typed<int64_t>(batch, options, sink);
+}
+
+}  // namespace metrics::detail::cpu

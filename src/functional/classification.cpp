@@ -1,0 +1,131 @@
+#include <metrics/functional/classification.h>
+
+#include <ATen/ATen.h>
+
+namespace metrics::functional {
+namespace {
+
+// num / den, with zero_division where den == 0 (no scalar tensor: masked_fill takes a scalar).
+at::Tensor safe_divide(const at::Tensor& num, const at::Tensor& den, double zero_division) {
+  return (num / den).masked_fill_(den == 0, zero_division);
+}
+
+struct Doubles {
+  at::Tensor tp, fp, tn, fn;
+};
+
+Doubles as_double(const StatCounts& c) {
+  return {c.tp.to(at::kDouble), c.fp.to(at::kDouble), c.tn.to(at::kDouble), c.fn.to(at::kDouble)};
+}
+
+bool binary(const ClassificationOptions& o) { return o.task() == Task::Binary; }
+bool multilabel(const ClassificationOptions& o) { return o.task() == Task::Multilabel; }
+
+// Combines per-class scores as options.average says (TorchMetrics' _adjust_weights_safe_divide).
+at::Tensor average_scores(const at::Tensor& score, const Doubles& c, const ClassificationOptions& o,
+                          int64_t top_k) {
+  switch (o.average()) {
+    case Average::None:
+    case Average::Micro:  // handled by the callers
+      return score;
+    case Average::Weighted: {
+      const auto support = c.tp + c.fn;
+      return safe_divide((support * score).sum(), support.sum(), 0.0);
+    }
+    case Average::Macro: {
+      auto weights = at::ones_like(score);
+      if (!multilabel(o)) {
+        const auto seen = top_k == 1 ? c.tp + c.fp + c.fn : c.tp + c.fn;
+        weights.masked_fill_(seen == 0, 0.0);
+      }
+      return safe_divide((weights * score).sum(), weights.sum(), 0.0);
+    }
+  }
+  return score;
+}
+
+at::Tensor finish(const at::Tensor& score, const ClassificationOptions& o) {
+  return (binary(o) ? score.reshape({}) : score).to(at::kFloat);
+}
+
+// tp / (tp + other): precision (other = fp) and recall (other = fn).
+at::Tensor ratio_score(const StatCounts& counts, const ClassificationOptions& o, bool precision) {
+  const auto c = as_double(counts);
+  const auto& other = precision ? c.fp : c.fn;
+  if (binary(o)) return finish(safe_divide(c.tp, c.tp + other, o.zero_division()), o);
+  if (o.average() == Average::Micro) {
+    const auto tp = c.tp.sum();
+    return finish(safe_divide(tp, tp + other.sum(), o.zero_division()), o);
+  }
+  return finish(average_scores(safe_divide(c.tp, c.tp + other, o.zero_division()), c, o, o.top_k()), o);
+}
+
+}  // namespace
+
+at::Tensor accuracy(const StatCounts& counts, const ClassificationOptions& o) {
+  const auto c = as_double(counts);
+  const auto all = c.tp + c.tn + c.fp + c.fn;
+  if (binary(o)) return finish(safe_divide(c.tp + c.tn, all, 0.0), o);
+  if (o.average() == Average::Micro) {
+    if (multilabel(o)) return finish(safe_divide((c.tp + c.tn).sum(), all.sum(), 0.0), o);
+    return finish(safe_divide(c.tp.sum(), (c.tp + c.fn).sum(), 0.0), o);
+  }
+  const auto score = multilabel(o) ? safe_divide(c.tp + c.tn, all, 0.0) : safe_divide(c.tp, c.tp + c.fn, 0.0);
+  return finish(average_scores(score, c, o, o.top_k()), o);
+}
+
+at::Tensor precision(const StatCounts& counts, const ClassificationOptions& o) {
+  return ratio_score(counts, o, /*precision=*/true);
+}
+
+at::Tensor recall(const StatCounts& counts, const ClassificationOptions& o) {
+  return ratio_score(counts, o, /*precision=*/false);
+}
+
+at::Tensor fbeta_score(const StatCounts& counts, double beta, const ClassificationOptions& o) {
+  const auto c = as_double(counts);
+  const double beta2 = beta * beta;
+  const auto score = [&](const at::Tensor& tp, const at::Tensor& fp, const at::Tensor& fn) {
+    return safe_divide((1 + beta2) * tp, (1 + beta2) * tp + beta2 * fn + fp, o.zero_division());
+  };
+  if (binary(o)) return finish(score(c.tp, c.fp, c.fn), o);
+  if (o.average() == Average::Micro) return finish(score(c.tp.sum(), c.fp.sum(), c.fn.sum()), o);
+  return finish(average_scores(score(c.tp, c.fp, c.fn), c, o, /*top_k=*/1), o);
+}
+
+at::Tensor stat_scores(const StatCounts& c, const ClassificationOptions& o) {
+  const auto table = at::stack({c.tp, c.fp, c.tn, c.fn, c.tp + c.fn}, /*dim=*/-1);  // [C, 5]
+  if (binary(o)) return table.reshape({5});
+  switch (o.average()) {
+    case Average::Micro:
+      return table.sum(0);
+    case Average::Macro:
+      return table.to(at::kFloat).mean(0);
+    case Average::Weighted: {
+      const auto support = (c.tp + c.fn).to(at::kDouble);
+      return (table.to(at::kDouble) * (support / support.sum()).unsqueeze(1)).sum(0).to(at::kFloat);
+    }
+    case Average::None:
+      break;
+  }
+  return table;
+}
+
+at::Tensor normalize_confusion_matrix(const at::Tensor& confusion_matrix, Normalize normalize) {
+  if (normalize == Normalize::None) return confusion_matrix.clone();
+  const auto counts = confusion_matrix.to(at::kDouble);
+  at::Tensor total;
+  switch (normalize) {
+    case Normalize::True:
+      total = counts.sum(-1, /*keepdim=*/true);
+      break;
+    case Normalize::Pred:
+      total = counts.sum(-2, /*keepdim=*/true);
+      break;
+    default:
+      total = counts.sum({-2, -1}, /*keepdim=*/true);
+  }
+  return safe_divide(counts, total.expand_as(counts), 0.0).to(at::kFloat);
+}
+
+}  // namespace metrics::functional

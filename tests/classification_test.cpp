@@ -1,0 +1,400 @@
+// Known answers (most from TorchMetrics 1.6's own documentation examples), bad input and errors.
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include <metrics/backend.h>
+#include <metrics/classification.h>
+#include <metrics/sync_counter.h>
+
+#include "test_support.h"
+
+namespace metrics {
+namespace {
+
+using testing::states_equal;
+using testing::tensors_close;
+using Opts = ClassificationOptions;
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+at::Tensor longs(std::vector<int64_t> v) { return at::tensor(v, at::kLong); }
+at::Tensor floats(std::vector<double> v) { return at::tensor(v, at::kDouble).to(at::kFloat); }
+at::Tensor values(std::vector<double> v) { return at::tensor(v, at::kDouble); }
+
+// Runs `check` once on the CPU fast path and once on the ATen path.
+template <typename Check>
+void on_both_paths(Check check) {
+  check();
+  ForceAtenPath aten;
+  check();
+}
+
+template <typename M>
+at::Tensor computed(M metric, const at::Tensor& preds, const at::Tensor& target) {
+  metric.update(preds, target);
+  return metric.compute();
+}
+
+// ---------------------------------------------------------------- binary
+
+TEST(Binary, TorchMetricsDocExamples) {
+  on_both_paths([] {
+    const auto target = longs({0, 1, 0, 1, 0, 1});
+    for (const auto& preds : {longs({0, 0, 1, 1, 0, 1}), floats({0.11, 0.22, 0.84, 0.73, 0.33, 0.92})}) {
+      EXPECT_TRUE(tensors_close(computed(Accuracy(Opts::binary()), preds, target), floats({2.0 / 3}).reshape({}), 1e-6));
+      EXPECT_TRUE(tensors_close(computed(Precision(Opts::binary()), preds, target), floats({2.0 / 3}).reshape({}), 1e-6));
+      EXPECT_TRUE(tensors_close(computed(Recall(Opts::binary()), preds, target), floats({2.0 / 3}).reshape({}), 1e-6));
+      EXPECT_TRUE(tensors_close(computed(F1Score(Opts::binary()), preds, target), floats({2.0 / 3}).reshape({}), 1e-6));
+      EXPECT_TRUE(tensors_close(computed(StatScores(Opts::binary()), preds, target), longs({2, 1, 2, 1, 3})));
+      EXPECT_TRUE(tensors_close(computed(ConfusionMatrix(Opts::binary()), preds, target), longs({2, 1, 1, 2}).reshape({2, 2})));
+    }
+  });
+}
+
+TEST(Binary, LogitsAreThresholdedInLogitSpace) {
+  on_both_paths([] {
+    // Values outside [0, 1] make the batch logits: sigmoid(x) > 0.5 <=> x > 0.
+    const auto preds = floats({-1.0, 2.0, 0.3, -0.1});
+    const auto target = longs({0, 1, 1, 1});
+    EXPECT_TRUE(tensors_close(computed(StatScores(Opts::binary()), preds, target), longs({2, 0, 1, 1, 3})));
+    // A threshold of 0.8 on logits is x > log(4).
+    EXPECT_TRUE(tensors_close(computed(StatScores(Opts::binary(0.8)), floats({1.3, 1.4, -3}), longs({1, 1, 0})),
+                              longs({1, 0, 1, 1, 2})));
+  });
+}
+
+TEST(Binary, ExtraDimensionsAreFlattened) {
+  on_both_paths([] {
+    const auto target = longs({0, 1, 1, 0, 0, 1, 1, 1}).reshape({2, 2, 2});
+    const auto preds = floats({0.1, 0.9, 0.2, 0.8, 0.3, 0.7, 0.6, 0.4}).reshape({2, 2, 2});
+    EXPECT_TRUE(tensors_close(computed(StatScores(Opts::binary()), preds, target), longs({3, 1, 2, 2, 5})));
+  });
+}
+
+TEST(Binary, IgnoreIndexDropsEntries) {
+  on_both_paths([] {
+    const auto preds = floats({0.9, 0.9, 0.1, 0.1});
+    const auto target = longs({1, -1, -1, 0});
+    EXPECT_TRUE(tensors_close(computed(StatScores(Opts::binary().ignore_index(-1)), preds, target),
+                              longs({1, 0, 1, 0, 1})));
+  });
+}
+
+// ---------------------------------------------------------------- multiclass
+
+at::Tensor doc_scores() {
+  return floats({0.16, 0.26, 0.58, 0.22, 0.61, 0.17, 0.71, 0.09, 0.20, 0.05, 0.82, 0.13}).reshape({4, 3});
+}
+
+TEST(Multiclass, TorchMetricsDocExamples) {
+  on_both_paths([] {
+    const auto target = longs({2, 1, 0, 0});
+    for (const auto& preds : {longs({2, 1, 0, 1}), doc_scores()}) {
+      const auto o = Opts::multiclass(3);
+      EXPECT_TRUE(tensors_close(computed(Accuracy(o), preds, target), floats({5.0 / 6}).reshape({}), 1e-6));
+      EXPECT_TRUE(tensors_close(computed(Accuracy(Opts(o).average(Average::None)), preds, target), floats({0.5, 1, 1})));
+      EXPECT_TRUE(tensors_close(computed(Accuracy(Opts(o).average(Average::Micro)), preds, target), floats({0.75}).reshape({})));
+      EXPECT_TRUE(tensors_close(computed(Precision(o), preds, target), floats({5.0 / 6}).reshape({}), 1e-6));
+      EXPECT_TRUE(tensors_close(computed(Recall(o), preds, target), floats({5.0 / 6}).reshape({}), 1e-6));
+      EXPECT_TRUE(tensors_close(computed(F1Score(o), preds, target), floats({7.0 / 9}).reshape({}), 1e-6));
+      EXPECT_TRUE(tensors_close(computed(StatScores(Opts(o).average(Average::Micro)), preds, target),
+                                longs({3, 1, 7, 1, 4})));
+      EXPECT_TRUE(tensors_close(computed(StatScores(Opts(o).average(Average::None)), preds, target),
+                                longs({1, 0, 2, 1, 2, 1, 1, 2, 0, 1, 1, 0, 3, 0, 1}).reshape({3, 5})));
+      EXPECT_TRUE(tensors_close(computed(ConfusionMatrix(o), preds, target),
+                                longs({1, 1, 0, 0, 1, 0, 0, 0, 1}).reshape({3, 3})));
+    }
+  });
+}
+
+TEST(Multiclass, FBetaWeightsRecall) {
+  on_both_paths([] {
+    // TorchMetrics doc: multiclass_fbeta_score(preds, target, beta=2.0, num_classes=3) = 0.7963
+    const auto value = computed(FBetaScore(2.0, Opts::multiclass(3)), longs({2, 1, 0, 1}), longs({2, 1, 0, 0}));
+    EXPECT_NEAR(value.item<double>(), (5.0 / 6 + 5.0 / 9 + 1.0) / 3, 1e-6);
+  });
+}
+
+TEST(Multiclass, MacroSkipsAbsentClassesButKeepsOnlyPredictedOnes) {
+  on_both_paths([] {
+    // Class 3 never appears: left out of the macro mean. Class 2 is only predicted: counts with 0.
+    const auto o = Opts::multiclass(4);
+    const auto preds = longs({0, 0, 2, 1});
+    const auto target = longs({0, 0, 1, 1});
+    EXPECT_NEAR(computed(Precision(o), preds, target).item<double>(), (1 + 1 + 0) / 3.0, 1e-7);
+    EXPECT_NEAR(computed(Recall(o), preds, target).item<double>(), (1 + 0.5 + 0) / 3.0, 1e-7);
+    EXPECT_TRUE(tensors_close(computed(Recall(Opts(o).average(Average::None)), preds, target), floats({1, 0.5, 0, 0})));
+    // Weighted by support: class 0 (2 samples) recall 1, class 1 (2 samples) recall 0.5.
+    EXPECT_NEAR(computed(Recall(Opts(o).average(Average::Weighted)), preds, target).item<double>(), 0.75, 1e-7);
+  });
+}
+
+TEST(Multiclass, TopKFollowsTorchMetrics16) {
+  on_both_paths([] {
+    // Row 3: target 0 is not in the top 2 {1, 2}: the prediction stays the top-1 class 1.
+    const auto o = Opts::multiclass(3).top_k(2).average(Average::None);
+    EXPECT_TRUE(tensors_close(computed(Accuracy(o), doc_scores(), longs({2, 1, 0, 0})), floats({0.5, 1, 1})));
+    // Target 1 of row 0 is second: with top_k 2 it counts as predicted.
+    EXPECT_TRUE(tensors_close(computed(StatScores(Opts(o).average(Average::Micro)), doc_scores(), longs({1, 1, 0, 0})),
+                              longs({3, 1, 7, 1, 4})));
+  });
+}
+
+TEST(Multiclass, TiesGoToTheFirstIndexOnBothPaths) {
+  on_both_paths([] {
+    const auto scores = floats({1, 3, 3, 0, 5, 5, 5, 5, 2, 2, 1, 2}).reshape({3, 4});
+    EXPECT_TRUE(tensors_close(computed(ConfusionMatrix(Opts::multiclass(4)), scores, longs({1, 0, 0})),
+                              longs({2, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}).reshape({4, 4})));
+    // Wide rows take the vector argmax: ties and the maximum in the tail.
+    auto wide = at::zeros({2, 77});
+    wide.index_put_({0, 40}, 1.0);
+    wide.index_put_({0, 70}, 1.0);
+    wide.index_put_({1, 76}, 2.0);
+    EXPECT_TRUE(tensors_close(computed(StatScores(Opts::multiclass(77).average(Average::Micro)), wide, longs({40, 76})),
+                              longs({2, 0, 152, 0, 2})));
+  });
+}
+
+TEST(Multiclass, TwoClasses) {
+  on_both_paths([] {
+    const auto o = Opts::multiclass(2);
+    EXPECT_TRUE(tensors_close(computed(ConfusionMatrix(o), longs({0, 1, 1, 1}), longs({0, 0, 1, 1})),
+                              longs({1, 1, 0, 2}).reshape({2, 2})));
+    EXPECT_NEAR(computed(Accuracy(o), longs({0, 1, 1, 1}), longs({0, 0, 1, 1})).item<double>(), 0.75, 1e-7);
+  });
+}
+
+TEST(Multiclass, IgnoreIndexInsideAndOutsideTheClassRange) {
+  on_both_paths([] {
+    const auto preds = longs({0, 1, 2, 2});
+    const auto target = longs({0, 1, 1, 255});
+    EXPECT_TRUE(tensors_close(computed(ConfusionMatrix(Opts::multiclass(3).ignore_index(255)), preds, target),
+                              longs({1, 0, 0, 0, 1, 1, 0, 0, 0}).reshape({3, 3})));
+    // ignore_index 0: samples with target 0 are dropped, class 0 stays in the class set.
+    const auto o = Opts::multiclass(3).ignore_index(0).average(Average::None);
+    EXPECT_TRUE(tensors_close(computed(Recall(o), longs({0, 1, 0}), longs({0, 1, 1})), floats({0, 0.5, 0})));
+    EXPECT_TRUE(tensors_close(computed(Precision(o), longs({0, 1, 0}), longs({0, 1, 1})), floats({0, 1, 0})));
+  });
+}
+
+TEST(Multiclass, AllIgnoredBatchCountsNothing) {
+  on_both_paths([] {
+    Accuracy accuracy(Opts::multiclass(3).ignore_index(-1));
+    accuracy.update(doc_scores(), longs({-1, -1, -1, -1}));
+    EXPECT_EQ(accuracy.compute().item<double>(), 0.0);  // no class seen: 0, as TorchMetrics
+    EXPECT_EQ(accuracy.counts().stat_counts().tn.sum().item<int64_t>(), 0);
+  });
+}
+
+TEST(Multiclass, SegmentationShapedInput) {
+  on_both_paths([] {
+    // (N, C, H, W) scores against (N, H, W) targets: every pixel is a sample.
+    auto scores = at::zeros({1, 3, 2, 2});
+    scores.index_put_({0, 0, 0, 0}, 1.0);  // pixel (0, 0) -> class 0
+    scores.index_put_({0, 2, 0, 1}, 1.0);  // pixel (0, 1) -> class 2
+    scores.index_put_({0, 1, 1, 0}, 1.0);  // pixel (1, 0) -> class 1
+    scores.index_put_({0, 1, 1, 1}, 1.0);  // pixel (1, 1) -> class 1
+    const auto target = longs({0, 1, 1, 2}).reshape({1, 2, 2});
+    EXPECT_TRUE(tensors_close(computed(ConfusionMatrix(Opts::multiclass(3)), scores, target),
+                              longs({1, 0, 0, 0, 1, 1, 0, 1, 0}).reshape({3, 3})));
+  });
+}
+
+TEST(Multiclass, ZeroDivisionOption) {
+  const auto preds = longs({0, 0});
+  const auto target = longs({0, 0});
+  const auto o = Opts::multiclass(3).average(Average::None);
+  EXPECT_TRUE(tensors_close(computed(Precision(o), preds, target), floats({1, 0, 0})));
+  EXPECT_TRUE(tensors_close(computed(Precision(Opts(o).zero_division(1)), preds, target), floats({1, 1, 1})));
+}
+
+TEST(Multiclass, ConfusionMatrixNormalization) {
+  const auto preds = longs({2, 1, 0, 1});
+  const auto target = longs({2, 1, 0, 0});
+  const auto o = Opts::multiclass(3);
+  EXPECT_TRUE(tensors_close(computed(ConfusionMatrix(o, Normalize::True), preds, target),
+                            floats({0.5, 0.5, 0, 0, 1, 0, 0, 0, 1}).reshape({3, 3})));
+  EXPECT_TRUE(tensors_close(computed(ConfusionMatrix(o, Normalize::Pred), preds, target),
+                            floats({1, 0.5, 0, 0, 0.5, 0, 0, 0, 1}).reshape({3, 3})));
+  EXPECT_TRUE(tensors_close(computed(ConfusionMatrix(o, Normalize::All), preds, target),
+                            floats({0.25, 0.25, 0, 0, 0.25, 0, 0, 0, 0.25}).reshape({3, 3})));
+  // 0/0 in an empty row becomes 0
+  EXPECT_TRUE(tensors_close(computed(ConfusionMatrix(Opts::multiclass(3), Normalize::True), longs({0}), longs({0})),
+                            floats({1, 0, 0, 0, 0, 0, 0, 0, 0}).reshape({3, 3})));
+}
+
+// ---------------------------------------------------------------- multilabel
+
+TEST(Multilabel, TorchMetricsDocExamples) {
+  on_both_paths([] {
+    const auto target = longs({0, 1, 0, 1, 0, 1}).reshape({2, 3});
+    for (const auto& preds : {longs({0, 0, 1, 1, 0, 1}).reshape({2, 3}),
+                              floats({0.11, 0.22, 0.84, 0.73, 0.33, 0.92}).reshape({2, 3})}) {
+      const auto o = Opts::multilabel(3);
+      EXPECT_NEAR(computed(Accuracy(o), preds, target).item<double>(), 2.0 / 3, 1e-6);
+      EXPECT_TRUE(tensors_close(computed(Accuracy(Opts(o).average(Average::None)), preds, target), floats({1, 0.5, 0.5})));
+      EXPECT_NEAR(computed(Accuracy(Opts(o).average(Average::Micro)), preds, target).item<double>(), 2.0 / 3, 1e-6);
+      EXPECT_NEAR(computed(Precision(o), preds, target).item<double>(), 0.5, 1e-6);
+      EXPECT_NEAR(computed(Recall(o), preds, target).item<double>(), 2.0 / 3, 1e-6);
+      EXPECT_NEAR(computed(F1Score(o), preds, target).item<double>(), 5.0 / 9, 1e-6);
+      EXPECT_TRUE(tensors_close(computed(ConfusionMatrix(o), preds, target),
+                                longs({1, 0, 0, 1, 1, 0, 1, 0, 0, 1, 0, 1}).reshape({3, 2, 2})));
+    }
+  });
+}
+
+TEST(Multilabel, MacroKeepsEveryLabel) {  // no exclusion of unseen labels, as TorchMetrics
+  const auto preds = longs({1, 0, 1, 0}).reshape({2, 2});
+  const auto target = longs({1, 0, 1, 0}).reshape({2, 2});
+  EXPECT_NEAR(computed(Precision(Opts::multilabel(2)), preds, target).item<double>(), 0.5, 1e-7);
+}
+
+// ---------------------------------------------------------------- weights
+
+TEST(Weights, CountsBecomeWeightedSums) {
+  on_both_paths([] {
+    const auto o = Opts::multiclass(3).weighted(true);
+    ConfusionMatrix confmat(o);
+    confmat.update(longs({0, 1, 2, 2}), longs({0, 1, 1, 2}), values({0.5, 2.0, 1.0, 0.25}));
+    EXPECT_EQ(confmat.compute().scalar_type(), at::kDouble);
+    EXPECT_TRUE(tensors_close(confmat.compute(), values({0.5, 0, 0, 0, 2, 1, 0, 0, 0.25}).reshape({3, 3})));
+    Accuracy accuracy(Opts(o).average(Average::Micro));
+    accuracy.update(longs({0, 1, 2, 2}), longs({0, 1, 1, 2}), values({0.5, 2.0, 1.0, 0.25}));
+    EXPECT_NEAR(accuracy.compute().item<double>(), 2.75 / 3.75, 1e-7);
+  });
+}
+
+TEST(Weights, PerSampleWeightsSpreadOverLabelsAndPixels) {
+  on_both_paths([] {
+    StatScores scores(Opts::multilabel(2).weighted(true).average(Average::None));
+    scores.update(longs({1, 0, 1, 1}).reshape({2, 2}), longs({1, 1, 0, 1}).reshape({2, 2}), values({3.0, 0.5}));
+    // label 0: tp 3 (row 0), fp 0.5 (row 1); label 1: fn 3 (row 0), tp 0.5 (row 1)
+    EXPECT_TRUE(tensors_close(scores.compute(), values({3, 0.5, 0, 0, 3, 0.5, 0, 0, 3, 3.5}).reshape({2, 5})));
+    StatScores pixels(Opts::binary().weighted(true));
+    pixels.update(longs({1, 1, 0, 0}).reshape({2, 2}), longs({1, 0, 0, 1}).reshape({2, 2}), values({2.0, 1.0}));
+    EXPECT_TRUE(tensors_close(pixels.compute(), values({2, 2, 1, 1, 3})));
+  });
+}
+
+// ---------------------------------------------------------------- bad input, counted on the device
+
+TEST(BadInput, CountedKeptOutAndRaisedByCompute) {
+  on_both_paths([] {
+    Accuracy accuracy(Opts::multiclass(3).average(Average::Micro));
+    auto scores = doc_scores();
+    scores.index_put_({1, 2}, kNaN);
+    accuracy.update(doc_scores(), longs({2, 1, 0, 1}));  // clean: 4 right
+    accuracy.update(scores, longs({2, 1, 7, -3}));       // 1 NaN row, 2 targets out of range
+    EXPECT_THROWS_WITH(accuracy.compute(), c10::ValueError,
+                       "MulticlassAccuracy: 2 targets outside [0, 3), 1 NaN or out-of-range predictions in 1 update, "
+                       "first at update 1 (kept out of the state)");
+    const auto counts = accuracy.counts().stat_counts();
+    EXPECT_EQ((counts.tp + counts.fn).sum().item<int64_t>(), 5);  // 4 clean + row 0 of the second batch
+  });
+}
+
+TEST(BadInput, BinaryTargetsPredictionsAndWeights) {
+  on_both_paths([] {
+    Recall recall(Opts::binary().weighted(true));
+    recall.update(floats({0.9, kNaN, 0.2, 0.7}), longs({1, 1, 2, 1}), values({1, 1, 1, kNaN}));
+    const auto report = recall.input_report();
+    EXPECT_EQ(report.counts[0].second, 1);  // target 2
+    EXPECT_EQ(report.counts[1].second, 1);  // NaN prediction
+    EXPECT_EQ(report.counts[2].second, 1);  // NaN weight
+    EXPECT_THROWS_WITH(recall.check(), c10::ValueError, "BinaryRecall: 1 targets not 0 or 1");
+    EXPECT_TRUE(tensors_close(recall.counts().stat_counts().tp, values({1})));
+  });
+}
+
+TEST(BadInput, ValidateArgsFalseStillKeepsItOutButReportsNothing) {
+  on_both_paths([] {
+    Accuracy accuracy(Opts::multiclass(3).validate_args(false).average(Average::Micro));
+    accuracy.update(longs({0, 5, 1}), longs({0, 1, 9}));
+    EXPECT_NO_THROW(accuracy.compute());
+    EXPECT_EQ(accuracy.compute().item<double>(), 1.0);
+    EXPECT_TRUE(accuracy.input_report().clean());
+  });
+}
+
+TEST(BadInput, NoSyncWhileCounting) {
+  on_both_paths([] {
+    F1Score f1(Opts::multiclass(3).ignore_index(-1));
+    auto scores = doc_scores();
+    scores.index_put_({0, 0}, kNaN);
+    SyncCounter counter;
+    f1.update(scores, longs({2, 9, -1, 0}));
+    EXPECT_EQ(counter.total(), 0) << counter.summary();
+  });
+}
+
+// ---------------------------------------------------------------- errors that leave the state alone
+
+TEST(Errors, ClearMessagesAndStateUnchanged) {
+  Precision precision(Opts::multiclass(3));
+  precision.update(longs({0, 1}), longs({0, 2}));
+  const auto before = precision.state_dict();
+  EXPECT_THROWS_WITH(precision.update(doc_scores(), longs({0, 1, 2})), c10::ValueError,
+                     "MulticlassPrecision.update: preds has shape [4, 3] but target has [3]");
+  EXPECT_THROWS_WITH(precision.update(longs({0, 1}), floats({0, 1})), c10::TypeError,
+                     "MulticlassPrecision.update: target has dtype Float; expected an integer");
+  EXPECT_THROWS_WITH(precision.update(floats({0, 1}), longs({0, 1})), c10::TypeError,
+                     "preds shaped like target are labels and must be integers");
+  EXPECT_THROWS_WITH(precision.update(longs({0, 1}), longs({0, 1}), values({1, 1})), c10::ValueError,
+                     "weight given, but the metric counts without weights; build it with weighted=true");
+  EXPECT_THROWS_WITH(precision.update(longs({0}).to(at::kMeta), longs({0}).to(at::kMeta)), c10::ValueError,
+                     "preds is on meta and target on meta but the metric's state is on cpu");
+  EXPECT_THROWS_WITH(Precision(Opts::multiclass(3).top_k(2)).update(longs({0}), longs({0})), c10::ValueError,
+                     "top_k = 2 needs scores (N, 3, ...), but preds are labels");
+  EXPECT_TRUE(states_equal(precision.state_dict(), before));
+  EXPECT_EQ(precision.update_count(), 1);
+}
+
+TEST(Errors, WeightShapes) {
+  Accuracy accuracy(Opts::multiclass(3).weighted(true));
+  EXPECT_THROWS_WITH(accuracy.update(longs({0, 1}), longs({0, 1}), values({1, 1, 1})), c10::ValueError,
+                     "MulticlassAccuracy.update: weight has shape [3]; expected (N,) = [2]");
+  EXPECT_THROWS_WITH(accuracy.update(longs({0, 1}), longs({0, 1}), longs({1, 1})), c10::TypeError,
+                     "weight has dtype Long; expected a floating-point tensor");
+}
+
+TEST(Errors, InvalidOptions) {
+  EXPECT_THROWS_WITH(Accuracy(Opts::multiclass(1)), c10::ValueError, "MulticlassAccuracy: num_classes must be at least 2");
+  EXPECT_THROWS_WITH(Recall(Opts::multilabel(1)), c10::ValueError, "MultilabelRecall: num_labels must be at least 2");
+  EXPECT_THROWS_WITH(F1Score(Opts::multiclass(3).top_k(4)), c10::ValueError,
+                     "MulticlassF1Score: top_k = 4 is larger than num_classes = 3");
+  EXPECT_THROWS_WITH(Precision(Opts::binary(1.5)), c10::ValueError, "BinaryPrecision: threshold must be in [0, 1]");
+  EXPECT_THROWS_WITH(Precision(Opts::binary().top_k(2)), c10::ValueError, "top_k applies to multiclass tasks only");
+  EXPECT_THROWS_WITH(Precision(Opts::binary().zero_division(0.5)), c10::ValueError, "zero_division must be 0 or 1");
+  EXPECT_THROWS_WITH(FBetaScore(0.0, Opts::binary()), c10::ValueError, "BinaryFBetaScore: beta must be larger than 0");
+}
+
+TEST(Errors, ShapesPerTask) {
+  EXPECT_THROWS_WITH(Accuracy(Opts::binary()).update(floats({0.1, 0.2}), longs({0})), c10::ValueError,
+                     "BinaryAccuracy.update: preds has shape [2] but target has [1]");
+  EXPECT_THROWS_WITH(Accuracy(Opts::multilabel(3)).update(longs({0, 1}).reshape({1, 2}), longs({0, 1}).reshape({1, 2})),
+                     c10::ValueError, "MultilabelAccuracy.update: preds has shape [1, 2] and target [1, 2]; expected both (N, 3, ...)");
+  EXPECT_THROWS_WITH(Accuracy(Opts::multiclass(4)).update(doc_scores(), longs({0, 1, 2, 0})), c10::ValueError,
+                     "expected preds (N, 4, ...) and target (N, ...)");
+}
+
+TEST(Classification, ForwardReturnsTheBatchValue) {
+  Accuracy accuracy(Opts::multiclass(3).average(Average::Micro));
+  accuracy.update(longs({0, 0}), longs({0, 0}));
+  EXPECT_NEAR(accuracy.forward(longs({1, 0}), longs({2, 0})).item<double>(), 0.5, 1e-7);
+  EXPECT_NEAR(accuracy.compute().item<double>(), 0.75, 1e-7);
+  EXPECT_EQ(accuracy.update_count(), 2);
+}
+
+TEST(Classification, NamesFollowTorchMetrics) {
+  EXPECT_EQ(Accuracy(Opts::binary()).name(), "BinaryAccuracy");
+  EXPECT_EQ(F1Score(Opts::multiclass(3)).name(), "MulticlassF1Score");
+  EXPECT_EQ(ConfusionMatrix(Opts::multilabel(3)).name(), "MultilabelConfusionMatrix");
+  EXPECT_EQ(FBetaScore(0.5, Opts::multilabel(3)).name(), "MultilabelFBetaScore");
+}
+
+}  // namespace
+}  // namespace metrics
