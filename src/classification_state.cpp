@@ -26,6 +26,10 @@ std::vector<std::string> bad_input_kinds(const ClassificationOptions& o) {
   return {"targets not 0 or 1", "NaN or non-binary predictions", "NaN or negative weights"};
 }
 
+// Dtype changes and reshapes only where needed: each ATen call costs a dispatch even as a no-op.
+at::Tensor as_long(const at::Tensor& t) { return t.scalar_type() == at::kLong ? t : t.to(at::kLong); }
+at::Tensor flat(const at::Tensor& t) { return t.dim() == 1 ? t : t.reshape({-1}); }
+
 // (N, K, ...) -> (N * ..., K): the class or label dimension last, every other one flattened.
 at::Tensor classes_last(const at::Tensor& t, int64_t k) {
   return t.dim() == 2 ? t : t.movedim(1, -1).reshape({-1, k});
@@ -65,9 +69,9 @@ void check_weight(const std::string& metric, const ClassificationOptions& o, con
 }
 
 at::Tensor canonical_weight(const ClassificationOptions& o, const at::Tensor& weight, const at::Tensor& target) {
-  const auto w = weight.to(at::kDouble);
+  const auto w = weight.scalar_type() == at::kDouble ? weight : weight.to(at::kDouble);
   if (w.sizes() == target.sizes()) {
-    return o.task() == Task::Multilabel ? classes_last(w, o.num_classes()) : w.reshape({-1});
+    return o.task() == Task::Multilabel ? classes_last(w, o.num_classes()) : flat(w);
   }
   // One weight per sample: repeat it over the extra dimensions (multilabel: per row of labels).
   auto shape = target.sizes().vec();
@@ -123,14 +127,14 @@ ClassificationBatch canonicalize(const std::string& metric, const Classification
   batch.scores = is_score_type(preds.scalar_type());
   auto p = preds;
   if (batch.scores && (p.scalar_type() == at::kHalf || p.scalar_type() == at::kBFloat16)) p = p.to(at::kFloat);
-  if (!batch.scores) p = p.to(at::kLong);
+  if (!batch.scores) p = as_long(p);
   const bool multiclass_scores = o.task() == Task::Multiclass && preds.dim() == target.dim() + 1;
   if (o.task() == Task::Multilabel) {
     batch.preds = classes_last(p, o.num_classes());
-    batch.target = classes_last(target.to(at::kLong), o.num_classes());
+    batch.target = classes_last(as_long(target), o.num_classes());
   } else {
-    batch.preds = multiclass_scores ? classes_last(p, o.num_classes()) : p.reshape({-1});
-    batch.target = target.to(at::kLong).reshape({-1});
+    batch.preds = multiclass_scores ? classes_last(p, o.num_classes()) : flat(p);
+    batch.target = flat(as_long(target));
   }
   if (weight) batch.weight = canonical_weight(o, *weight, target);
   return batch;

@@ -9,6 +9,11 @@ namespace metrics::detail::cpu {
 int64_t first_argmax(const float* x, int64_t n);
 int64_t first_argmax(const double* x, int64_t n);
 
+/// The same with a chosen instruction set, for tests (it must be available).
+enum class ArgmaxIsa { Scalar, Avx2, Avx512 };
+bool isa_available(ArgmaxIsa isa);
+int64_t first_argmax_with(const float* x, int64_t n, ArgmaxIsa isa);
+
 /// Whether x[t] ranks among the k largest of x[0, n), ties broken towards the lower index.
 template <typename T>
 bool in_top_k(const T* x, int64_t n, int64_t t, int64_t k) {

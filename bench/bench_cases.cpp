@@ -1,0 +1,154 @@
+#include "bench_cases.h"
+
+#include <ATen/ATen.h>
+
+#include <memory>
+
+#include <metrics/metrics.h>
+
+#include "naive_metrics.h"
+
+namespace bench {
+namespace {
+
+using metrics::Average;
+using Opts = metrics::ClassificationOptions;
+
+Inputs loss_input() { return {"loss", at::rand({})}; }
+Inputs values_input() { return {"4096", at::randn({4096})}; }
+
+Inputs multiclass_input(int64_t classes) {
+  return {"128x" + std::to_string(classes), {}, at::randn({128, classes}), at::randint(classes, {128}, at::kLong)};
+}
+Inputs binary_input() { return {"4096", {}, at::rand({4096}), at::randint(2, {4096}, at::kLong)}; }
+Inputs multilabel_input() { return {"128x100", {}, at::rand({128, 100}), at::randint(2, {128, 100}, at::kLong)}; }
+
+// The floor: one vectorized read of the same input.
+Case floor_case(const std::string& group, const Inputs& in) {
+  const auto& read = in.values.defined() ? in.values : in.preds;
+  return {group, in.shape, "floor", [read] { return UpdateFn([read] { (void)at::sum(read); }); }, read.numel()};
+}
+
+template <typename M>
+Case aggregator_case(const std::string& metric, naive::Aggregator::Kind kind, const Inputs& in, bool naive_impl) {
+  const auto values = in.values;
+  if (naive_impl) {
+    return {metric, in.shape, "naive",
+            [=] {
+              auto m = std::make_shared<naive::Aggregator>(kind);
+              return UpdateFn([m, values] { m->update(values); });
+            },
+            values.numel()};
+  }
+  return {metric, in.shape, "nosync",
+          [=] {
+            auto m = std::make_shared<M>();
+            return UpdateFn([m, values] { m->update(values); });
+          },
+          values.numel()};
+}
+
+// Classification metrics by name: one metric, or the collection of four (macro).
+std::vector<std::string> classification_metric_names() {
+  return {"accuracy", "precision", "recall", "f1", "confusion_matrix", "collection"};
+}
+
+std::unique_ptr<metrics::ClassificationMetric> make_metric(const std::string& name, const Opts& o) {
+  if (name == "accuracy") return std::make_unique<metrics::Accuracy>(o);
+  if (name == "precision") return std::make_unique<metrics::Precision>(o);
+  if (name == "recall") return std::make_unique<metrics::Recall>(o);
+  if (name == "f1") return std::make_unique<metrics::F1Score>(o);
+  return std::make_unique<metrics::ConfusionMatrix>(o);
+}
+
+Case nosync_classification(const std::string& metric, const Opts& o, const Inputs& in, bool aten_path) {
+  const auto preds = in.preds, target = in.target;
+  const bool collection = metric.find("collection") != std::string::npos;
+  const auto name = metric.substr(metric.find(' ') + 1);
+  return {metric, in.shape, aten_path ? "nosync (ATen path)" : "nosync",
+          [=]() -> UpdateFn {
+            if (!collection) {
+              std::shared_ptr<metrics::ClassificationMetric> m = make_metric(name, o);
+              return [m, preds, target] { m->update(preds, target); };
+            }
+            auto four = std::make_shared<metrics::MetricCollection>();
+            for (const char* n : {"accuracy", "precision", "recall", "f1"}) four->add(n, make_metric(n, o));
+            return [four, preds, target, aten_path] {
+              std::unique_ptr<metrics::ForceAtenPath> force;
+              if (aten_path) force = std::make_unique<metrics::ForceAtenPath>();
+              four->update(preds, target);
+            };
+          },
+          preds.numel()};
+}
+
+Case naive_classification(const std::string& metric, const Opts& o, const Inputs& in) {
+  const auto preds = in.preds, target = in.target;
+  const size_t copies = metric.find("collection") != std::string::npos ? 4 : 1;  // one state per metric: no compute groups
+  return {metric, in.shape, "naive",
+          [=] {
+            auto states = std::make_shared<std::vector<naive::StatScores>>(copies, naive::StatScores(o));
+            return UpdateFn([states, preds, target] {
+              for (auto& s : *states) s.update(preds, target);
+            });
+          },
+          preds.numel()};
+}
+
+void add_classification(std::vector<Case>& cases, const std::string& task, const Opts& o, const Inputs& in) {
+  cases.push_back(floor_case(task, in));
+  for (const auto& name : classification_metric_names()) {
+    const auto group = task + " " + name;
+    cases.push_back(naive_classification(group, o, in));
+    cases.push_back(nosync_classification(group, o, in, /*aten_path=*/false));
+    if (name == "collection") cases.push_back(nosync_classification(group, o, in, /*aten_path=*/true));
+  }
+}
+
+void add_aggregators(std::vector<Case>& cases, const Inputs& in) {
+  cases.push_back(floor_case("aggregation", in));
+  using Kind = naive::Aggregator::Kind;
+  for (bool naive_impl : {true, false}) {
+    cases.push_back(aggregator_case<metrics::Mean>("mean", Kind::Mean, in, naive_impl));
+    cases.push_back(aggregator_case<metrics::Sum>("sum", Kind::Sum, in, naive_impl));
+    cases.push_back(aggregator_case<metrics::Min>("min", Kind::Min, in, naive_impl));
+    cases.push_back(aggregator_case<metrics::Max>("max", Kind::Max, in, naive_impl));
+  }
+}
+
+// What a live SyncCounter costs per observed op: 100 small in-place adds.
+void add_counter_cost(std::vector<Case>& cases) {
+  const auto x = at::zeros({8});
+  const auto ops = [x] {
+    for (int i = 0; i < 100; ++i) x.add_(1.0);
+  };
+  cases.push_back({"sync counter", "100 ops", "no counter", [=] { return UpdateFn(ops); }, 100});
+  cases.push_back({"sync counter", "100 ops", "counter alive",
+                   [=] { return UpdateFn([=] { metrics::SyncCounter counter; ops(); }); }, 100});
+  cases.push_back({"sync counter", "100 ops", "strict counter alive",
+                   [=] {
+                     return UpdateFn([=] {
+                       metrics::SyncCounter counter(metrics::SyncCounterOptions().strict(true));
+                       ops();
+                     });
+                   },
+                   100});
+}
+
+}  // namespace
+
+std::vector<Case> all_cases() {
+  at::manual_seed(0);
+  std::vector<Case> cases;
+  add_aggregators(cases, loss_input());
+  add_aggregators(cases, values_input());
+  const auto macro = Average::Macro;
+  add_classification(cases, "multiclass", Opts::multiclass(10).average(macro), multiclass_input(10));
+  add_classification(cases, "multiclass", Opts::multiclass(1000).average(macro), multiclass_input(1000));
+  add_classification(cases, "binary", Opts::binary(), binary_input());
+  add_classification(cases, "multilabel", Opts::multilabel(100).average(macro), multilabel_input());
+  add_counter_cost(cases);
+  return cases;
+}
+
+}  // namespace bench
