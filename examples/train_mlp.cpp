@@ -1,7 +1,7 @@
 // A LibTorch training loop that tracks its metrics with nosync-metrics and counts the sync points
 // of every step with metrics::SyncCounter.
 //
-//   train_mlp [--metrics none|nosync] [--steps N] [--log-every N] [--classes N]
+//   train_mlp [--metrics none|nosync|naive] [--steps N] [--log-every N] [--classes N]
 
 #include <torch/torch.h>
 

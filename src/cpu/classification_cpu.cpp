@@ -97,14 +97,65 @@ BadInputCounts count_multiclass(const ClassificationBatch& batch, const Classifi
   });
 }
 
+// The verdict on one binary entry: its weight if kept (else 0), that weight again where the
+// target is positive, where the prediction is, and where both are, and what was wrong with it.
+// The four cells follow from these four sums; products of 0/1 factors rather than branches,
+// since the cells are random data.
+template <typename count_t>
+struct Entry {
+  count_t kept, positive, predicted, both;
+  bool bad_target, bad_prediction, bad_weight;
+};
+
+template <typename count_t>
+struct CellSums {
+  count_t kept = 0, positive = 0, predicted = 0, both = 0;
+  void add(const Entry<count_t>& e) {
+    kept += e.kept, positive += e.positive, predicted += e.predicted, both += e.both;
+  }
+};
+
+// tp = both, fp = predicted - both, fn = positive - both, tn = the rest.
+template <typename count_t>
+inline void add_cells(count_t& tp, count_t& fp, count_t& tn, count_t& fn, count_t kept, count_t positive,
+                      count_t predicted, count_t both) {
+  tp += both;
+  fp += predicted - both;
+  fn += positive - both;
+  tn += kept - predicted - positive + both;
+}
+
+template <typename count_t, typename T>
+inline Entry<count_t> judge(int64_t t, T x, T threshold, const double* weight, int64_t w_index, bool has_ignore,
+                            int64_t ignore) {
+  const bool valid = !(has_ignore && t == ignore);
+  const bool target_ok = t == 0 || t == 1;
+  bool pred_ok;
+  if constexpr (std::is_floating_point_v<T>) {
+    pred_ok = !std::isnan(x);
+  } else {
+    pred_ok = x == 0 || x == 1;
+  }
+  const bool predicted = std::is_floating_point_v<T> ? x > threshold : x == 1;
+  const double w = weight ? weight[w_index] : 1.0;
+  const bool weight_ok = !weight || w >= 0.0;  // false for NaN and negative weights
+  const bool keep = valid & target_ok & pred_ok & weight_ok;
+  const count_t kept = keep ? static_cast<count_t>(w) : count_t(0);  // not a product: 0 * NaN is NaN
+  const count_t positive = kept * static_cast<count_t>(t == 1);
+  return {kept, positive, kept * static_cast<count_t>(predicted), positive * static_cast<count_t>(predicted),
+          valid && !target_ok, valid && !pred_ok, valid && !weight_ok};
+}
+
 // Binary (L = 1) and multilabel entries: each (row, label) is a binary prediction of its label.
+// Branch-free, with the four cells as separate sums: binary into registers, multilabel into
+// label-contiguous state arrays the compiler can vectorize over.
 template <typename count_t, typename T>
 BadInputCounts count_entries(const ClassificationBatch& batch, const ClassificationOptions& o, CountSink& sink) {
-  BadInputCounts bad;
   const auto entries = batch.target.numel();
   const int64_t labels = o.task() == Task::Binary ? 1 : o.num_classes();
-  const auto* target = batch.target.data_ptr<int64_t>();
-  const auto* preds = batch.preds.data_ptr<T>();
+  const int64_t rows = entries / labels;
+  const int64_t* __restrict target = batch.target.data_ptr<int64_t>();
+  const T* __restrict preds = batch.preds.data_ptr<T>();
   const double* weight = batch.weight ? batch.weight->data_ptr<double>() : nullptr;
   const bool per_entry_weight = batch.weight && batch.weight->numel() == entries;
   const bool has_ignore = o.ignore_index().has_value();
@@ -113,37 +164,40 @@ BadInputCounts count_entries(const ClassificationBatch& batch, const Classificat
   // Scores outside [0, 1] anywhere in the batch make it logits (TorchMetrics decides per batch).
   T threshold = static_cast<T>(o.threshold());
   if constexpr (std::is_floating_point_v<T>) {
-    bool logits = false;
-    for (int64_t i = 0; i < entries; ++i) logits |= (preds[i] < 0) | (preds[i] > 1);
-    if (logits) threshold = static_cast<T>(std::log(o.threshold() / (1.0 - o.threshold())));
+    int64_t outside = 0;  // an integer count vectorizes where a bool OR does not
+    for (int64_t i = 0; i < entries; ++i) outside += (preds[i] < 0) | (preds[i] > 1);
+    if (outside > 0) threshold = static_cast<T>(std::log(o.threshold() / (1.0 - o.threshold())));
   }
-  count_t* cell[4] = {sink.tn.data_ptr<count_t>(), sink.fp.data_ptr<count_t>(), sink.fn.data_ptr<count_t>(),
-                      sink.tp.data_ptr<count_t>()};  // indexed by 2 * target + prediction
-  const int64_t rows = labels == 0 ? 0 : entries / labels;
-  for (int64_t m = 0; m < rows; ++m) {
-    for (int64_t l = 0; l < labels; ++l) {
-      const int64_t i = m * labels + l;
-      const int64_t t = target[i];
-      if (has_ignore && t == ignore) continue;
-      const T x = preds[i];
-      int64_t p;
-      bool pred_ok;
-      if constexpr (std::is_floating_point_v<T>) {
-        pred_ok = !std::isnan(x);
-        p = x > threshold;
-      } else {
-        pred_ok = x == 0 || x == 1;
-        p = x == 1;
+  count_t* __restrict tp = sink.tp.data_ptr<count_t>();
+  count_t* __restrict fp = sink.fp.data_ptr<count_t>();
+  count_t* __restrict tn = sink.tn.data_ptr<count_t>();
+  count_t* __restrict fn = sink.fn.data_ptr<count_t>();
+  int64_t bad_targets = 0, bad_predictions = 0, bad_weights = 0;
+  const auto tally = [&](const Entry<count_t>& e) {
+    bad_targets += e.bad_target;
+    bad_predictions += e.bad_prediction;
+    bad_weights += e.bad_weight;
+  };
+  if (labels == 1) {
+    CellSums<count_t> sums;
+    for (int64_t i = 0; i < entries; ++i) {
+      const auto e = judge<count_t>(target[i], preds[i], threshold, weight, i, has_ignore, ignore);
+      sums.add(e);
+      tally(e);
+    }
+    add_cells(tp[0], fp[0], tn[0], fn[0], sums.kept, sums.positive, sums.predicted, sums.both);
+  } else {
+    for (int64_t m = 0; m < rows; ++m) {
+      for (int64_t l = 0; l < labels; ++l) {
+        const int64_t i = m * labels + l;
+        const auto e = judge<count_t>(target[i], preds[i], threshold, weight, per_entry_weight ? i : m, has_ignore,
+                                      ignore);
+        add_cells(tp[l], fp[l], tn[l], fn[l], e.kept, e.positive, e.predicted, e.both);
+        tally(e);
       }
-      const bool target_ok = t == 0 || t == 1;
-      const double w = weight ? weight[per_entry_weight ? i : m] : 1.0;
-      bad.targets += !target_ok;
-      bad.predictions += !pred_ok;
-      bad.weights += weight && bad_weight(w);
-      if (target_ok && pred_ok && !(weight && bad_weight(w))) cell[2 * t + p][l] += static_cast<count_t>(w);
     }
   }
-  return bad;
+  return {bad_targets, bad_predictions, bad_weights};
 }
 
 template <typename count_t>
