@@ -14,7 +14,7 @@ constexpr char kName[] = "MetricCollection";
 
 }  // namespace
 
-MetricCollection& MetricCollection::add(const std::string& name, std::unique_ptr<ClassificationMetric> metric) {
+MetricCollection& MetricCollection::add(const std::string& name, std::shared_ptr<ClassificationMetric> metric) {
   TORCH_CHECK_VALUE(metric != nullptr, kName, ".add: metric '", name, "' is null");
   TORCH_CHECK_VALUE(std::none_of(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.name == name; }),
                     kName, ".add: a metric named '", name, "' is already in the collection");
@@ -65,6 +65,9 @@ void MetricCollection::check() const {
 
 std::map<std::string, at::Tensor> MetricCollection::compute() const {
   RECORD_USER_SCOPE("metrics::MetricCollection::compute");
+  if (std::any_of(states_.begin(), states_.end(), [](const auto& s) { return s->tensors().updates() == 0; })) {
+    TORCH_WARN(kName, ".compute: called before any update; values reflect the initial state");
+  }
   check();
   std::map<std::string, at::Tensor> values;
   for (const auto& e : entries_) values.emplace(e.name, e.metric->value());
@@ -129,7 +132,7 @@ MetricCollection MetricCollection::clone() const {
     copy.states_.push_back(copies[state.get()]);
   }
   for (const auto& e : entries_) {
-    auto metric = std::unique_ptr<ClassificationMetric>(static_cast<ClassificationMetric*>(e.metric->clone().release()));
+    auto metric = std::shared_ptr<ClassificationMetric>(static_cast<ClassificationMetric*>(e.metric->clone().release()));
     metric->counts_ = copies.at(e.metric->counts_.get());
     copy.entries_.push_back({e.name, std::move(metric)});
   }

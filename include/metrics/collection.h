@@ -26,11 +26,13 @@ class MetricCollection {
   MetricCollection(const MetricCollection&) = delete;
   MetricCollection& operator=(const MetricCollection&) = delete;
 
-  /// Adds `metric` under `name` (names are unique).
-  MetricCollection& add(const std::string& name, std::unique_ptr<ClassificationMetric> metric);
+  /// Adds `metric` under `name` (names are unique). The collection shares the metric: updates
+  /// through the collection show in it, and it may now share its state with others.
+  MetricCollection& add(const std::string& name, std::shared_ptr<ClassificationMetric> metric);
+  /// Adds a copy of `metric`.
   template <class M, class = std::enable_if_t<std::is_base_of_v<ClassificationMetric, M>>>
   MetricCollection& add(const std::string& name, const M& metric) {
-    return add(name, std::make_unique<M>(metric));
+    return add(name, std::make_shared<M>(metric));
   }
 
   void update(const at::Tensor& preds, const at::Tensor& target, const c10::optional<at::Tensor>& weight = {});
@@ -58,7 +60,7 @@ class MetricCollection {
  private:
   struct Entry {
     std::string name;
-    std::unique_ptr<ClassificationMetric> metric;
+    std::shared_ptr<ClassificationMetric> metric;
   };
   std::shared_ptr<ClassificationState> join_group(ClassificationMetric& metric);
   const Entry& entry(const std::string& name) const;

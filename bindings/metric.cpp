@@ -1,0 +1,80 @@
+// The base class: everything every metric offers (compute, reset, merge, state, device, copy).
+
+#include "common.h"
+
+#include <metrics/metric.h>
+
+namespace metrics::python {
+namespace {
+
+StateDict to_state_dict(const py::dict& dict, const std::string& metric) {
+  StateDict state;
+  for (const auto& [key, value] : dict) {
+    TORCH_CHECK_TYPE(THPVariable_Check(value.ptr()), metric, ".load_state_dict: '", py::str(key).cast<std::string>(),
+                     "' must be a torch.Tensor");
+    state.emplace(py::str(key).cast<std::string>(), THPVariable_Unpack(value.ptr()));
+  }
+  return state;
+}
+
+py::dict to_python(const StateDict& state) {
+  py::dict dict;
+  for (const auto& [key, value] : state) dict[py::str(key)] = value;
+  return dict;
+}
+
+// TorchMetrics' merge_state takes a metric or a state dict; a list of them is merged in turn.
+void merge_state(Metric& self, const py::handle& incoming) {
+  if (py::isinstance<py::list>(incoming) || py::isinstance<py::tuple>(incoming)) {
+    for (const auto& item : incoming) merge_state(self, item);
+  } else if (py::isinstance<py::dict>(incoming)) {
+    auto other = self.clone();
+    other->load_state_dict(to_state_dict(incoming.cast<py::dict>(), self.name()));
+    self.merge(*other);
+  } else {
+    self.merge(incoming.cast<const Metric&>());
+  }
+}
+
+}  // namespace
+
+void init_metric(py::module_& m) {
+  py::class_<Metric, std::shared_ptr<Metric>>(m, "Metric", "Base of every nosync-metrics metric.")
+      .def("compute", [](const Metric& self) { return with_python_warnings([&] { return self.compute(); }); },
+           "The value over every update since the last reset, on the metric's device. Raises or warns "
+           "first if update() counted bad input (NaN values, labels out of range), as the metric's policy says.")
+      .def("check", [](const Metric& self) { with_python_warnings([&] { self.check(); }); },
+           "Raises or warns if update() counted bad input since the last reset.")
+      .def("bad_input", [](const Metric& self) {
+             const auto report = self.input_report();
+             py::dict counts;
+             for (const auto& [kind, count] : report.counts) counts[py::str(kind)] = count;
+             py::dict out;
+             out["counts"] = counts;
+             out["updates"] = report.bad_updates;
+             out["first_update"] = report.first_bad_update;
+             return out;
+           },
+           "What update() kept out of the state: counts by kind, the number of updates with bad input, and "
+           "the index of the first one (-1 if none). Reads the small tally back to the host.")
+      .def("reset", &Metric::reset)
+      .def("merge_state", &merge_state, py::arg("incoming_state"),
+           "Folds in another metric of the same kind and options, a state dict, or a list of them.")
+      .def("state_dict", [](const Metric& self) { return to_python(self.state_dict()); })
+      .def("load_state_dict",
+           [](Metric& self, const py::dict& dict) { self.load_state_dict(to_state_dict(dict, self.name())); },
+           py::arg("state_dict"))
+      .def("to", [](py::object self, const py::object& device) {
+             self.cast<Metric&>().to(to_device(device));
+             return self;
+           },
+           py::arg("device"), "Moves the state to `device`; returns the metric.")
+      .def("clone", [](const Metric& self) { return std::shared_ptr<Metric>(self.clone()); }, "A deep copy.")
+      .def("__copy__", [](const Metric& self) { return std::shared_ptr<Metric>(self.clone()); })
+      .def("__deepcopy__", [](const Metric& self, const py::dict&) { return std::shared_ptr<Metric>(self.clone()); })
+      .def_property_readonly("device", &Metric::device)
+      .def_property_readonly("update_count", &Metric::update_count)
+      .def_property_readonly("metric_name", &Metric::name, "The name used in messages, e.g. 'MulticlassAccuracy'.");
+}
+
+}  // namespace metrics::python

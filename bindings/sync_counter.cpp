@@ -1,0 +1,51 @@
+// The sync counter under nosync_metrics.count_syncs: a SyncCounter whose lifetime a Python
+// with-statement controls.
+
+#include "common.h"
+
+#include <metrics/sync_counter.h>
+
+namespace metrics::python {
+namespace {
+
+class SyncScope {
+ public:
+  SyncScope(bool strict, bool cuda_sync_debug)
+      : counter_(std::make_unique<SyncCounter>(SyncCounterOptions().strict(strict).cuda_sync_debug(cuda_sync_debug))) {}
+
+  /// Ends counting (on the thread that started it) and keeps the figures.
+  void close() {
+    if (!counter_) return;
+    total_ = counter_->total();
+    by_op_ = counter_->by_op();
+    cuda_syncs_ = counter_->cuda_syncs();
+    counter_.reset();
+  }
+  int64_t total() const { return counter_ ? counter_->total() : total_; }
+  std::map<std::string, int64_t> by_op() const { return counter_ ? counter_->by_op() : by_op_; }
+  int64_t cuda_syncs() const { return counter_ ? counter_->cuda_syncs() : cuda_syncs_; }
+
+ private:
+  std::unique_ptr<SyncCounter> counter_;
+  int64_t total_ = 0;
+  int64_t cuda_syncs_ = 0;
+  std::map<std::string, int64_t> by_op_;
+};
+
+}  // namespace
+
+void init_sync_counter(py::module_& m) {
+  py::class_<SyncScope>(m, "SyncScope", "A running SyncCounter; see nosync_metrics.count_syncs.")
+      .def(py::init<bool, bool>(), py::arg("strict") = false, py::arg("cuda_sync_debug") = false)
+      .def("close", &SyncScope::close)
+      .def_property_readonly("total", &SyncScope::total)
+      .def_property_readonly("by_op", &SyncScope::by_op)
+      .def_property_readonly("cuda_syncs", &SyncScope::cuda_syncs);
+  m.def("sync_class_ops", [] {
+    std::vector<std::pair<std::string, std::string>> ops;
+    for (const auto& op : sync_class_ops()) ops.emplace_back(op.name, op.why);
+    return ops;
+  }, "The ops the counter counts, as (name, why) pairs.");
+}
+
+}  // namespace metrics::python

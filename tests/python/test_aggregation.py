@@ -1,0 +1,169 @@
+"""Aggregators against numpy over random streams: tensors of every float dtype and shape,
+broadcast weights, Python floats and ints, NaN values and weights, every nan_strategy."""
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import nosync_metrics as nm
+
+NAN = float("nan")
+CLASSES = {"mean": nm.MeanMetric, "sum": nm.SumMetric, "min": nm.MinMetric, "max": nm.MaxMetric}
+
+
+def stream(seed, with_nans):
+    """(value, weight) pairs: tensors, 0-dim losses, Python floats and ints, broadcast weights."""
+    g = torch.Generator().manual_seed(seed)
+    dtypes = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
+    for i in range(24):
+        kind = i % 6
+        if kind == 0:
+            x = torch.randn(17, generator=g).to(dtypes[i % 4])
+            w = torch.rand(17, generator=g).to(dtypes[(i + 1) % 4])
+        elif kind == 1:
+            x, w = torch.rand((), generator=g, dtype=torch.float64), 0.5
+        elif kind == 2:
+            x, w = float(torch.randn(1, generator=g)), 2.0
+        elif kind == 3:
+            x, w = torch.randn(3, 4, generator=g), torch.rand(4, generator=g)
+        elif kind == 4:
+            x, w = 3, 1  # Python ints
+        else:
+            x, w = torch.randn(4, 5, generator=g).t(), 1.0
+        if with_nans and i in (5, 9):
+            x = torch.full((3,), NAN)
+            w = 1.0
+        if with_nans and i == 12:
+            w = torch.full((17,), NAN, dtype=torch.float64)  # NaN weights count as NaN positions
+        yield x, w
+
+
+def flat(x, w):
+    xv = np.asarray(torch.as_tensor(x, dtype=torch.float64).numpy(), dtype=np.float64)
+    wv = np.broadcast_to(np.asarray(torch.as_tensor(w, dtype=torch.float64).numpy()), xv.shape)
+    return xv.ravel(), wv.ravel()
+
+
+def expected(kind, pairs, strategy):
+    xs, ws = zip(*(flat(x, w) for x, w in pairs))
+    x, w = np.concatenate(xs), np.concatenate(ws)
+    bad = np.isnan(x) | np.isnan(w)
+    if strategy in ("warn", "ignore", "error"):
+        x, w = x[~bad], w[~bad]
+    elif isinstance(strategy, float):
+        x, w = np.where(bad, strategy, x), np.where(bad, 1.0, w)
+    if kind == "mean":
+        return (w * x).sum() / w.sum()
+    if kind == "sum":
+        return (w * x).sum()
+    return x.min() if kind == "min" else x.max()
+
+
+def feed(metric, kind, pairs):
+    for x, w in pairs:
+        metric.update(x, w) if kind in ("mean", "sum") else metric.update(x)
+
+
+@pytest.mark.parametrize("kind", list(CLASSES))
+@pytest.mark.parametrize("strategy", ["warn", "ignore", "disable", 0.25])
+def test_streams_match_numpy(kind, strategy):
+    pairs = list(stream(3, with_nans=True))
+    if kind in ("min", "max"):
+        pairs = [(x, 1.0) for x, _ in pairs]  # no weights: the NaN-weight batch is clean here
+    metric = CLASSES[kind](nan_strategy=strategy)
+    feed(metric, kind, pairs)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        value = metric.compute().item()
+    want = expected(kind, pairs, strategy)
+    if math.isnan(want):
+        assert math.isnan(value)
+    else:
+        assert value == pytest.approx(want, rel=1e-12, abs=1e-12)
+    assert bool(caught) == (strategy == "warn")
+
+
+@pytest.mark.parametrize("kind", list(CLASSES))
+def test_error_strategy_raises_at_compute_with_counts(kind):
+    metric = CLASSES[kind](nan_strategy="error")
+    metric.update(torch.tensor([1.0, 2.0]))
+    metric.update(torch.tensor([NAN, 3.0, NAN]))
+    name = {"mean": "Mean", "sum": "Sum", "min": "Min", "max": "Max"}[kind]
+    with pytest.raises(RuntimeError, match=f"{name}: 2 NaN values in 1 update, first at update 1"):
+        metric.compute()
+    report = metric.bad_input()
+    assert report["counts"] == {"NaN values": 2} and report["updates"] == 1 and report["first_update"] == 1
+
+
+def test_float64_accumulators_by_default_and_float32_on_request():
+    m = nm.MeanMetric()
+    m.update(torch.tensor([1.0, 2.0]))
+    assert m.compute().dtype == torch.float64
+    m32 = nm.MeanMetric(dtype=torch.float32)
+    m32.update(torch.tensor([1.0, 2.0]))
+    assert m32.compute().dtype == torch.float32
+
+
+def test_compute_before_update_warns_and_is_nan():
+    with pytest.warns(UserWarning, match="called before any update"):
+        assert math.isnan(nm.MeanMetric().compute().item())
+
+
+def test_python_floats_need_no_tensor():
+    m = nm.MeanMetric()
+    with nm.count_syncs() as syncs:
+        m.update(2.0)
+        m.update(4.0, 3.0)
+    assert syncs.total == 0
+    assert m.compute().item() == pytest.approx(14 / 4)
+
+
+def test_replace_never_touches_the_input():
+    x = torch.tensor([1.0, NAN])
+    w = torch.tensor([NAN, 2.0])
+    m = nm.MeanMetric(nan_strategy=0.0)
+    m.update(x, w)
+    assert math.isnan(x[1].item()) and math.isnan(w[0].item())
+    assert m.compute().item() == pytest.approx((0 * 1 + 0 * 1) / 2)
+
+
+def test_disable_keeps_the_weights():  # TorchMetrics 1.6 gives 2.0 here
+    m = nm.MeanMetric(nan_strategy="disable")
+    m.update(torch.tensor([1.0, 2.0, 3.0]), torch.tensor([3.0, 1.0, 0.0]))
+    assert m.compute().item() == pytest.approx(1.25)
+
+
+def test_forward_state_dict_merge_clone():
+    a, b = nm.MeanMetric(), nm.MeanMetric()
+    assert a(torch.tensor([1.0, 3.0])).item() == 2.0
+    b.update(torch.tensor([5.0]))
+    whole = nm.MeanMetric()
+    whole.load_state_dict(a.state_dict())
+    whole.merge_state(b)
+    assert whole.compute().item() == pytest.approx(3.0)
+    dict_merged = nm.MeanMetric()
+    dict_merged.merge_state([a.state_dict(), b])
+    assert dict_merged.compute().item() == pytest.approx(3.0)
+    copy = whole.clone()
+    copy.update(100.0)
+    assert whole.compute().item() == pytest.approx(3.0)
+    assert type(copy) is nm.MeanMetric
+    assert whole.to("cpu") is whole and whole.device == torch.device("cpu")
+    assert whole.update_count == 2
+
+
+def test_hundred_million_samples_stay_exact():
+    """float64 with compensation: relative error well under 1e-12 after 1e8 float32 samples."""
+    m = nm.MeanMetric()
+    g = torch.Generator().manual_seed(0)
+    exact = 0.0
+    total = 0
+    for _ in range(100):
+        batch = torch.rand(1_000_000, generator=g) + 0.5
+        m.update(batch)
+        exact += float(np.sum(batch.numpy().astype(np.longdouble)))
+        total += batch.numel()
+    assert abs(m.compute().item() - exact / total) / (exact / total) <= 1e-12

@@ -1,0 +1,279 @@
+"""Random streams against sklearn, over task x average x top_k x ignore_index x weights.
+
+sklearn is the independent reference; where TorchMetrics 1.6 defines things differently (top-k,
+which classes a macro average skips, per-batch logits detection, per-entry ignore_index in
+multilabel), the reference applies TorchMetrics' rule on top of sklearn's metrics.
+"""
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+from sklearn import metrics as skm
+
+import nosync_metrics as nm
+
+C = 5
+L = 4
+BATCHES = 4
+
+
+def _batches(task, seed, ignore_index, weighted, logits=False):
+    g = torch.Generator().manual_seed(seed)
+    for b in range(BATCHES):
+        n = 13 + 7 * b
+        if task == "multiclass":
+            preds = torch.randn(n, C, generator=g)
+            target = torch.randint(0, C, (n,), generator=g)
+        elif task == "binary":
+            preds = torch.randn(n, generator=g) * 3 if logits else torch.rand(n, generator=g)
+            target = torch.randint(0, 2, (n,), generator=g)
+        else:
+            preds = torch.randn(n, L, generator=g) * 3 if logits else torch.rand(n, L, generator=g)
+            target = torch.randint(0, 2, (n, L), generator=g)
+        if ignore_index is not None:
+            target[torch.rand(target.shape, generator=g) < 0.2] = ignore_index
+        weight = torch.rand(n, generator=g, dtype=torch.float64) + 0.1 if weighted else None
+        yield preds, target, weight
+
+
+def _multiclass_pred(scores, target, top_k):
+    """TorchMetrics 1.6: the target if it is among the top k (ties to the lower index), else top-1."""
+    top1 = scores.argmax(1)
+    if top_k == 1:
+        return top1
+    t = np.clip(target, 0, C - 1)
+    st = scores[np.arange(len(t)), t][:, None]
+    ahead = (scores > st).sum(1) + ((scores == st) & (np.arange(C)[None, :] < t[:, None])).sum(1)
+    return np.where(ahead < top_k, t, top1)
+
+
+def _binary_pred(x, threshold):
+    """TorchMetrics: a batch with values outside [0, 1] is logits (sigmoid first)."""
+    probs = 1 / (1 + np.exp(-x)) if ((x < 0) | (x > 1)).any() else x
+    return (probs > np.float32(threshold)).astype(int)
+
+
+def _collect(task, batches, top_k, threshold, ignore_index):
+    """Concatenated (y_true, y_pred, weight) after TorchMetrics' per-batch preprocessing."""
+    ts, ps, ws = [], [], []
+    for preds, target, weight in batches:
+        p, t = preds.numpy(), target.numpy()
+        if task == "multiclass":
+            y_pred = _multiclass_pred(p, t, top_k)
+        else:
+            y_pred = _binary_pred(p, threshold)
+        w = np.ones(len(t)) if weight is None else weight.numpy()
+        ts.append(t), ps.append(y_pred), ws.append(w)
+    return np.concatenate(ts), np.concatenate(ps), np.concatenate(ws)
+
+
+def _sk_score(name, y_true, y_pred, w, beta, zero_division, **kw):
+    if name == "precision":
+        return skm.precision_score(y_true, y_pred, sample_weight=w, zero_division=zero_division, **kw)
+    if name in ("recall", "accuracy"):
+        return skm.recall_score(y_true, y_pred, sample_weight=w, zero_division=zero_division, **kw)
+    beta = 1.0 if name == "f1" else beta
+    return skm.fbeta_score(y_true, y_pred, beta=beta, sample_weight=w, zero_division=zero_division, **kw)
+
+
+def reference_multiclass(name, y_true, y_pred, w, average, top_k, ignore_index, zero_division, beta):
+    keep = y_true != ignore_index if ignore_index is not None else np.ones(len(y_true), bool)
+    y_true, y_pred, w = y_true[keep], y_pred[keep], w[keep]
+    zd = 0 if name == "accuracy" else zero_division
+    if name == "accuracy" and average == "micro":
+        return skm.accuracy_score(y_true, y_pred, sample_weight=w)
+    if average == "macro":
+        # TorchMetrics averages over classes seen as tp, fp or fn (top-k precision/recall/accuracy:
+        # as tp or fn), which is sklearn's default label set (seen in y_true or y_pred).
+        seen = set(y_true) if (top_k > 1 and name != "f1" and name != "fbeta") else set(y_true) | set(y_pred)
+        return _sk_score(name, y_true, y_pred, w, beta, zd, labels=sorted(seen), average="macro")
+    sk_average = None if average == "none" else average
+    return _sk_score(name, y_true, y_pred, w, beta, zd, labels=list(range(C)), average=sk_average)
+
+
+def _entry_score(name, t, p, w, beta, zero_division):
+    if name == "accuracy":
+        return skm.accuracy_score(t, p, sample_weight=w) if len(t) else 0.0
+    return _sk_score(name, t, p, w, beta, zero_division, labels=[0, 1], pos_label=1, average="binary")
+
+
+def reference_entries(name, task, y_true, y_pred, w, average, ignore_index, zero_division, beta):
+    if task == "binary":
+        keep = y_true != ignore_index if ignore_index is not None else np.ones(len(y_true), bool)
+        return _entry_score(name, y_true[keep], y_pred[keep], w[keep], beta, zero_division)
+    keep = y_true != ignore_index if ignore_index is not None else np.ones(y_true.shape, bool)
+    ww = np.broadcast_to(w[:, None], y_true.shape)
+    if average == "micro":
+        return _entry_score(name, y_true[keep], y_pred[keep], ww[keep], beta, zero_division)
+    per_label = np.array([_entry_score(name, y_true[keep[:, l], l], y_pred[keep[:, l], l], ww[keep[:, l], l], beta,
+                                       zero_division) for l in range(L)])
+    if average == "none":
+        return per_label
+    if average == "macro":
+        return per_label.mean()
+    support = np.array([(ww[:, l] * ((y_true[:, l] == 1) & keep[:, l])).sum() for l in range(L)])
+    return (support * per_label).sum() / support.sum() if support.sum() > 0 else 0.0
+
+
+def _classes(task):
+    prefix = {"binary": "Binary", "multiclass": "Multiclass", "multilabel": "Multilabel"}[task]
+    return {name: getattr(nm, prefix + cls) for name, cls in
+            [("accuracy", "Accuracy"), ("precision", "Precision"), ("recall", "Recall"), ("f1", "F1Score"),
+             ("fbeta", "FBetaScore")]}
+
+
+def _make(task, name, cls, average, top_k, threshold, ignore_index, weighted, zero_division):
+    kwargs = dict(ignore_index=ignore_index, weighted=weighted)
+    if task == "multiclass":
+        kwargs.update(num_classes=C, average=average, top_k=top_k)
+    elif task == "multilabel":
+        kwargs.update(num_labels=L, average=average, threshold=threshold)
+    else:
+        kwargs.update(threshold=threshold)
+    if name != "accuracy":
+        kwargs["zero_division"] = zero_division
+    return cls(0.5, **kwargs) if name == "fbeta" else cls(**kwargs)
+
+
+MULTICLASS = list(itertools.product(["micro", "macro", "weighted", "none"], [1, 2], [None, 2, -1], [False, True]))
+
+
+@pytest.mark.parametrize("average,top_k,ignore_index,weighted", MULTICLASS)
+def test_multiclass_matches_sklearn(average, top_k, ignore_index, weighted):
+    batches = list(_batches("multiclass", 11, ignore_index, weighted))
+    y_true, y_pred, w = _collect("multiclass", batches, top_k, 0.5, ignore_index)
+    for zero_division in (0, 1):
+        for name, cls in _classes("multiclass").items():
+            metric = _make("multiclass", name, cls, average, top_k, 0.5, ignore_index, weighted, zero_division)
+            for preds, target, weight in batches:
+                metric.update(preds, target, weight)
+            expected = reference_multiclass(name, y_true, y_pred, w, average, top_k, ignore_index, zero_division, 0.5)
+            np.testing.assert_allclose(metric.compute().numpy(), expected, atol=1e-6, err_msg=f"{name} zd={zero_division}")
+
+
+@pytest.mark.parametrize("threshold,ignore_index,weighted,logits",
+                         list(itertools.product([0.5, 0.3], [None, -1], [False, True], [False, True])))
+def test_binary_matches_sklearn(threshold, ignore_index, weighted, logits):
+    batches = list(_batches("binary", 5, ignore_index, weighted, logits))
+    y_true, y_pred, w = _collect("binary", batches, 1, threshold, ignore_index)
+    for zero_division in (0, 1):
+        for name, cls in _classes("binary").items():
+            metric = _make("binary", name, cls, None, 1, threshold, ignore_index, weighted, zero_division)
+            for preds, target, weight in batches:
+                metric.update(preds, target, weight)
+            expected = reference_entries(name, "binary", y_true, y_pred, w, None, ignore_index, zero_division, 0.5)
+            np.testing.assert_allclose(metric.compute().numpy(), expected, atol=1e-6, err_msg=name)
+
+
+@pytest.mark.parametrize("average,ignore_index,weighted,logits",
+                         list(itertools.product(["micro", "macro", "weighted", "none"], [None, -1], [False, True],
+                                                [False, True])))
+def test_multilabel_matches_sklearn(average, ignore_index, weighted, logits):
+    batches = list(_batches("multilabel", 7, ignore_index, weighted, logits))
+    y_true, y_pred, w = _collect("multilabel", batches, 1, 0.5, ignore_index)
+    for zero_division in (0, 1):
+        for name, cls in _classes("multilabel").items():
+            metric = _make("multilabel", name, cls, average, 1, 0.5, ignore_index, weighted, zero_division)
+            for preds, target, weight in batches:
+                metric.update(preds, target, weight)
+            expected = reference_entries(name, "multilabel", y_true, y_pred, w, average, ignore_index,
+                                         zero_division, 0.5)
+            np.testing.assert_allclose(metric.compute().numpy(), expected, atol=1e-6, err_msg=name)
+
+
+@pytest.mark.parametrize("normalize", [None, "true", "pred", "all"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_confusion_matrices_match_sklearn(normalize, weighted):
+    # multiclass
+    batches = list(_batches("multiclass", 3, -1, weighted))
+    y_true, y_pred, w = _collect("multiclass", batches, 1, 0.5, -1)
+    keep = y_true != -1
+    metric = nm.MulticlassConfusionMatrix(num_classes=C, ignore_index=-1, normalize=normalize, weighted=weighted)
+    for preds, target, weight in batches:
+        metric.update(preds, target, weight)
+    expected = skm.confusion_matrix(y_true[keep], y_pred[keep], labels=list(range(C)), sample_weight=w[keep],
+                                    normalize=normalize)
+    np.testing.assert_allclose(metric.compute().numpy(), expected, atol=1e-6)
+    # binary
+    batches = list(_batches("binary", 4, None, weighted, logits=True))
+    y_true, y_pred, w = _collect("binary", batches, 1, 0.5, None)
+    metric = nm.BinaryConfusionMatrix(normalize=normalize, weighted=weighted)
+    for preds, target, weight in batches:
+        metric.update(preds, target, weight)
+    expected = skm.confusion_matrix(y_true, y_pred, labels=[0, 1], sample_weight=w, normalize=normalize)
+    np.testing.assert_allclose(metric.compute().numpy(), expected, atol=1e-6)
+    # multilabel: one 2 x 2 matrix per label
+    batches = list(_batches("multilabel", 5, None, weighted))
+    y_true, y_pred, w = _collect("multilabel", batches, 1, 0.5, None)
+    metric = nm.MultilabelConfusionMatrix(num_labels=L, normalize=normalize, weighted=weighted)
+    for preds, target, weight in batches:
+        metric.update(preds, target, weight)
+    expected = np.stack([skm.confusion_matrix(y_true[:, l], y_pred[:, l], labels=[0, 1], sample_weight=w,
+                                              normalize=normalize) for l in range(L)])
+    np.testing.assert_allclose(metric.compute().numpy(), expected, atol=1e-6)
+
+
+def test_stat_scores_against_the_confusion_matrix():
+    batches = list(_batches("multiclass", 9, None, False))
+    y_true, y_pred, _ = _collect("multiclass", batches, 1, 0.5, None)
+    cm = skm.confusion_matrix(y_true, y_pred, labels=list(range(C)))
+    tp = np.diag(cm)
+    fp, fn = cm.sum(0) - tp, cm.sum(1) - tp
+    tn = cm.sum() - tp - fp - fn
+    table = np.stack([tp, fp, tn, fn, tp + fn], axis=1)
+    for average, expected in [("none", table), ("micro", table.sum(0)), ("macro", table.mean(0)),
+                              ("weighted", (table * ((tp + fn) / (tp + fn).sum())[:, None]).sum(0))]:
+        metric = nm.MulticlassStatScores(num_classes=C, average=average)
+        for preds, target, _ in batches:
+            metric.update(preds, target)
+        np.testing.assert_allclose(metric.compute().numpy(), expected, rtol=1e-6)
+
+
+def test_torchmetrics_doc_examples():
+    target = torch.tensor([2, 1, 0, 0])
+    preds = torch.tensor([2, 1, 0, 1])
+    assert nm.MulticlassAccuracy(num_classes=3)(preds, target).item() == pytest.approx(0.8333, abs=1e-4)
+    assert nm.MulticlassAccuracy(num_classes=3, average=None)(preds, target).tolist() == [0.5, 1.0, 1.0]
+    assert nm.Accuracy(task="multiclass", num_classes=3)(preds, target).item() == pytest.approx(0.75)  # micro
+    assert nm.MulticlassF1Score(num_classes=3)(preds, target).item() == pytest.approx(0.7778, abs=1e-4)
+    assert nm.MulticlassFBetaScore(beta=2.0, num_classes=3)(preds, target).item() == pytest.approx(0.7963, abs=1e-4)
+    binary_target = torch.tensor([0, 1, 0, 1, 0, 1])
+    binary_preds = torch.tensor([0.11, 0.22, 0.84, 0.73, 0.33, 0.92])
+    assert nm.BinaryAccuracy()(binary_preds, binary_target).item() == pytest.approx(0.6667, abs=1e-4)
+    assert nm.BinaryStatScores()(binary_preds, binary_target).tolist() == [2, 1, 2, 1, 3]
+    ml_target = torch.tensor([[0, 1, 0], [1, 0, 1]])
+    ml_preds = torch.tensor([[0, 0, 1], [1, 0, 1]])
+    assert nm.MultilabelPrecision(num_labels=3)(ml_preds, ml_target).item() == pytest.approx(0.5)
+    assert nm.MultilabelConfusionMatrix(num_labels=3)(ml_preds, ml_target).tolist() == [
+        [[1, 0], [0, 1]], [[1, 0], [1, 0]], [[0, 1], [0, 1]]]
+
+
+def test_task_wrappers_pick_the_task_class_and_defaults():
+    assert type(nm.Accuracy(task="binary")) is nm.BinaryAccuracy
+    assert type(nm.F1Score(task="multiclass", num_classes=4)) is nm.MulticlassF1Score
+    assert type(nm.ConfusionMatrix(task="multilabel", num_labels=3)) is nm.MultilabelConfusionMatrix
+    assert nm.Precision(task="multiclass", num_classes=4)._arguments["average"] == "micro"  # wrapper default
+    assert nm.MulticlassPrecision(num_classes=4)._arguments["average"] == "macro"            # class default
+    assert nm.FBetaScore(task="binary", beta=2.0)._arguments["beta"] == 2.0
+    with pytest.raises(ValueError, match="task must be"):
+        nm.Accuracy(task="regression")
+    with pytest.raises(ValueError, match="num_classes` is expected to be `int`"):
+        nm.Accuracy(task="multiclass")
+
+
+def test_forward_returns_batch_values_and_accumulates():
+    metric = nm.MulticlassAccuracy(num_classes=3, average="micro")
+    assert metric(torch.tensor([0, 1]), torch.tensor([0, 1])).item() == 1.0
+    assert metric.forward(torch.tensor([0, 1]), torch.tensor([1, 1])).item() == 0.5
+    assert metric.compute().item() == 0.75
+
+
+def test_extra_dimensions_are_flattened_like_torchmetrics():
+    g = torch.Generator().manual_seed(2)
+    preds, target = torch.randn(3, C, 4, 5, generator=g), torch.randint(0, C, (3, 4, 5), generator=g)
+    metric = nm.MulticlassConfusionMatrix(num_classes=C)
+    metric.update(preds, target)
+    expected = skm.confusion_matrix(target.flatten().numpy(), preds.argmax(1).flatten().numpy(), labels=list(range(C)))
+    np.testing.assert_array_equal(metric.compute().numpy(), expected)

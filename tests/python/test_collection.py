@@ -1,0 +1,87 @@
+"""MetricCollection: shared states from options, values equal to separate metrics."""
+
+import pytest
+import torch
+
+import nosync_metrics as nm
+
+
+def _batches():
+    g = torch.Generator().manual_seed(1)
+    return [(torch.randn(20, 6, generator=g), torch.randint(0, 6, (20,), generator=g)) for _ in range(5)]
+
+
+def _four():
+    return [nm.MulticlassAccuracy(num_classes=6), nm.MulticlassPrecision(num_classes=6),
+            nm.MulticlassRecall(num_classes=6), nm.MulticlassF1Score(num_classes=6)]
+
+
+def test_values_equal_separate_metrics_and_groups_follow_options():
+    separate = _four()
+    metrics = {type(m).__name__: m for m in _four()}
+    metrics["top2"] = nm.MulticlassAccuracy(num_classes=6, top_k=2)
+    collection = nm.MetricCollection(metrics, prefix="val/")
+    for preds, target in _batches():
+        collection.update(preds, target)
+        for m in separate:
+            m.update(preds, target)
+    values = collection.compute()
+    assert list(values) == ["val/MulticlassAccuracy", "val/MulticlassPrecision", "val/MulticlassRecall",
+                            "val/MulticlassF1Score", "val/top2"]
+    for m in separate:
+        assert torch.equal(values["val/" + type(m).__name__], m.compute())
+    assert collection.compute_groups == {0: ["MulticlassAccuracy", "MulticlassPrecision", "MulticlassRecall",
+                                             "MulticlassF1Score"], 1: ["top2"]}
+
+
+def test_duplicate_class_names_in_a_list_are_rejected():
+    with pytest.raises(ValueError, match="two metrics both named MulticlassAccuracy"):
+        nm.MetricCollection([nm.MulticlassAccuracy(num_classes=6), nm.MulticlassAccuracy(num_classes=6, top_k=2)])
+
+
+def test_dict_names_postfix_forward_and_other_metrics():
+    acc = nm.MulticlassAccuracy(num_classes=6, average="micro")
+    collection = nm.MetricCollection({"acc": acc, "cm": nm.MulticlassConfusionMatrix(num_classes=6)}, postfix="_val")
+    preds, target = _batches()[0]
+    batch = collection(preds, target)
+    assert set(batch) == {"acc_val", "cm_val"}
+    assert batch["acc_val"].item() == pytest.approx((preds.argmax(1) == target).float().mean().item())
+    assert acc.update_count == 1  # the collection updates the very object it was given
+    assert collection.compute_groups == {0: ["acc", "cm"]}
+    assert collection["acc"] is acc and "cm" in collection and len(collection) == 2
+
+
+def test_without_compute_groups_every_metric_keeps_its_state():
+    collection = nm.MetricCollection(_four(), compute_groups=False)
+    assert len(collection.compute_groups) == 4
+    for preds, target in _batches():
+        collection.update(preds, target)
+    grouped = nm.MetricCollection(_four())
+    for preds, target in _batches():
+        grouped.update(preds, target)
+    for key, value in grouped.compute().items():
+        assert torch.equal(collection.compute()[key], value)
+
+
+def test_state_dict_clone_reset_and_merge():
+    collection = nm.MetricCollection(_four())
+    for preds, target in _batches():
+        collection.update(preds, target)
+    copy = collection.clone(prefix="copy/")
+    assert copy.compute_groups == collection.compute_groups
+    for key, value in collection.compute().items():
+        assert torch.equal(copy.compute()["copy/" + key], value)
+    restored = nm.MetricCollection(_four())
+    restored.load_state_dict(collection.state_dict())
+    assert restored.compute().keys() == collection.compute().keys()
+    collection.reset()
+    with pytest.warns(UserWarning):
+        assert all(v.item() == 0 for v in collection.compute().values())
+
+
+def test_bad_input_raises_once_at_compute():
+    collection = nm.MetricCollection(_four())
+    preds, target = _batches()[0]
+    collection.update(preds, torch.full_like(target, 9))
+    with pytest.raises(ValueError, match="20 targets outside \\[0, 6\\)"):
+        collection.compute()

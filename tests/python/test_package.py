@@ -1,0 +1,40 @@
+"""The package as users get it: the README's import, the venv install, the example."""
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+
+def test_imports_from_the_build_with_pythonpath(build_dir):
+    env = dict(os.environ, PYTHONPATH=str(build_dir / "python"))
+    out = subprocess.run([sys.executable, "-c", "import nosync_metrics as nm; print(len(nm.__all__))"],
+                         env=env, capture_output=True, text=True, check=True)
+    assert int(out.stdout) >= 30
+
+
+def test_installs_into_a_venv(build_dir, tmp_path):
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], check=True)
+    subprocess.run(["cmake", "--install", str(build_dir), "--component", "python", "--prefix", str(venv)],
+                   check=True, capture_output=True)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    out = subprocess.run([str(venv / "bin" / "python"), "-c",
+                          "import nosync_metrics, torch; m = nosync_metrics.MeanMetric(); m.update(2.0); "
+                          "print(nosync_metrics.__file__, m.compute().item())"],
+                         env=env, capture_output=True, text=True, check=True)
+    assert str(venv) in out.stdout and out.stdout.strip().endswith("2.0")
+
+
+def test_python_training_loop_example(build_dir, repo_dir):
+    env = dict(os.environ, PYTHONPATH=str(build_dir / "python"))
+    out = subprocess.run([sys.executable, str(repo_dir / "examples" / "python_training_loop.py"), "--steps", "3",
+                          "--warmup", "1", "--classes", "10", "--batch-size", "16", "--image-size", "32"],
+                         env=env, capture_output=True, text=True, check=True, timeout=600).stdout
+    print(out)
+    assert re.search(r"nosync +median step +[0-9.]+ ms +sync points per step +0\.0", out)
+    naive = re.search(r"naive +median step +[0-9.]+ ms +sync points per step +([0-9.]+)", out)
+    assert naive and float(naive.group(1)) > 0
+    assert "naive and nosync agree: yes" in out

@@ -1,0 +1,149 @@
+"""count_syncs: zero around every update, agreement with torch.profiler, strict mode."""
+
+import itertools
+
+import pytest
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+import nosync_metrics as nm
+
+SYNC_OPS = {name for name, _ in nm.sync_class_ops()}
+
+
+def _classification_configs():
+    g = torch.Generator().manual_seed(0)
+    scores = torch.randn(16, 5, generator=g)
+    target = torch.randint(0, 5, (16,), generator=g)
+    binary = torch.randn(32, generator=g)
+    binary_target = torch.randint(0, 2, (32,), generator=g)
+    ml = torch.rand(8, 4, generator=g)
+    ml_target = torch.randint(0, 2, (8, 4), generator=g)
+    weights16, weights32, weights8 = torch.rand(16), torch.rand(32), torch.rand(8)
+    for cls_name, options in itertools.product(
+            ["Accuracy", "Precision", "Recall", "F1Score", "StatScores", "ConfusionMatrix"],
+            [dict(), dict(ignore_index=1), dict(weighted=True), dict(validate_args=False)]):
+        weighted = options.get("weighted", False)
+        mc_opts = dict(options, num_classes=5)
+        for extra, preds in [(dict(), scores), (dict(), scores.argmax(1))] + (
+                [(dict(top_k=2), scores)] if cls_name != "ConfusionMatrix" else []):
+            yield (getattr(nm, "Multiclass" + cls_name)(**mc_opts, **extra), preds, target,
+                   weights16 if weighted else None)
+        yield getattr(nm, "Binary" + cls_name)(**options), binary, binary_target, weights32 if weighted else None
+        yield (getattr(nm, "Multilabel" + cls_name)(num_labels=4, **options), ml, ml_target,
+               weights8 if weighted else None)
+
+
+@pytest.mark.parametrize("case", list(_classification_configs()), ids=lambda c: repr(c[0]))
+def test_every_classification_update_counts_zero(case):
+    metric, preds, target, weight = case
+    bad = target.clone()
+    bad[0] = 3 if target.dim() == 1 and preds.dim() == 1 and preds.dtype != torch.long else 7
+    with nm.count_syncs() as syncs:
+        metric.update(preds, target, weight)
+        metric.update(preds, bad, weight)  # bad input is counted on the device, not read back
+    assert syncs.total == 0, syncs.by_op
+
+
+@pytest.mark.parametrize("cls", [nm.MeanMetric, nm.SumMetric, nm.MinMetric, nm.MaxMetric])
+@pytest.mark.parametrize("strategy", ["error", "warn", "ignore", "disable", 0.5])
+def test_every_aggregator_update_counts_zero(cls, strategy):
+    metric = cls(nan_strategy=strategy)
+    values = [torch.rand(()), torch.randn(64), torch.tensor([1.0, float("nan")]), 2.5, 3,
+              torch.randn(8, 8).t(), torch.randn(16).to(torch.bfloat16)]
+    weighted = cls in (nm.MeanMetric, nm.SumMetric)
+    with nm.count_syncs() as syncs:
+        for v in values:
+            metric.update(v, 0.5) if weighted else metric.update(v)
+        if weighted:
+            metric.update(torch.randn(4, 3), torch.rand(3))
+    assert syncs.total == 0, syncs.by_op
+
+
+def test_collection_update_counts_zero():
+    collection = nm.MetricCollection([nm.MulticlassAccuracy(num_classes=10), nm.MulticlassF1Score(num_classes=10),
+                                      nm.MulticlassConfusionMatrix(num_classes=10)])
+    with nm.count_syncs() as syncs:
+        collection.update(torch.randn(32, 10), torch.randint(0, 10, (32,)))
+    assert syncs.total == 0
+
+
+def _sync_heavy_block():
+    """Sync-class ops that do not call one another, so every call is an outermost one."""
+    x = torch.randn(32)
+    torch.ops.aten._local_scalar_dense(x.sum())  # a value read back
+    x[x > 0]                                     # nonzero
+    torch.unique(torch.arange(10) % 3)           # _unique2
+    torch.bincount(torch.arange(6))              # bincount
+    torch.tensor(1.5)                            # lift_fresh
+    torch.scalar_tensor(2.0)                     # scalar_tensor
+    torch.equal(x, x)                            # equal
+    nm.MeanMetric().update(x)                    # ours: none
+    nm.MulticlassF1Score(num_classes=4).update(torch.randn(8, 4), torch.randint(0, 4, (8,)))
+
+
+# Ops that are sync-class only with certain arguments (copy_ between devices, repeat_interleave
+# without output_size, histc with min == max): the profiler records no devices, and the block
+# above makes none of them in a syncing form.
+CONDITIONAL = {"aten::copy_", "aten::repeat_interleave", "aten::histc"}
+
+
+def test_agrees_with_an_independent_torch_profiler_count():
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        with nm.count_syncs() as syncs:
+            _sync_heavy_block()
+    expected = {}
+    for event in prof.events():
+        if event.name in SYNC_OPS and event.name not in CONDITIONAL:
+            expected[event.name] = expected.get(event.name, 0) + 1
+    assert syncs.by_op == expected
+    assert syncs.total == 7
+
+
+def test_an_op_inside_another_counts_once_under_the_outer_name():
+    x = torch.randn(4)
+    with nm.count_syncs() as syncs:
+        float(x.sum())  # item, which calls _local_scalar_dense
+        if x.sum() > 0:  # is_nonzero, which calls item
+            pass
+        torch.allclose(x, x)  # allclose, which calls item
+    assert syncs.by_op == {"aten::item": 1, "aten::is_nonzero": 1, "aten::allclose": 1}
+
+
+def test_strict_raises_at_the_first_sync_op():
+    x = torch.randn(4)
+    with pytest.raises(RuntimeError, match="aten::item is a sync-class op, outside any metric call"):
+        with nm.count_syncs(strict=True):
+            y = x * 2           # runs
+            y.sum().item()      # raises here
+            pytest.fail("the line after the sync op ran")
+    assert x.sum().item() == pytest.approx(float(x.sum()))  # strict mode ended with the block
+
+
+def test_strict_lets_metric_updates_run():
+    metric = nm.MulticlassF1Score(num_classes=4)
+    with nm.count_syncs(strict=True) as syncs:
+        metric.update(torch.randn(8, 4), torch.randint(0, 4, (8,)))
+    assert syncs.total == 0 and metric.update_count == 1
+
+
+def test_decorator_adds_up_and_counters_nest():
+    counter = nm.count_syncs()
+
+    @counter
+    def step():
+        torch.ones(()).item()
+
+    step()
+    step()
+    assert counter.total == 2 and counter.by_op == {"aten::item": 2}
+    with nm.count_syncs() as outer:
+        with nm.count_syncs() as inner:
+            torch.ones(()).item()
+        torch.ones(()).item()
+    assert inner.total == 1 and outer.total == 2
+
+
+def test_lists_its_ops():
+    assert {"aten::item", "aten::nonzero", "aten::bincount", "aten::_unique2", "aten::lift_fresh",
+            "aten::scalar_tensor", "aten::copy_"} <= SYNC_OPS
