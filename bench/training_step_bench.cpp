@@ -1,7 +1,12 @@
 // What a training step pays for its metrics: the example's training loop with metrics none,
-// naive and nosync, in one process, interleaved round by round (the order rotating), so drift in
-// clock speed or cache state hits every mode alike. Prints and writes the median step time of
-// each mode and the ratios to none.
+// naive and nosync, in one process, on one trainer (metrics do not change the training, so only
+// the metrics object differs between modes), interleaved round by round in a shuffled order, so
+// that drift in clock speed, and what the previous mode left in the caches (naive's bincount
+// buffers evict everything), hit every mode alike. A second metric-free mode
+// ("control") shows how far two identical modes drift apart: the noise of the ratios. The ratio of a mode to
+// none is paired by round (the median of, over rounds, its median step / none's median step in
+// that round), so that drift between rounds cancels. Prints and writes the median step time of
+// each mode and its ratio to none.
 //
 //   training_step_bench [--rounds R] [--steps S] [--classes C] [--hidden H] [--threads T] [--json FILE]
 
@@ -12,6 +17,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -57,30 +63,37 @@ double median(std::vector<double> v) {
 int main(int argc, char** argv) {
   const auto args = parse(argc, argv);
   torch::set_num_threads(args.threads);
-  const std::vector<std::string> modes = {"none", "naive", "nosync"};
-  std::map<std::string, example::Trainer> trainers;
+  const std::vector<std::string> modes = {"none", "naive", "nosync", "control"};
+  example::Trainer trainer(args.config);
   std::map<std::string, std::unique_ptr<example::StepMetrics>> step_metrics;
   std::map<std::string, std::vector<double>> step_ms;
+  std::map<std::string, std::vector<double>> round_ratio;  // per round: median step / none's
   std::map<std::string, double> syncs_per_step;
   for (const auto& mode : modes) {
-    trainers.emplace(mode, args.config);
-    step_metrics[mode] = example::make_step_metrics(mode, args.config.classes);
+    step_metrics[mode] = example::make_step_metrics(mode == "control" ? "none" : mode, args.config.classes);
     metrics::SyncCounter counter;
-    trainers.at(mode).step(*step_metrics[mode]);  // warm-up step, counted
+    trainer.step(*step_metrics[mode]);  // warm-up step, counted
     syncs_per_step[mode] = static_cast<double>(counter.total());
   }
+  std::mt19937 shuffle_seed(0);
+  auto order = modes;
   for (int64_t round = 0; round < args.rounds; ++round) {
-    for (size_t k = 0; k < modes.size(); ++k) {
-      const auto& mode = modes[(k + round) % modes.size()];
+    std::map<std::string, std::vector<double>> this_round;
+    std::shuffle(order.begin(), order.end(), shuffle_seed);
+    for (const auto& mode : order) {
       for (int64_t s = 0; s < args.steps; ++s) {
         const auto start = std::chrono::steady_clock::now();
-        trainers.at(mode).step(*step_metrics[mode]);
-        const auto ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-        if (round > 0) step_ms[mode].push_back(ms);  // round 0 warms every mode up
+        trainer.step(*step_metrics[mode]);
+        this_round[mode].push_back(
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
       }
     }
+    if (round == 0) continue;  // round 0 warms every mode up
+    for (const auto& mode : modes) {
+      step_ms[mode].insert(step_ms[mode].end(), this_round[mode].begin(), this_round[mode].end());
+      round_ratio[mode].push_back(median(this_round[mode]) / median(this_round["none"]));
+    }
   }
-  const double none = median(step_ms["none"]);
   std::printf("training step: MLP %lld-%lld-%lld, batch %lld, %d thread(s), %lld x %lld steps per mode\n",
               static_cast<long long>(args.config.features), static_cast<long long>(args.config.hidden),
               static_cast<long long>(args.config.classes), static_cast<long long>(args.config.batch_size),
@@ -95,11 +108,12 @@ int main(int argc, char** argv) {
   for (size_t k = 0; k < modes.size(); ++k) {
     const auto& mode = modes[k];
     const double m = median(step_ms[mode]);
-    std::printf("  %-7s median %8.3f ms  x%.4f of none  sync points per step %.0f\n", mode.c_str(), m,
-                none > 0 ? m / none : 0.0, syncs_per_step[mode]);
+    const double ratio = median(round_ratio[mode]);
+    std::printf("  %-7s median %8.3f ms  x%.4f of none  sync points per step %.0f\n", mode.c_str(), m, ratio,
+                syncs_per_step[mode]);
     if (json.is_open()) {
-      json << (k ? ", " : "") << "\"" << mode << "\": {\"median_ms\": " << m
-           << ", \"ratio_to_none\": " << (none > 0 ? m / none : 0.0) << ", \"syncs_per_step\": " << syncs_per_step[mode]
+      json << (k ? ", " : "") << "\"" << mode << "\": {\"median_ms\": " << m << ", \"ratio_to_none\": " << ratio
+           << ", \"syncs_per_step\": " << syncs_per_step[mode]
            << ", \"steps\": " << step_ms[mode].size() << "}";
     }
   }

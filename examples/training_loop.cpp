@@ -125,9 +125,11 @@ void Trainer::step(StepMetrics& metrics) {
   s.optimizer.zero_grad();
   const auto logits = s.model->forward(inputs);
   const auto loss = torch::nn::functional::cross_entropy(logits, target);
+  // Metrics first, while the logits are still in cache: after backward and the optimizer step
+  // they have been evicted, and reading them back costs several times the update itself.
+  metrics.update(loss, logits.detach(), target);
   loss.backward();
   s.optimizer.step();
-  metrics.update(loss, logits.detach(), target);
 }
 
 }  // namespace example
