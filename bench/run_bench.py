@@ -137,8 +137,9 @@ def counter_table(rows):
 
 def step_table(step):
     lines = [f"Training step: MLP {step['features']}-{step['hidden']}-{step['classes']}, batch {step['batch']}, "
-             f"{step['threads']} ATen thread(s); none, naive and nosync interleaved in one process, median step time. "
-             "The control is a second trainer without metrics: its ratio to none is the noise of the ratios.",
+             f"{step['threads']} ATen thread(s); none, naive and nosync on one trainer, interleaved in a shuffled "
+             "order, median step time; ratios paired by round. The control is a second metric-free mode: its "
+             "ratio to none is the noise.",
              "", "| metrics | median step ms | ÷ none | sync points per step |", "|---|---:|---:|---:|"]
     for mode in ("none", "naive", "nosync", "control"):
         m = step["modes"][mode]
