@@ -72,7 +72,7 @@ def test_deferred_reports_become_warnings_or_errors():
         c.compute()
 
 
-def test_index_error_for_missing_metrics():
+def test_a_null_metric_is_rejected():
     from nosync_metrics import _C
     c = _C.ClassificationCollection()
     with pytest.raises(ValueError, match="is null"):
