@@ -13,9 +13,7 @@ AggregationOptions options(const char* metric, const py::object& nan_strategy, c
   if (py::isinstance<py::str>(nan_strategy)) {
     o.nan_policy(NanPolicy::parse(nan_strategy.cast<std::string>(), metric));
   } else {
-    const bool number = (PyFloat_Check(nan_strategy.ptr()) || PyLong_Check(nan_strategy.ptr())) &&
-                        !PyBool_Check(nan_strategy.ptr());
-    TORCH_CHECK_VALUE(number, metric, ": nan_strategy must be 'error', 'warn', 'ignore', 'disable' or a float, got ",
+    TORCH_CHECK_VALUE(is_number(nan_strategy), metric, ": nan_strategy must be 'error', 'warn', 'ignore', 'disable' or a float, got ",
                       py::repr(nan_strategy).cast<std::string>());
     o.nan_policy(NanPolicy::replace(nan_strategy.cast<double>()));
   }

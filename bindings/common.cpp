@@ -10,10 +10,13 @@ HostOrTensor::HostOrTensor(const py::handle& object, const std::string& metric, 
     is_tensor_ = true;
     return;
   }
-  const bool number = (PyFloat_Check(object.ptr()) || PyLong_Check(object.ptr())) && !PyBool_Check(object.ptr());
-  TORCH_CHECK_TYPE(number, metric, ".update: ", argument, " must be a torch.Tensor, a float or an int, got ",
+  TORCH_CHECK_TYPE(is_number(object), metric, ".update: ", argument, " must be a torch.Tensor, a float or an int, got ",
                    py::str(py::type::of(object)).cast<std::string>());
   scalar_ = object.cast<double>();
+}
+
+bool is_number(const py::handle& object) {
+  return (PyFloat_Check(object.ptr()) || PyLong_Check(object.ptr())) && !PyBool_Check(object.ptr());
 }
 
 at::Device to_device(const py::object& object) {

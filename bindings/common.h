@@ -28,6 +28,9 @@ class HostOrTensor {
   bool is_tensor_ = false;
 };
 
+/// A Python float or int, but not a bool.
+bool is_number(const py::handle& object);
+
 /// None (CPU), a string or a torch.device.
 at::Device to_device(const py::object& object);
 /// A torch.dtype.

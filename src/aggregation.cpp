@@ -70,12 +70,7 @@ void WeightedSumMetric::update(const ValueArg& value, const ValueArg& weight) {
 }
 
 at::Tensor WeightedSumMetric::forward(const ValueArg& value, const ValueArg& weight) {
-  auto batch = clone();
-  auto& batch_metric = static_cast<WeightedSumMetric&>(*batch);
-  batch_metric.reset();
-  batch_metric.update(value, weight);
-  state_.merge(batch_metric.state_, name(), /*append=*/true);
-  return batch_metric.value();
+  return forward_on_copy<WeightedSumMetric>([&](WeightedSumMetric& batch) { batch.update(value, weight); });
 }
 
 at::Tensor WeightedSumMetric::totals() const { return state_[total_] + state_[compensation_]; }
@@ -97,12 +92,7 @@ void ExtremumMetric::update(const ValueArg& value) {
 }
 
 at::Tensor ExtremumMetric::forward(const ValueArg& value) {
-  auto batch = clone();
-  auto& batch_metric = static_cast<ExtremumMetric&>(*batch);
-  batch_metric.reset();
-  batch_metric.update(value);
-  state_.merge(batch_metric.state_, name(), /*append=*/true);
-  return batch_metric.value();
+  return forward_on_copy<ExtremumMetric>([&](ExtremumMetric& batch) { batch.update(value); });
 }
 
 at::Tensor ExtremumMetric::value() const { return state_[extremum_].select(0, 0).clone(); }

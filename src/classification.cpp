@@ -63,12 +63,7 @@ void ClassificationMetric::update(const at::Tensor& preds, const at::Tensor& tar
 
 at::Tensor ClassificationMetric::forward(const at::Tensor& preds, const at::Tensor& target,
                                          const c10::optional<at::Tensor>& weight) {
-  auto batch = clone();
-  auto& batch_metric = static_cast<ClassificationMetric&>(*batch);
-  batch_metric.reset();
-  batch_metric.update(preds, target, weight);
-  counts_->tensors().merge(batch_metric.counts_->tensors(), name(), /*append=*/true);
-  return batch_metric.value();
+  return forward_on_copy<ClassificationMetric>([&](ClassificationMetric& batch) { batch.update(preds, target, weight); });
 }
 
 StatScores::StatScores(ClassificationOptions options) : Cloneable("StatScores", options) {}

@@ -71,6 +71,17 @@ class Metric {
   virtual MetricState& state() = 0;
   virtual const MetricState& state() const = 0;
 
+  /// forward(): applies `update` (called with a Self&) to a fresh copy of this metric, folds the
+  /// copy's state into this one as the next update, and returns the copy's value: the batch alone.
+  template <class Self, class Update>
+  at::Tensor forward_on_copy(Update&& update) {
+    const auto batch = clone();
+    batch->reset();
+    update(static_cast<Self&>(*batch));
+    state().merge(batch->state(), name_, /*append=*/true);
+    return batch->value();
+  }
+
   const std::string& update_scope() const { return update_scope_; }
   const std::string& compute_scope() const { return compute_scope_; }
   void set_bad_input_action(BadInputAction action) { action_ = action; }

@@ -138,7 +138,7 @@ inline Entry<count_t> judge(int64_t t, T x, T threshold, const double* weight, i
   }
   const bool predicted = std::is_floating_point_v<T> ? x > threshold : x == 1;
   const double w = weight ? weight[w_index] : 1.0;
-  const bool weight_ok = !weight || w >= 0.0;  // false for NaN and negative weights
+  const bool weight_ok = !weight || !bad_weight(w);
   const bool keep = valid & target_ok & pred_ok & weight_ok;
   const count_t kept = keep ? static_cast<count_t>(w) : count_t(0);  // not a product: 0 * NaN is NaN
   const count_t positive = kept * static_cast<count_t>(t == 1);
