@@ -14,8 +14,8 @@ namespace {
 using metrics::Average;
 using Opts = metrics::ClassificationOptions;
 
-Inputs loss_input() { return {"loss", at::rand({})}; }
-Inputs values_input() { return {"4096", at::randn({4096})}; }
+Inputs loss_input() { return {"loss", at::rand({}), {}, {}}; }
+Inputs values_input() { return {"4096", at::randn({4096}), {}, {}}; }
 
 Inputs multiclass_input(int64_t classes) {
   return {"128x" + std::to_string(classes), {}, at::randn({128, classes}), at::randint(classes, {128}, at::kLong)};

@@ -41,20 +41,15 @@ ClassificationOptions make_options(const std::string& task, const py::object& nu
                                    bool weighted, const py::object& device) {
   TORCH_CHECK_VALUE(multidim_average == "global", "multidim_average='", multidim_average,
                     "' is not supported: nosync-metrics counts globally (multidim_average='global')");
-  ClassificationOptions o;
-  switch (parse_task(task)) {
-    case Task::Binary:
-      o = ClassificationOptions::binary(threshold);
-      break;
-    case Task::Multiclass:
-      TORCH_CHECK_VALUE(!num_classes.is_none(), "a multiclass metric needs num_classes");
-      o = ClassificationOptions::multiclass(num_classes.cast<int64_t>());
-      break;
-    case Task::Multilabel:
-      TORCH_CHECK_VALUE(!num_classes.is_none(), "a multilabel metric needs num_labels");
-      o = ClassificationOptions::multilabel(num_classes.cast<int64_t>(), threshold);
-      break;
+  const auto parsed = parse_task(task);
+  int64_t classes = 1;
+  if (parsed != Task::Binary) {
+    TORCH_CHECK_VALUE(!num_classes.is_none(), "a ", task, " metric needs ",
+                      parsed == Task::Multiclass ? "num_classes" : "num_labels");
+    classes = num_classes.cast<int64_t>();
   }
+  ClassificationOptions o(parsed, classes);
+  o.threshold(threshold);
   if (!ignore_index.is_none()) o.ignore_index(ignore_index.cast<int64_t>());
   return o.top_k(top_k)
       .average(parse_average(average))
@@ -66,7 +61,7 @@ ClassificationOptions make_options(const std::string& task, const py::object& nu
 
 template <class M>
 py::class_<M, ClassificationMetric, std::shared_ptr<M>> bind(py::module_& m, const char* name, const char* doc) {
-  return py::class_<M, ClassificationMetric, std::shared_ptr<M>>(m, name, doc);
+  return bind_metric<M, ClassificationMetric>(m, name, doc);
 }
 
 }  // namespace
@@ -78,19 +73,8 @@ void init_classification(py::module_& m) {
         py::arg("multidim_average") = "global", py::arg("ignore_index") = py::none(), py::arg("validate_args") = true,
         py::arg("zero_division") = 0.0, py::arg("weighted") = false, py::arg("device") = py::none());
 
-  using Weight = c10::optional<at::Tensor>;
-  auto update = [](ClassificationMetric& self, const at::Tensor& preds, const at::Tensor& target,
-                   const Weight& weight) {
-    py::gil_scoped_release release;
-    self.update(preds, target, weight);
-  };
-  auto forward = [](ClassificationMetric& self, const at::Tensor& preds, const at::Tensor& target,
-                    const Weight& weight) { return self.forward(preds, target, weight); };
-  py::class_<ClassificationMetric, Metric, std::shared_ptr<ClassificationMetric>>(
-      m, "ClassificationMetric", "Base of the classification metrics: update(preds, target, weight=None).")
-      .def("update", update, py::arg("preds"), py::arg("target"), py::arg("weight") = py::none())
-      .def("forward", forward, py::arg("preds"), py::arg("target"), py::arg("weight") = py::none())
-      .def("__call__", forward, py::arg("preds"), py::arg("target"), py::arg("weight") = py::none());
+  bind_metric<ClassificationMetric>(m, "ClassificationMetric",
+                                    "Base of the classification metrics: update(preds, target, weight=None).");
 
   bind<StatScores>(m, "StatScores", "[tp, fp, tn, fn, support]").def(py::init<ClassificationOptions>());
   bind<Accuracy>(m, "Accuracy", "Accuracy").def(py::init<ClassificationOptions>());

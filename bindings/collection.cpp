@@ -1,4 +1,4 @@
-// The C++ MetricCollection under nosync_metrics.MetricCollection: shared counting states.
+// nosync_metrics.MetricCollection wraps this: the C++ MetricCollection, for metrics of any family.
 
 #include "common.h"
 
@@ -7,37 +7,46 @@
 namespace metrics::python {
 namespace {
 
-py::dict to_python(const std::map<std::string, at::Tensor>& values) {
+constexpr char kName[] = "MetricCollection";
+
+// name -> value in the order the metrics were added.
+py::dict in_order(const MetricCollection& self, const std::map<std::string, at::Tensor>& values) {
   py::dict dict;
-  for (const auto& [name, value] : values) dict[py::str(name)] = value;
+  for (const auto& name : self.names()) dict[py::str(name)] = values.at(name);
   return dict;
 }
 
 }  // namespace
 
 void init_collection(py::module_& m) {
-  using Weight = c10::optional<at::Tensor>;
-  py::class_<MetricCollection>(m, "ClassificationCollection",
-                               "Classification metrics sharing counting states; see nosync_metrics.MetricCollection.")
-      .def(py::init<>())
+  py::class_<MetricCollection>(m, "MetricCollectionCore",
+                               "The C++ MetricCollection under nosync_metrics.MetricCollection.")
+      .def(py::init([](bool compute_groups) {
+             return MetricCollection(MetricCollectionOptions().compute_groups(compute_groups));
+           }),
+           py::arg("compute_groups") = true)
       .def("add", [](MetricCollection& self, const std::string& name,
-                     std::shared_ptr<ClassificationMetric> metric) { self.add(name, std::move(metric)); })
-      .def("update", [](MetricCollection& self, const at::Tensor& preds, const at::Tensor& target,
-                        const Weight& weight) {
+                     std::shared_ptr<Metric> metric) { self.add(name, std::move(metric)); })
+      .def("update", [](MetricCollection& self, const py::args& args, const py::kwargs& kwargs) {
+             const PythonUpdateArgs converted(args, kwargs, kName);
              py::gil_scoped_release release;
-             self.update(preds, target, weight);
-           },
-           py::arg("preds"), py::arg("target"), py::arg("weight") = py::none())
+             self.update(converted.get());
+           })
+      .def("forward", [](MetricCollection& self, const py::args& args, const py::kwargs& kwargs) {
+             const PythonUpdateArgs converted(args, kwargs, kName);
+             return in_order(self, self.forward(converted.get()));
+           })
       .def("compute", [](const MetricCollection& self) {
-        return to_python(with_python_warnings([&] { return self.compute(); }));
-      })
-      .def("forward", [](MetricCollection& self, const at::Tensor& preds, const at::Tensor& target,
-                         const Weight& weight) { return to_python(self.forward(preds, target, weight)); },
-           py::arg("preds"), py::arg("target"), py::arg("weight") = py::none())
+             return in_order(self, with_python_warnings([&] { return self.compute(); }));
+           })
       .def("check", [](const MetricCollection& self) { with_python_warnings([&] { self.check(); }); })
       .def("reset", &MetricCollection::reset)
       .def("merge", &MetricCollection::merge)
       .def("to", [](MetricCollection& self, const py::object& device) { self.to(to_device(device)); })
+      .def("state_dict", [](const MetricCollection& self) { return state_to_python(self.state_dict()); })
+      .def("load_state_dict",
+           [](MetricCollection& self, const py::dict& dict) { self.load_state_dict(state_from_python(dict, kName)); })
+      .def("names", &MetricCollection::names)
       .def("groups", &MetricCollection::groups);
 }
 

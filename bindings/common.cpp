@@ -15,6 +15,41 @@ HostOrTensor::HostOrTensor(const py::handle& object, const std::string& metric, 
   scalar_ = object.cast<double>();
 }
 
+PythonUpdateArgs::PythonUpdateArgs(const py::args& args, const py::kwargs& kwargs, const std::string& metric,
+                                   const std::vector<std::string>& parameters) {
+  auto given = args.size();
+  while (given > 0 && args[given - 1].is_none()) --given;
+  values_.reserve(given + kwargs.size());
+  for (size_t i = 0; i < given; ++i) {
+    const auto name = i < parameters.size() ? parameters[i] : "argument " + std::to_string(i + 1);
+    TORCH_CHECK_TYPE(!args[i].is_none(), metric, ".update: ", name, " is None");
+    values_.emplace_back(args[i], metric, name.c_str());
+    args_.positional.push_back(values_.back().arg());
+  }
+  for (const auto& [key, value] : kwargs) {
+    if (value.is_none()) continue;
+    const auto name = py::str(key).cast<std::string>();
+    values_.emplace_back(value, metric, name.c_str());
+    args_.keywords.emplace_back(name, values_.back().arg());
+  }
+}
+
+StateDict state_from_python(const py::dict& dict, const std::string& metric) {
+  StateDict state;
+  for (const auto& [key, value] : dict) {
+    const auto name = py::str(key).cast<std::string>();
+    TORCH_CHECK_TYPE(THPVariable_Check(value.ptr()), metric, ".load_state_dict: '", name, "' must be a torch.Tensor");
+    state.emplace(name, THPVariable_Unpack(value.ptr()));
+  }
+  return state;
+}
+
+py::dict state_to_python(const StateDict& state) {
+  py::dict dict;
+  for (const auto& [key, value] : state) dict[py::str(key)] = value;
+  return dict;
+}
+
 bool is_number(const py::handle& object) {
   return (PyFloat_Check(object.ptr()) || PyLong_Check(object.ptr())) && !PyBool_Check(object.ptr());
 }

@@ -9,7 +9,8 @@
 #include <utility>
 #include <vector>
 
-#include <metrics/aggregation.h>
+#include <metrics/metric.h>
+#include <metrics/update_args.h>
 #include <metrics/warning_capture.h>
 
 namespace metrics::python {
@@ -27,6 +28,24 @@ class HostOrTensor {
   double scalar_ = 0.0;
   bool is_tensor_ = false;
 };
+
+/// update()'s arguments from Python (*args, **kwargs) in the form every metric takes. None means
+/// "not given" (a trailing positional None, or a keyword).
+class PythonUpdateArgs {
+ public:
+  /// `parameters`: the names of the positional arguments, for error messages.
+  PythonUpdateArgs(const py::args& args, const py::kwargs& kwargs, const std::string& metric,
+                   const std::vector<std::string>& parameters = {});
+  const UpdateArgs& get() const { return args_; }
+
+ private:
+  std::vector<HostOrTensor> values_;  // reserved up front: args_ points into it
+  UpdateArgs args_;
+};
+
+/// A state dict from Python: str -> torch.Tensor (TypeError naming `metric` otherwise).
+StateDict state_from_python(const py::dict& dict, const std::string& metric);
+py::dict state_to_python(const StateDict& state);
 
 /// A Python float or int, but not a bool.
 bool is_number(const py::handle& object);
@@ -60,6 +79,13 @@ auto with_python_warnings(Body&& body) {
     emit();
     return result;
   }
+}
+
+/// Binds metric class `M` under `python_name`: its constructors are the family's to add; update,
+/// forward, compute, state and the rest come from the Metric binding.
+template <class M, class Parent = Metric>
+py::class_<M, Parent, std::shared_ptr<M>> bind_metric(py::module_& m, const char* python_name, const char* doc) {
+  return py::class_<M, Parent, std::shared_ptr<M>>(m, python_name, doc);
 }
 
 void init_errors(py::module_& m);

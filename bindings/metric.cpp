@@ -7,46 +7,46 @@
 namespace metrics::python {
 namespace {
 
-StateDict to_state_dict(const py::dict& dict, const std::string& metric) {
-  StateDict state;
-  for (const auto& [key, value] : dict) {
-    TORCH_CHECK_TYPE(THPVariable_Check(value.ptr()), metric, ".load_state_dict: '", py::str(key).cast<std::string>(),
-                     "' must be a torch.Tensor");
-    state.emplace(py::str(key).cast<std::string>(), THPVariable_Unpack(value.ptr()));
-  }
-  return state;
-}
-
-py::dict to_python(const StateDict& state) {
-  py::dict dict;
-  for (const auto& [key, value] : state) dict[py::str(key)] = value;
-  return dict;
-}
-
 // TorchMetrics' merge_state takes a metric or a state dict; a list of them is merged in turn.
 void merge_state(Metric& self, const py::handle& incoming) {
   if (py::isinstance<py::list>(incoming) || py::isinstance<py::tuple>(incoming)) {
     for (const auto& item : incoming) merge_state(self, item);
   } else if (py::isinstance<py::dict>(incoming)) {
     auto other = self.clone();
-    other->load_state_dict(to_state_dict(incoming.cast<py::dict>(), self.name()));
+    other->load_state_dict(state_from_python(incoming.cast<py::dict>(), self.name()));
     self.merge(*other);
   } else {
     self.merge(incoming.cast<const Metric&>());
   }
 }
 
+void update(Metric& self, const py::args& args, const py::kwargs& kwargs) {
+  const PythonUpdateArgs converted(args, kwargs, self.name(), self.update_parameters());
+  py::gil_scoped_release release;
+  self.update(converted.get());
+}
+
+at::Tensor forward(Metric& self, const py::args& args, const py::kwargs& kwargs) {
+  const PythonUpdateArgs converted(args, kwargs, self.name(), self.update_parameters());
+  return self.forward(converted.get());
+}
+
 }  // namespace
 
 void init_metric(py::module_& m) {
   py::class_<Metric, std::shared_ptr<Metric>>(m, "Metric", "Base of every nosync-metrics metric.")
+      .def("update", &update,
+           "Accumulates a batch: (value, weight=1.0) for aggregators, (preds, target, weight=None) for "
+           "classification. Never synchronizes.")
+      .def("forward", &forward, "Accumulates, and returns the value of this batch alone.")
+      .def("__call__", &forward, "forward()")
       .def("compute", [](const Metric& self) { return with_python_warnings([&] { return self.compute(); }); },
            "The value over every update since the last reset, on the metric's device. Raises or warns "
            "first if update() counted bad input (NaN values, labels out of range), as the metric's policy says.")
       .def("check", [](const Metric& self) { with_python_warnings([&] { self.check(); }); },
            "Raises or warns if update() counted bad input since the last reset.")
       .def("bad_input", [](const Metric& self) {
-             const auto report = self.input_report();
+             const auto report = self.bad_input_report();
              py::dict counts;
              for (const auto& [kind, count] : report.counts) counts[py::str(kind)] = count;
              py::dict out;
@@ -60,9 +60,9 @@ void init_metric(py::module_& m) {
       .def("reset", &Metric::reset)
       .def("merge_state", &merge_state, py::arg("incoming_state"),
            "Folds in another metric of the same kind and options, a state dict, or a list of them.")
-      .def("state_dict", [](const Metric& self) { return to_python(self.state_dict()); })
+      .def("state_dict", [](const Metric& self) { return state_to_python(self.state_dict()); })
       .def("load_state_dict",
-           [](Metric& self, const py::dict& dict) { self.load_state_dict(to_state_dict(dict, self.name())); },
+           [](Metric& self, const py::dict& dict) { self.load_state_dict(state_from_python(dict, self.name())); },
            py::arg("state_dict"))
       .def("to", [](py::object self, const py::object& device) {
              self.cast<Metric&>().to(to_device(device));

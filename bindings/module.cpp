@@ -4,6 +4,7 @@
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "nosync-metrics: metrics whose update() never synchronizes (C++ core)";
+  m.attr("__version__") = METRICS_VERSION;  // the project's version, from CMake
   metrics::python::init_errors(m);
   metrics::python::init_metric(m);
   metrics::python::init_aggregation(m);

@@ -7,26 +7,32 @@ cd "$(dirname "$0")/.."
 source scripts/env.sh
 
 bash scripts/install-deps.sh || exit 1
-configure || exit 1
+configure -DMETRICS_WERROR=ON || exit 1
 cmake --build "$METRICS_BUILD_DIR" || exit 1
 
-rm -f "$METRICS_BUILD_DIR/gtest-results.xml"
+rm -rf "$METRICS_BUILD_DIR/gtest"
 ctest --test-dir "$METRICS_BUILD_DIR" -j2 --output-on-failure 2>&1 | tee "$METRICS_BUILD_DIR/ctest.log"
 
-# Every ctest entry counts once, except the GoogleTest binary, whose tests are counted from its XML.
-cpp_passed=$(grep -E 'Test +#[0-9]+: ' "$METRICS_BUILD_DIR/ctest.log" | grep -v ' metrics_tests ' | grep -c ' Passed')
-cpp_failed=$(grep -E 'Test +#[0-9]+: ' "$METRICS_BUILD_DIR/ctest.log" | grep -v ' metrics_tests ' | grep -vc ' Passed')
-gtest_xml="$METRICS_BUILD_DIR/gtest-results.xml"
-if [ -f "$gtest_xml" ]; then
-  header=$(grep -m1 -o '<testsuites [^>]*>' "$gtest_xml")
-  gtest_total=$(grep -oE ' tests="[0-9]+"' <<<"$header" | grep -oE '[0-9]+')
-  gtest_failed=$(grep -oE ' failures="[0-9]+"' <<<"$header" | grep -oE '[0-9]+')
-  cpp_passed=$((cpp_passed + gtest_total - gtest_failed))
-  cpp_failed=$((cpp_failed + gtest_failed))
-else
-  echo "test.sh: the GoogleTest binary wrote no report (did it crash?)" >&2
-  cpp_failed=$((cpp_failed + 1))
-fi
+# Every ctest entry counts once, except the GoogleTest binaries (each writes gtest/<entry>.xml),
+# whose tests are counted from their XML reports.
+gtest_binaries=(metrics_tests naive_metrics_tests)
+entries=$(grep -E 'Test +#[0-9]+: ' "$METRICS_BUILD_DIR/ctest.log")
+for binary in "${gtest_binaries[@]}"; do entries=$(grep -v " $binary " <<<"$entries"); done
+cpp_passed=$(grep -c ' Passed' <<<"$entries")
+cpp_failed=$(grep -vc ' Passed' <<<"$entries")
+for binary in "${gtest_binaries[@]}"; do
+  xml="$METRICS_BUILD_DIR/gtest/$binary.xml"
+  if [ ! -f "$xml" ]; then
+    echo "test.sh: $binary wrote no report (did it crash?)" >&2
+    cpp_failed=$((cpp_failed + 1))
+    continue
+  fi
+  header=$(grep -m1 -o '<testsuites [^>]*>' "$xml")
+  total=$(grep -oE ' tests="[0-9]+"' <<<"$header" | grep -oE '[0-9]+')
+  failures=$(grep -oE ' failures="[0-9]+"' <<<"$header" | grep -oE '[0-9]+')
+  cpp_passed=$((cpp_passed + total - failures))
+  cpp_failed=$((cpp_failed + failures))
+done
 if grep -q "No tests were found" "$METRICS_BUILD_DIR/ctest.log"; then
   echo "test.sh: ctest ran no tests" >&2
   cpp_failed=$((cpp_failed + 1))

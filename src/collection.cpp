@@ -4,68 +4,77 @@
 #include <ATen/record_function.h>
 
 #include <algorithm>
-#include <unordered_map>
 
 namespace metrics {
 namespace {
 
-using Layout = ClassificationState::Layout;
 constexpr char kName[] = "MetricCollection";
+
+UpdateArgs classification_args(const at::Tensor& preds, const at::Tensor& target,
+                               const c10::optional<at::Tensor>& weight) {
+  UpdateArgs args{{preds, target}};
+  if (weight) args.positional.emplace_back(*weight);
+  return args;
+}
 
 }  // namespace
 
-MetricCollection& MetricCollection::add(const std::string& name, std::shared_ptr<ClassificationMetric> metric) {
+MetricCollection::MetricCollection(MetricCollectionOptions options) : options_(options) {}
+
+MetricCollection& MetricCollection::add(const std::string& name, std::shared_ptr<Metric> metric) {
   TORCH_CHECK_VALUE(metric != nullptr, kName, ".add: metric '", name, "' is null");
   TORCH_CHECK_VALUE(std::none_of(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.name == name; }),
                     kName, ".add: a metric named '", name, "' is already in the collection");
-  metric->counts_ = join_group(*metric);
   entries_.push_back({name, std::move(metric)});
+  join_group(entries_.size() - 1);
   return *this;
 }
 
-// The state `metric` will use: a fresh compatible group's (upgraded to a C x C matrix if the
-// metric needs one), else its own.
-std::shared_ptr<ClassificationState> MetricCollection::join_group(ClassificationMetric& metric) {
-  const bool fresh = metric.update_count() == 0;
-  for (auto& state : states_) {
-    if (!fresh || state->tensors().updates() != 0 || !same_counting(state->options(), metric.options()) ||
-        state->tensors().device() != metric.device()) {
-      continue;
+// Puts entry `index` in the first group it can share a fresh state with (making its state the
+// group's if it serves more), else in a group of its own.
+void MetricCollection::join_group(size_t index) {
+  auto& metric = *entries_[index].metric;
+  const auto key = metric.sharing_key();
+  const bool can_share = options_.compute_groups() && !key.counts.empty() && metric.update_count() == 0;
+  for (auto& group : groups_) {
+    if (!can_share) break;
+    auto& current = owner(group);
+    const auto theirs = current.sharing_key();
+    if (theirs.counts != key.counts || current.device() != metric.device() || current.update_count() != 0) continue;
+    if (key.level > theirs.level) {
+      for (auto member : group.members) entries_[member].metric->share_state_of(metric);
+      group.owner = index;
+    } else {
+      metric.share_state_of(current);
     }
-    if (metric.layout_ == Layout::Matrix && state->layout() == Layout::PerClass) {
-      auto upgraded = std::make_shared<ClassificationState>(state->options(), Layout::Matrix);
-      upgraded->tensors().to(metric.device());
-      for (auto& e : entries_) {
-        if (e.metric->counts_ == state) e.metric->counts_ = upgraded;
-      }
-      state = upgraded;
-    }
-    return state;
+    group.members.push_back(index);
+    return;
   }
-  states_.push_back(metric.counts_);
-  return metric.counts_;
+  groups_.push_back({index, {index}});
+}
+
+void MetricCollection::update(const UpdateArgs& args) {
+  RECORD_USER_SCOPE("metrics::MetricCollection::update");
+  auto shared = args;
+  shared.skip_unknown_keywords = true;
+  std::vector<UpdateStep> steps;
+  steps.reserve(groups_.size());
+  for (const auto& group : groups_) steps.push_back(owner(group).prepare_update(shared));
+  for (auto& step : steps) step();
 }
 
 void MetricCollection::update(const at::Tensor& preds, const at::Tensor& target,
                               const c10::optional<at::Tensor>& weight) {
-  RECORD_USER_SCOPE("metrics::MetricCollection::update");
-  for (auto& state : states_) state->update(kName, preds, target, weight);
+  update(classification_args(preds, target, weight));
 }
 
 void MetricCollection::check() const {
-  for (const auto& state : states_) {
-    for (const auto& e : entries_) {
-      if (e.metric->counts_ == state) {
-        e.metric->check();
-        break;
-      }
-    }
-  }
+  for (const auto& group : groups_) entries_[group.members.front()].metric->check();
 }
 
 std::map<std::string, at::Tensor> MetricCollection::compute() const {
   RECORD_USER_SCOPE("metrics::MetricCollection::compute");
-  if (std::any_of(states_.begin(), states_.end(), [](const auto& s) { return s->tensors().updates() == 0; })) {
+  if (std::any_of(groups_.begin(), groups_.end(), [&](const Group& g) { return owner(g).update_count() == 0; })) {
     TORCH_WARN(kName, ".compute: called before any update; values reflect the initial state");
   }
   check();
@@ -74,27 +83,38 @@ std::map<std::string, at::Tensor> MetricCollection::compute() const {
   return values;
 }
 
-std::map<std::string, at::Tensor> MetricCollection::forward(const at::Tensor& preds, const at::Tensor& target,
-                                                             const c10::optional<at::Tensor>& weight) {
+std::map<std::string, at::Tensor> MetricCollection::forward(const UpdateArgs& args) {
   auto batch = clone();
   batch.reset();
-  batch.update(preds, target, weight);
-  for (size_t i = 0; i < states_.size(); ++i) {
-    states_[i]->tensors().merge(batch.states_[i]->tensors(), kName, /*append=*/true);
-  }
+  batch.update(args);
+  for (size_t i = 0; i < groups_.size(); ++i) owner(groups_[i]).merge(batch.owner(batch.groups_[i]), MergeOrder::Appended);
   std::map<std::string, at::Tensor> values;
   for (const auto& e : batch.entries_) values.emplace(e.name, e.metric->value());
   return values;
 }
 
+std::map<std::string, at::Tensor> MetricCollection::forward(const at::Tensor& preds, const at::Tensor& target,
+                                                             const c10::optional<at::Tensor>& weight) {
+  return forward(classification_args(preds, target, weight));
+}
+
 void MetricCollection::reset() {
-  for (auto& state : states_) state->tensors().reset();
+  for (const auto& group : groups_) owner(group).reset();
 }
 
 void MetricCollection::merge(const MetricCollection& other) {
   TORCH_CHECK_VALUE(names() == other.names() && groups() == other.groups(), kName,
                     ".merge: the other collection has different metrics or groups");
-  for (size_t i = 0; i < states_.size(); ++i) states_[i]->tensors().merge(other.states_[i]->tensors(), kName);
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    const auto& mine = *entries_[i].metric;
+    const auto& theirs = *other.entries_[i].metric;
+    TORCH_CHECK_VALUE(typeid(mine) == typeid(theirs) && mine.name() == theirs.name(), kName, ".merge: '",
+                      entries_[i].name, "' is a ", mine.name(), " here but a ", theirs.name(), " in the other");
+  }
+  // Check every state before changing any: merging a copy first throws what the real merge would.
+  auto trial = clone();
+  for (size_t i = 0; i < groups_.size(); ++i) trial.owner(trial.groups_[i]).merge(other.owner(other.groups_[i]));
+  for (size_t i = 0; i < groups_.size(); ++i) owner(groups_[i]).merge(other.owner(other.groups_[i]));
 }
 
 StateDict MetricCollection::state_dict() const {
@@ -115,26 +135,22 @@ void MetricCollection::load_state_dict(const StateDict& dict) {
                       key, "'");
     parts[it - entries_.begin()].emplace(key.substr(dot + 1), tensor);
   }
-  // Check every part on a copy first, so that a bad dict changes nothing.
   for (size_t i = 0; i < entries_.size(); ++i) entries_[i].metric->clone()->load_state_dict(parts[i]);
   for (size_t i = 0; i < entries_.size(); ++i) entries_[i].metric->load_state_dict(parts[i]);
 }
 
 void MetricCollection::to(at::Device device) {
-  for (auto& state : states_) state->tensors().to(device);
+  for (const auto& group : groups_) owner(group).to(device);
 }
 
 MetricCollection MetricCollection::clone() const {
-  MetricCollection copy;
-  std::unordered_map<const ClassificationState*, std::shared_ptr<ClassificationState>> copies;
-  for (const auto& state : states_) {
-    copies[state.get()] = std::make_shared<ClassificationState>(*state);
-    copy.states_.push_back(copies[state.get()]);
-  }
-  for (const auto& e : entries_) {
-    auto metric = std::shared_ptr<ClassificationMetric>(static_cast<ClassificationMetric*>(e.metric->clone().release()));
-    metric->counts_ = copies.at(e.metric->counts_.get());
-    copy.entries_.push_back({e.name, std::move(metric)});
+  MetricCollection copy(options_);
+  for (const auto& e : entries_) copy.entries_.push_back({e.name, std::shared_ptr<Metric>(e.metric->clone())});
+  copy.groups_ = groups_;
+  for (const auto& group : copy.groups_) {
+    for (auto member : group.members) {
+      if (member != group.owner) copy.entries_[member].metric->share_state_of(copy.owner(group));
+    }
   }
   return copy;
 }
@@ -145,7 +161,7 @@ const MetricCollection::Entry& MetricCollection::entry(const std::string& name) 
   return *it;
 }
 
-const ClassificationMetric& MetricCollection::at(const std::string& name) const { return *entry(name).metric; }
+const Metric& MetricCollection::at(const std::string& name) const { return *entry(name).metric; }
 
 std::vector<std::string> MetricCollection::names() const {
   std::vector<std::string> names;
@@ -155,13 +171,23 @@ std::vector<std::string> MetricCollection::names() const {
 
 std::vector<std::vector<std::string>> MetricCollection::groups() const {
   std::vector<std::vector<std::string>> groups;
-  for (const auto& state : states_) {
+  for (const auto& group : groups_) {
     groups.emplace_back();
-    for (const auto& e : entries_) {
-      if (e.metric->counts_ == state) groups.back().push_back(e.name);
-    }
+    for (auto member : group.members) groups.back().push_back(entries_[member].name);
   }
   return groups;
+}
+
+std::vector<StateEntry> MetricCollection::state_entries() const {
+  std::vector<StateEntry> entries;
+  for (const auto& group : groups_) {
+    const auto& prefix = entries_[group.members.front()].name;
+    for (auto entry : owner(group).state().entries()) {
+      entry.name = prefix + "." + entry.name;
+      entries.push_back(std::move(entry));
+    }
+  }
+  return entries;
 }
 
 }  // namespace metrics

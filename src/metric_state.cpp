@@ -2,23 +2,14 @@
 
 #include <ATen/ATen.h>
 
-#include <limits>
-#include <set>
-
 namespace metrics {
-namespace {
 
-constexpr char kUpdateCount[] = "update_count";
-constexpr int64_t kNoBadUpdate = std::numeric_limits<int64_t>::max();
+MetricState::MetricState(at::Device device) {
+  entries_.push_back({"update_count", at::zeros({}, at::TensorOptions().dtype(at::kLong).device(device)), 0,
+                      Reduction::Sum});
+}
 
-}  // namespace
-
-MetricState::MetricState(const MetricState& other)
-    : entries_(other.entries_),
-      bad_input_kinds_(other.bad_input_kinds_),
-      bad_counts_index_(other.bad_counts_index_),
-      first_bad_index_(other.first_bad_index_),
-      updates_(other.updates_) {
+MetricState::MetricState(const MetricState& other) : entries_(other.entries_), bad_input_(other.bad_input_) {
   for (auto& entry : entries_) entry.tensor = entry.tensor.clone();
 }
 
@@ -28,33 +19,52 @@ MetricState& MetricState::operator=(const MetricState& other) {
 }
 
 size_t MetricState::add(std::string name, at::IntArrayRef shape, at::ScalarType dtype, const c10::Scalar& fill,
-                        Reduction reduction, at::Device device) {
-  auto tensor = at::full(shape, fill, at::TensorOptions().dtype(dtype).device(device));
+                        Reduction reduction) {
+  auto tensor = at::full(shape, fill, at::TensorOptions().dtype(dtype).device(device()));
   entries_.push_back({std::move(name), std::move(tensor), fill, reduction});
   return entries_.size() - 1;
 }
 
-void MetricState::track_bad_input(std::vector<std::string> kinds, at::Device device) {
-  TORCH_INTERNAL_ASSERT(!kinds.empty() && !tracks_bad_input());
-  const auto width = static_cast<int64_t>(kinds.size()) + 1;
-  bad_input_kinds_ = std::move(kinds);
-  bad_counts_index_ = add("bad_input_counts", {width}, at::kLong, 0, Reduction::Sum, device);
-  first_bad_index_ = add("first_bad_update", {1}, at::kLong, kNoBadUpdate, Reduction::Min, device);
+void MetricState::track_bad_input(std::vector<std::string> kinds) {
+  TORCH_INTERNAL_ASSERT(!tracks_bad_input());
+  bad_input_.emplace(std::move(kinds), entries_, device());
 }
 
-at::Device MetricState::device() const {
-  TORCH_INTERNAL_ASSERT(!entries_.empty());
-  return entries_.front().tensor.device();
+at::Tensor& MetricState::operator[](size_t slot) {
+  TORCH_INTERNAL_ASSERT(slot > 0 && slot < entries_.size());
+  return entries_[slot].tensor;
+}
+
+void MetricState::finish_update(const at::Tensor& bad_counts) {
+  if (bad_input_) bad_input_->record(entries_, bad_counts, update_count_tensor());
+  update_count_tensor().add_(1);
+}
+
+void MetricState::finish_update(c10::ArrayRef<int64_t> bad_counts) {
+  if (bad_input_ && !bad_counts.empty()) bad_input_->record(entries_, bad_counts, update_count_tensor());
+  auto& count = update_count_tensor();
+  if (count.is_cpu()) {
+    ++*count.data_ptr<int64_t>();
+  } else {
+    count.add_(1);
+  }
+}
+
+int64_t MetricState::update_count() const { return entries_.front().tensor.item<int64_t>(); }
+
+BadInputReport MetricState::bad_input_report() const {
+  return bad_input_ ? bad_input_->report(entries_) : BadInputReport{};
 }
 
 void MetricState::reset() {
   for (auto& entry : entries_) entry.tensor.fill_(entry.fill);
-  updates_ = 0;
 }
 
-void MetricState::merge(const MetricState& other, const std::string& metric, bool append) {
+void MetricState::merge(const MetricState& other, const std::string& metric, MergeOrder order) {
   TORCH_CHECK_VALUE(this != &other, metric, ".merge: cannot merge a state into itself (the two metrics share it)");
-  TORCH_CHECK_VALUE(entries_.size() == other.entries_.size() && bad_input_kinds_ == other.bad_input_kinds_, metric,
+  const bool same_kinds = tracks_bad_input() == other.tracks_bad_input() &&
+                          (!tracks_bad_input() || bad_input_->kinds() == other.bad_input_->kinds());
+  TORCH_CHECK_VALUE(entries_.size() == other.entries_.size() && same_kinds, metric,
                     ".merge: the other metric has different state; merge metrics built with the same options");
   for (size_t i = 0; i < entries_.size(); ++i) {
     const auto& mine = entries_[i];
@@ -65,11 +75,12 @@ void MetricState::merge(const MetricState& other, const std::string& metric, boo
                       " here but '", theirs.name, "' is ", theirs.tensor.scalar_type(), theirs.tensor.sizes(),
                       " in the other metric; merge metrics built with the same options");
   }
+  const auto offset = update_count_tensor().clone();
   for (size_t i = 0; i < entries_.size(); ++i) {
     auto& mine = entries_[i].tensor;
     auto theirs = other.entries_[i].tensor.to(mine.device());
-    if (append && tracks_bad_input() && i == first_bad_index_) {
-      theirs = theirs.clamp_max(kNoBadUpdate - updates_).add_(updates_);  // "none" stays kNoBadUpdate
+    if (order == MergeOrder::Appended && bad_input_ && bad_input_->is_first_slot(i)) {
+      theirs = bad_input_->shift_first(theirs, offset);
     }
     switch (entries_[i].reduction) {
       case Reduction::Sum:
@@ -83,31 +94,19 @@ void MetricState::merge(const MetricState& other, const std::string& metric, boo
         break;
     }
   }
-  updates_ += other.updates_;
 }
 
 StateDict MetricState::state_dict() const {
   StateDict dict;
   for (const auto& entry : entries_) dict.emplace(entry.name, entry.tensor.clone());
-  dict.emplace(kUpdateCount, at::full({}, updates_, at::kLong));
   return dict;
-}
-
-const MetricState::Entry* MetricState::find(const std::string& name) const {
-  for (const auto& entry : entries_) {
-    if (entry.name == name) return &entry;
-  }
-  return nullptr;
 }
 
 void MetricState::load_state_dict(const StateDict& dict, const std::string& metric) {
   for (const auto& [name, tensor] : dict) {
-    TORCH_CHECK_VALUE(name == kUpdateCount || find(name) != nullptr, metric, ".load_state_dict: unexpected key '",
-                      name, "'");
+    const bool known = std::any_of(entries_.begin(), entries_.end(), [&](const StateEntry& e) { return e.name == name; });
+    TORCH_CHECK_VALUE(known, metric, ".load_state_dict: unexpected key '", name, "'");
   }
-  auto count = dict.find(kUpdateCount);
-  TORCH_CHECK_VALUE(count != dict.end() && count->second.numel() == 1 && count->second.scalar_type() == at::kLong,
-                    metric, ".load_state_dict: missing or malformed '", kUpdateCount, "' (an int64 scalar)");
   for (const auto& entry : entries_) {
     auto it = dict.find(entry.name);
     TORCH_CHECK_VALUE(it != dict.end(), metric, ".load_state_dict: missing key '", entry.name, "'");
@@ -116,23 +115,10 @@ void MetricState::load_state_dict(const StateDict& dict, const std::string& metr
                       entry.tensor.sizes(), " but is ", it->second.scalar_type(), it->second.sizes());
   }
   for (auto& entry : entries_) entry.tensor.copy_(dict.at(entry.name));
-  updates_ = count->second.item<int64_t>();
 }
 
 void MetricState::to(at::Device device) {
   for (auto& entry : entries_) entry.tensor = entry.tensor.to(device);
-}
-
-InputReport MetricState::report() const {
-  InputReport report;
-  if (!tracks_bad_input()) return report;
-  const auto host = at::cat({entries_[bad_counts_index_].tensor, entries_[first_bad_index_].tensor}).cpu();
-  const auto* values = host.data_ptr<int64_t>();
-  const auto kinds = bad_input_kinds_.size();
-  for (size_t k = 0; k < kinds; ++k) report.counts.emplace_back(bad_input_kinds_[k], values[k]);
-  report.bad_updates = values[kinds];
-  report.first_bad_update = values[kinds + 1] == kNoBadUpdate ? -1 : values[kinds + 1];
-  return report;
 }
 
 }  // namespace metrics

@@ -203,11 +203,11 @@ TEST(MeanNanPolicy, ReportsCountsUpdatesAndFirstUpdate) {
   EXPECT_DOUBLE_EQ(value_of(mean.compute()), (1 + 2 + 3 + 4) / 4.0);
   ASSERT_EQ(warnings.messages().size(), 1u);
   EXPECT_EQ(warnings.messages()[0], "Mean: 3 NaN values in 2 updates, first at update 1 (kept out of the state)");
-  const auto report = mean.input_report();
+  const auto report = mean.bad_input_report();
   EXPECT_EQ(report.bad_updates, 2);
   EXPECT_EQ(report.first_bad_update, 1);
   mean.reset();
-  EXPECT_TRUE(mean.input_report().clean());
+  EXPECT_TRUE(mean.bad_input_report().clean());
 }
 
 TEST(MeanNanPolicy, CheckRaisesUnderErrorAndDoesNothingWhenClean) {
@@ -453,7 +453,7 @@ TEST(Aggregation, ForwardKeepsUpdateIndicesOfTheWholeStream) {
   mean.update(2.0);
   WarningCapture quiet;
   mean.forward(floats({kNaN}));
-  EXPECT_EQ(mean.input_report().first_bad_update, 2);
+  EXPECT_EQ(mean.bad_input_report().first_bad_update, 2);
 }
 
 TEST(Aggregation, MovesBetweenDevicesWithTo) {

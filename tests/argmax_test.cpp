@@ -4,7 +4,7 @@
 
 #include <limits>
 
-#include "../src/cpu/argmax.h"
+#include "../src/classification/argmax_cpu.h"
 #include "test_support.h"
 
 namespace metrics::detail::cpu {

@@ -292,7 +292,7 @@ TEST_P(ClassificationStream, CountsAndScoresMatchTheReferenceOnBothPaths) {
           reference_update(ref, o, b.preds, b.target, b.weight);
         }
         const std::string where = spec.name + (aten ? " aten" : " cpu");
-        const auto counts = accuracy.counts().stat_counts();
+        const auto counts = accuracy.stat_counts();
         expect_values(counts.tp, ref.tp, where + " tp");
         expect_values(counts.fp, ref.fp, where + " fp");
         expect_values(counts.tn, ref.tn, where + " tn");

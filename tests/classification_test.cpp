@@ -186,7 +186,7 @@ TEST(Multiclass, AllIgnoredBatchCountsNothing) {
     Accuracy accuracy(Opts::multiclass(3).ignore_index(-1));
     accuracy.update(doc_scores(), longs({-1, -1, -1, -1}));
     EXPECT_EQ(accuracy.compute().item<double>(), 0.0);  // no class seen: 0, as TorchMetrics
-    EXPECT_EQ(accuracy.counts().stat_counts().tn.sum().item<int64_t>(), 0);
+    EXPECT_EQ(accuracy.stat_counts().tn.sum().item<int64_t>(), 0);
   });
 }
 
@@ -292,7 +292,7 @@ TEST(BadInput, CountedKeptOutAndRaisedByCompute) {
     EXPECT_THROWS_WITH(accuracy.compute(), c10::ValueError,
                        "MulticlassAccuracy: 2 targets outside [0, 3), 1 NaN or out-of-range predictions in 1 update, "
                        "first at update 1 (kept out of the state)");
-    const auto counts = accuracy.counts().stat_counts();
+    const auto counts = accuracy.stat_counts();
     EXPECT_EQ((counts.tp + counts.fn).sum().item<int64_t>(), 5);  // 4 clean + row 0 of the second batch
   });
 }
@@ -301,12 +301,12 @@ TEST(BadInput, BinaryTargetsPredictionsAndWeights) {
   on_both_paths([] {
     Recall recall(Opts::binary().weighted(true));
     recall.update(floats({0.9, kNaN, 0.2, 0.7}), longs({1, 1, 2, 1}), values({1, 1, 1, kNaN}));
-    const auto report = recall.input_report();
+    const auto report = recall.bad_input_report();
     EXPECT_EQ(report.counts[0].second, 1);  // target 2
     EXPECT_EQ(report.counts[1].second, 1);  // NaN prediction
     EXPECT_EQ(report.counts[2].second, 1);  // NaN weight
     EXPECT_THROWS_WITH(recall.check(), c10::ValueError, "BinaryRecall: 1 targets not 0 or 1");
-    EXPECT_TRUE(tensors_close(recall.counts().stat_counts().tp, values({1})));
+    EXPECT_TRUE(tensors_close(recall.stat_counts().tp, values({1})));
   });
 }
 
@@ -316,7 +316,7 @@ TEST(BadInput, ValidateArgsFalseStillKeepsItOutButReportsNothing) {
     accuracy.update(longs({0, 5, 1}), longs({0, 1, 9}));
     EXPECT_NO_THROW(accuracy.compute());
     EXPECT_EQ(accuracy.compute().item<double>(), 1.0);
-    EXPECT_TRUE(accuracy.input_report().clean());
+    EXPECT_TRUE(accuracy.bad_input_report().clean());
   });
 }
 

@@ -1,9 +1,12 @@
 #include <ATen/ATen.h>
 
+#include <metrics/aggregation.h>
 #include <metrics/backend.h>
+#include <metrics/classification.h>
 #include <metrics/collection.h>
 #include <metrics/sync_counter.h>
 
+#include "metric_contract.h"
 #include "test_support.h"
 
 namespace metrics {
@@ -12,6 +15,7 @@ namespace {
 using ::testing::ElementsAre;
 using testing::generator;
 using testing::states_equal;
+using testing::MetricContract;
 using testing::tensors_close;
 using Opts = ClassificationOptions;
 
@@ -22,6 +26,10 @@ struct Batch {
 Batch batch(int64_t i, int64_t classes = 10) {
   auto gen = generator(500 + i);
   return {at::randn({32, classes}, gen), at::randint(classes, {32}, gen, at::kLong)};
+}
+
+CountLayout layout_of(const MetricCollection& collection, const std::string& name) {
+  return dynamic_cast<const ClassificationMetric&>(collection.at(name)).layout();
 }
 
 MetricCollection four_macro_metrics(const Opts& o) {
@@ -39,8 +47,8 @@ TEST(MetricCollection, WorksOutSharedStatesFromOptions) {
   EXPECT_THAT(collection.groups(),
               ElementsAre(ElementsAre("accuracy", "precision", "recall", "f1", "micro_f1"), ElementsAre("top2"),
                           ElementsAre("weighted")));
-  EXPECT_EQ(&collection.at("accuracy").counts(), &collection.at("f1").counts());
-  EXPECT_NE(&collection.at("accuracy").counts(), &collection.at("top2").counts());
+  EXPECT_EQ(&collection.at("accuracy").state(), &collection.at("f1").state());
+  EXPECT_NE(&collection.at("accuracy").state(), &collection.at("top2").state());
 }
 
 TEST(MetricCollection, ValuesEqualSeparateMetricsOnBothPaths) {
@@ -79,7 +87,7 @@ TEST(MetricCollection, ConfusionMatrixAddedFirstServesTheOthers) {
   MetricCollection collection;
   collection.add("confmat", ConfusionMatrix(o)).add("recall", Recall(o));
   EXPECT_EQ(collection.groups().size(), 1u);
-  EXPECT_EQ(collection.at("recall").counts().layout(), ClassificationState::Layout::Matrix);
+  EXPECT_EQ(layout_of(collection, "recall"), CountLayout::Matrix);
   collection.update(at::tensor({0, 1, 1, 3}, at::kLong), at::tensor({0, 1, 2, 2}, at::kLong));
   EXPECT_TRUE(tensors_close(collection.compute().at("recall"), at::tensor({1.0, 1.0, 0.0, 0.0}).to(at::kFloat)));
 }
@@ -88,7 +96,7 @@ TEST(MetricCollection, BinaryAndMultilabelConfusionMatricesShareThePerClassCount
   MetricCollection collection;
   collection.add("confmat", ConfusionMatrix(Opts::multilabel(3))).add("f1", F1Score(Opts::multilabel(3)));
   EXPECT_EQ(collection.groups().size(), 1u);
-  EXPECT_EQ(collection.at("f1").counts().layout(), ClassificationState::Layout::PerClass);
+  EXPECT_EQ(layout_of(collection, "f1"), CountLayout::PerClass);
 }
 
 TEST(MetricCollection, MetricsWithUpdatesKeepTheirOwnState) {
@@ -165,12 +173,150 @@ TEST(MetricCollection, ReportsBadInputAndRejectsBadUse) {
   EXPECT_THROWS_WITH(collection.at("auc"), c10::IndexError, "MetricCollection: no metric named 'auc'");
   const auto before = collection.state_dict();
   EXPECT_THROWS_WITH(collection.update(b.preds, b.target.to(at::kFloat)), c10::TypeError,
-                     "MetricCollection.update: target has dtype Float");
+                     "MulticlassAccuracy.update: target has dtype Float");
   auto bad = before;
   bad["f1.tp"] = at::zeros({3}, at::kLong);
   EXPECT_THROWS_WITH(collection.load_state_dict(bad), c10::ValueError, "MulticlassF1Score.load_state_dict: 'tp' must be");
   EXPECT_TRUE(states_equal(collection.state_dict(), before));
 }
+
+// ---------------------------------------------------------------- any family, one collection
+
+// A loss and logits: the mean loss, the largest loss and four classification metrics, fed by
+// keyword so that each family takes its own arguments.
+MetricCollection mixed(const Opts& o) {
+  MetricCollection collection;
+  collection.add("loss", Mean()).add("worst", Max()).add("accuracy", Accuracy(o)).add("f1", F1Score(o));
+  collection.add("confmat", ConfusionMatrix(o)).add("top2", Accuracy(Opts(o).top_k(2)));
+  return collection;
+}
+
+UpdateArgs keyword_args(const at::Tensor& loss, const Batch& b) {
+  UpdateArgs args;
+  args.keywords = {{"value", loss}, {"preds", b.preds}, {"target", b.target}};
+  return args;
+}
+
+at::Tensor loss_of(int64_t i) { return at::rand({32}, generator(900 + i)).to(at::kDouble); }
+
+TEST(MetricCollection, HoldsMetricsOfEveryFamilyAndRoutesKeywords) {
+  const auto o = Opts::multiclass(10);
+  auto collection = mixed(o);
+  EXPECT_THAT(collection.groups(), ElementsAre(ElementsAre("loss"), ElementsAre("worst"),
+                                               ElementsAre("accuracy", "f1", "confmat"), ElementsAre("top2")));
+  Mean loss;
+  Max worst;
+  Accuracy accuracy(o);
+  Accuracy top2(Opts(o).top_k(2));
+  for (int64_t i = 0; i < 4; ++i) {
+    const auto b = batch(i);
+    const auto l = loss_of(i);
+    SyncCounter counter;
+    collection.update(keyword_args(l, b));
+    EXPECT_EQ(counter.total(), 0) << counter.summary();
+    loss.update(l);
+    worst.update(l);
+    accuracy.update(b.preds, b.target);
+    top2.update(b.preds, b.target);
+  }
+  const auto values = collection.compute();
+  EXPECT_TRUE(tensors_close(values.at("loss"), loss.compute()));
+  EXPECT_TRUE(tensors_close(values.at("worst"), worst.compute()));
+  EXPECT_TRUE(tensors_close(values.at("accuracy"), accuracy.compute()));
+  EXPECT_TRUE(tensors_close(values.at("top2"), top2.compute()));
+}
+
+TEST(MetricCollection, IdenticalAggregatorsShareOneState) {
+  MetricCollection collection;
+  collection.add("a", Mean()).add("b", Mean()).add("c", Mean(AggregationOptions().nan_policy(NanPolicy::ignore())));
+  collection.add("d", Sum());
+  EXPECT_THAT(collection.groups(), ElementsAre(ElementsAre("a", "b"), ElementsAre("c"), ElementsAre("d")));
+  const auto values = at::tensor({1.0, 3.0});
+  collection.update(UpdateArgs({values}));
+  EXPECT_EQ(collection.compute().at("b").item<double>(), 2.0);
+}
+
+TEST(MetricCollection, FailedUpdateChangesNoMember) {
+  // Labels suit top_k = 1 but not top_k = 2: the second state refuses them after the first
+  // state's checks passed; nothing may be counted.
+  MetricCollection collection;
+  collection.add("top1", Accuracy(Opts::multiclass(3))).add("top2", Accuracy(Opts::multiclass(3).top_k(2)));
+  const auto before = collection.state_dict();
+  EXPECT_THROWS_WITH(collection.update(at::tensor({0, 1, 2}, at::kLong), at::tensor({0, 1, 1}, at::kLong)),
+                     c10::ValueError, "MulticlassAccuracy.update: top_k = 2 needs scores");
+  EXPECT_TRUE(states_equal(collection.state_dict(), before));
+  EXPECT_EQ(collection.at("top1").update_count(), 0);
+}
+
+TEST(MetricCollection, UnknownKeywordsAreLeftToTheMetricsThatTakeThem) {
+  MetricCollection collection;
+  collection.add("loss", Mean());
+  const auto value = at::tensor({2.0});
+  const auto preds = at::tensor({1.0});
+  UpdateArgs args;
+  args.keywords = {{"value", value}, {"preds", preds}};
+  collection.update(args);
+  EXPECT_EQ(collection.compute().at("loss").item<double>(), 2.0);
+  Mean alone;
+  EXPECT_THROWS_WITH(alone.update(args), c10::TypeError, "Mean.update: unexpected argument 'preds'");
+  EXPECT_EQ(alone.update_count(), 0);
+}
+
+TEST(MetricCollection, StateEntriesWalkEachDistinctStateOnceWithItsReduction) {
+  auto collection = mixed(Opts::multiclass(4));
+  std::vector<std::string> names;
+  std::vector<Reduction> reductions;
+  for (const auto& entry : collection.state_entries()) {
+    names.push_back(entry.name);
+    reductions.push_back(entry.reduction);
+  }
+  EXPECT_THAT(names, ElementsAre("loss.update_count", "loss.total", "loss.compensation", "loss.bad_input_counts",
+                                 "loss.first_bad_update", "worst.update_count", "worst.max_value",
+                                 "worst.bad_input_counts", "worst.first_bad_update", "accuracy.update_count",
+                                 "accuracy.confmat", "accuracy.bad_input_counts", "accuracy.first_bad_update",
+                                 "top2.update_count", "top2.tp", "top2.fp", "top2.tn", "top2.fn",
+                                 "top2.bad_input_counts", "top2.first_bad_update"));
+  using R = Reduction;
+  EXPECT_THAT(reductions, ElementsAre(R::Sum, R::Sum, R::Sum, R::Sum, R::Min, R::Sum, R::Max, R::Sum, R::Min, R::Sum,
+                                      R::Sum, R::Sum, R::Min, R::Sum, R::Sum, R::Sum, R::Sum, R::Sum, R::Sum, R::Min));
+  for (const auto& entry : collection.state_entries()) {
+    EXPECT_EQ(entry.tensor.device(), at::Device(at::kCPU)) << entry.name;
+  }
+}
+
+TEST(MetricCollection, UpdateCountAndTallyLiveOnTheDeviceAsStateEntries) {
+  Accuracy accuracy(Opts::multiclass(3));
+  accuracy.update(at::tensor({0, 1}, at::kLong), at::tensor({0, 7}, at::kLong));
+  const auto dict = accuracy.state_dict();
+  EXPECT_EQ(dict.at("update_count").item<int64_t>(), 1);
+  EXPECT_TRUE(tensors_close(dict.at("bad_input_counts"), at::tensor({1, 0, 0, 1}, at::kLong)));
+  EXPECT_EQ(dict.at("first_bad_update").item<int64_t>(), 0);
+}
+
+// The contract every metric keeps, kept by collections too.
+testing::ContractCase collection_case(const std::string& name, std::function<MetricCollection()> make) {
+  testing::ContractCase c{name, nullptr, nullptr, 6};
+  c.make_collection = std::move(make);
+  c.update_collection = [](MetricCollection& collection, int64_t i) {
+    auto loss = loss_of(i);
+    if (i == 3) loss[0] = std::nan("");  // bad input: counted, kept out, reported as a warning
+    collection.update(keyword_args(loss, batch(i, 4)));
+  };
+  return c;
+}
+
+std::vector<testing::ContractCase> collection_cases() {
+  return {collection_case("Mixed", [] { return mixed(Opts::multiclass(4)); }),
+          collection_case("Ungrouped", [] {
+            MetricCollection collection(MetricCollectionOptions().compute_groups(false));
+            collection.add("loss", Max()).add("recall", Recall(Opts::multiclass(4).ignore_index(1)));
+            collection.add("confmat", ConfusionMatrix(Opts::multiclass(4).ignore_index(1)));
+            return collection;
+          })};
+}
+
+INSTANTIATE_TEST_SUITE_P(Collection, MetricContract, ::testing::ValuesIn(collection_cases()),
+                         testing::contract_case_name);
 
 }  // namespace
 }  // namespace metrics

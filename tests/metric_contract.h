@@ -7,17 +7,21 @@
 
 #include <gtest/gtest.h>
 
+#include <metrics/collection.h>
 #include <metrics/metric.h>
 
 namespace metrics::testing {
 
-/// One metric configuration for the contract tests: how to build it, and how to feed it batch i
-/// of a fixed stream (the same i always gives the same batch, wherever it is fed).
+/// One configuration for the contract tests: how to build a metric, and how to feed it batch i
+/// of a fixed stream (the same i always gives the same batch, wherever it is fed). A collection
+/// case sets make_collection and update_collection instead of make and update.
 struct ContractCase {
   std::string name;
   std::function<std::unique_ptr<Metric>()> make;
   std::function<void(Metric&, int64_t batch)> update;
   int64_t batches = 6;
+  std::function<MetricCollection()> make_collection = nullptr;
+  std::function<void(MetricCollection&, int64_t batch)> update_collection = nullptr;
 };
 
 inline std::ostream& operator<<(std::ostream& out, const ContractCase& c) { return out << c.name; }

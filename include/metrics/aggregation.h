@@ -6,9 +6,12 @@
 #include <torch/arg.h>
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include <metrics/metric.h>
 #include <metrics/nan_policy.h>
+#include <metrics/update_args.h>
 
 namespace metrics {
 
@@ -23,21 +26,6 @@ struct AggregationOptions {
   TORCH_ARG(at::Device, device) = at::Device(at::kCPU);
 };
 
-/// A value or a weight given to update(): a tensor, or a host double that reaches ATen as a
-/// scalar argument (never as a new tensor).
-class ValueArg {
- public:
-  ValueArg(const at::Tensor& tensor) : tensor_(&tensor) {}  // NOLINT: implicit by design
-  ValueArg(double scalar) : scalar_(scalar) {}               // NOLINT: implicit by design
-  bool is_tensor() const { return tensor_ != nullptr; }
-  const at::Tensor& tensor() const { return *tensor_; }
-  double scalar() const { return scalar_; }
-
- private:
-  const at::Tensor* tensor_ = nullptr;
-  double scalar_ = 0.0;
-};
-
 namespace detail {
 
 /// Σ w·x over every value seen (and, for Mean, Σ w), with compensated summation across updates.
@@ -47,18 +35,24 @@ class WeightedSumMetric : public Metric {
   void update(const ValueArg& value, const ValueArg& weight = 1.0);
   /// Accumulates, and returns the value of this batch alone (TorchMetrics' forward).
   at::Tensor forward(const ValueArg& value, const ValueArg& weight = 1.0);
+  using Metric::forward;
+  using Metric::update;
   const AggregationOptions& options() const { return options_; }
+
+  const std::vector<std::string>& update_parameters() const override;
+  UpdateStep prepare_update(const UpdateArgs& args) override;
+  SharingKey sharing_key() const override;
 
  protected:
   WeightedSumMetric(std::string name, AggregationOptions options, bool tracks_weight);
-  MetricState& state() override { return state_; }
-  const MetricState& state() const override { return state_; }
   /// Σ w·x, or (Σ w·x, Σ w) when tracking the weight, compensation included.
   at::Tensor totals() const;
 
  private:
+  void check_args(const ValueArg& value, const ValueArg& weight) const;
+  void accumulate(const ValueArg& value, const ValueArg& weight);
+
   AggregationOptions options_;
-  MetricState state_;
   size_t total_ = 0;         // [width]: Σ w·x (and Σ w)
   size_t compensation_ = 0;  // [width]: the low-order parts that the totals lost
 };
@@ -68,18 +62,24 @@ class ExtremumMetric : public Metric {
  public:
   void update(const ValueArg& value);
   at::Tensor forward(const ValueArg& value);
+  using Metric::forward;
+  using Metric::update;
   const AggregationOptions& options() const { return options_; }
+
+  at::Tensor value() const override;
+  const std::vector<std::string>& update_parameters() const override;
+  UpdateStep prepare_update(const UpdateArgs& args) override;
+  SharingKey sharing_key() const override;
 
  protected:
   ExtremumMetric(std::string name, AggregationOptions options, bool is_max);
-  at::Tensor value() const override;
-  MetricState& state() override { return state_; }
-  const MetricState& state() const override { return state_; }
 
  private:
+  void check_args(const ValueArg& value) const;
+  void accumulate(const ValueArg& value);
+
   AggregationOptions options_;
   bool is_max_;
-  MetricState state_;
   size_t extremum_ = 0;  // [1], starts at +inf (min) or -inf (max)
 };
 
@@ -90,8 +90,6 @@ class ExtremumMetric : public Metric {
 class Mean : public Cloneable<Mean, detail::WeightedSumMetric> {
  public:
   explicit Mean(AggregationOptions options = {});
-
- protected:
   at::Tensor value() const override;
 };
 
@@ -99,8 +97,6 @@ class Mean : public Cloneable<Mean, detail::WeightedSumMetric> {
 class Sum : public Cloneable<Sum, detail::WeightedSumMetric> {
  public:
   explicit Sum(AggregationOptions options = {});
-
- protected:
   at::Tensor value() const override;
 };
 

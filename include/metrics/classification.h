@@ -5,17 +5,28 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <metrics/classification_options.h>
-#include <metrics/classification_state.h>
+#include <metrics/functional/classification.h>
 #include <metrics/metric.h>
 
 namespace metrics {
 
-class MetricCollection;
+/// How a classification state holds its counts.
+enum class CountLayout {
+  PerClass,  ///< tp, fp, tn, fn: [C] each (C = 1 for binary, L for multilabel)
+  Matrix,    ///< confmat: [C, C], rows targets, columns predictions (multiclass only)
+};
 
-/// Base of the classification metrics: each is a reduction of a ClassificationState, which it
-/// owns, or shares with the other metrics of a MetricCollection.
+/// Base of the classification metrics: each is a reduction of one counting state (per-class
+/// true/false positive/negative counts, int64 or float64 when weighted, or the C x C matrix they
+/// derive from), which it owns, or shares with the other metrics of a MetricCollection whose
+/// counting options are equal.
+///
+/// update() canonicalizes the input (argmax or top-k for multiclass scores, threshold for binary
+/// and multilabel), drops ignored, out-of-range and NaN entries, and counts the rest: in one pass
+/// over contiguous CPU input, with ATen ops elsewhere. It never synchronizes.
 ///
 /// Names follow TorchMetrics' task classes: Accuracy with ClassificationOptions::multiclass(10)
 /// is "MulticlassAccuracy". Bad input counted by update() (options.validate_args) makes
@@ -28,25 +39,29 @@ class ClassificationMetric : public Metric {
   void update(const at::Tensor& preds, const at::Tensor& target, const c10::optional<at::Tensor>& weight = {});
   /// Accumulates, and returns the value of this batch alone (TorchMetrics' forward).
   at::Tensor forward(const at::Tensor& preds, const at::Tensor& target, const c10::optional<at::Tensor>& weight = {});
+  using Metric::forward;
+  using Metric::update;
 
   const ClassificationOptions& options() const { return options_; }
-  /// The counts this metric reduces (shared with other metrics in a MetricCollection).
-  const ClassificationState& counts() const { return *counts_; }
+  /// The layout of the state this metric reads: a shared C x C matrix serves per-class metrics too.
+  CountLayout layout() const;
+  /// tp, fp, tn, fn per class (derived from the matrix under the Matrix layout).
+  StatCounts stat_counts() const;
+  /// Rows targets, columns predictions: [C, C] multiclass, [2, 2] binary, [L, 2, 2] multilabel.
+  at::Tensor confusion_matrix() const;
+
+  const std::vector<std::string>& update_parameters() const override;
+  UpdateStep prepare_update(const UpdateArgs& args) override;
+  /// The counting options; level 1 for the C x C layout, which serves the per-class one.
+  SharingKey sharing_key() const override;
 
  protected:
   ClassificationMetric(const std::string& base_name, ClassificationOptions options,
-                       ClassificationState::Layout layout = ClassificationState::Layout::PerClass);
-  ClassificationMetric(const ClassificationMetric& other);
-
-  MetricState& state() override { return counts_->tensors(); }
-  const MetricState& state() const override { return counts_->tensors(); }
+                       CountLayout layout = CountLayout::PerClass);
 
  private:
-  friend class MetricCollection;
-
   ClassificationOptions options_;
-  ClassificationState::Layout layout_;  // what this metric needs of a shared state
-  std::shared_ptr<ClassificationState> counts_;
+  CountLayout layout_;  // what this metric's own state holds
 };
 
 /// [tp, fp, tn, fn, support] (TorchMetrics' StatScores): see functional::stat_scores.
@@ -54,7 +69,6 @@ class StatScores : public Cloneable<StatScores, ClassificationMetric> {
  public:
   explicit StatScores(ClassificationOptions options);
 
- protected:
   at::Tensor value() const override;
 };
 
@@ -64,7 +78,6 @@ class Accuracy : public Cloneable<Accuracy, ClassificationMetric> {
  public:
   explicit Accuracy(ClassificationOptions options);
 
- protected:
   at::Tensor value() const override;
 };
 
@@ -73,7 +86,6 @@ class Precision : public Cloneable<Precision, ClassificationMetric> {
  public:
   explicit Precision(ClassificationOptions options);
 
- protected:
   at::Tensor value() const override;
 };
 
@@ -82,7 +94,6 @@ class Recall : public Cloneable<Recall, ClassificationMetric> {
  public:
   explicit Recall(ClassificationOptions options);
 
- protected:
   at::Tensor value() const override;
 };
 
@@ -92,9 +103,10 @@ class FBetaScore : public Cloneable<FBetaScore, ClassificationMetric> {
   FBetaScore(double beta, ClassificationOptions options);
   double beta() const { return beta_; }
 
+  at::Tensor value() const override;
+
  protected:
   FBetaScore(const std::string& base_name, double beta, ClassificationOptions options);
-  at::Tensor value() const override;
 
  private:
   double beta_;
@@ -112,8 +124,6 @@ class ConfusionMatrix : public Cloneable<ConfusionMatrix, ClassificationMetric> 
  public:
   explicit ConfusionMatrix(ClassificationOptions options, Normalize normalize = Normalize::None);
   Normalize normalize() const { return normalize_; }
-
- protected:
   at::Tensor value() const override;
 
  private:

@@ -26,6 +26,10 @@ enum class Normalize { None, True, Pred, All };
 /// the state; metrics whose counting options are equal can share one state in a collection.
 /// average and zero_division only shape compute().
 struct ClassificationOptions {
+  /// The required values: the task, and its classes (multiclass) or labels (multilabel); a binary
+  /// task has 1. The factories below say the same in fewer words.
+  ClassificationOptions(Task task, int64_t num_classes);
+
   /// Binary task: preds (N, ...) probabilities, logits or {0, 1} labels; target (N, ...) in {0, 1}.
   static ClassificationOptions binary(double threshold = 0.5);
   /// Multiclass: preds (N, C, ...) scores or (N, ...) labels; target (N, ...) in [0, C).
@@ -33,10 +37,9 @@ struct ClassificationOptions {
   /// Multilabel: preds and target (N, L, ...); each label is a binary task.
   static ClassificationOptions multilabel(int64_t num_labels, double threshold = 0.5);
 
-  /// Set by the factories.
-  TORCH_ARG(Task, task) = Task::Binary;
+  TORCH_ARG(Task, task);
   /// Classes (multiclass) or labels (multilabel); 1 for binary.
-  TORCH_ARG(int64_t, num_classes) = 1;
+  TORCH_ARG(int64_t, num_classes);
   /// Binary and multilabel: a probability above it is a positive prediction. Scores outside
   /// [0, 1] in a batch mark it as logits, compared with log(t / (1 - t)) instead.
   TORCH_ARG(double, threshold) = 0.5;
@@ -58,8 +61,9 @@ struct ClassificationOptions {
   TORCH_ARG(double, zero_division) = 0.0;
 };
 
-/// Whether two option sets count the same things the same way (the state-sharing key).
-bool same_counting(const ClassificationOptions& a, const ClassificationOptions& b);
+/// The counting options as text: equal for option sets that count the same things the same way
+/// (the state-sharing key of the classification metrics).
+std::string counting_key(const ClassificationOptions& options);
 
 /// "Binary", "Multiclass" or "Multilabel": the prefix of TorchMetrics' class names.
 std::string task_prefix(Task task);

@@ -2,6 +2,7 @@
 
 #include <ATen/core/Tensor.h>
 #include <c10/util/Optional.h>
+#include <torch/arg.h>
 
 #include <map>
 #include <memory>
@@ -9,18 +10,26 @@
 #include <type_traits>
 #include <vector>
 
-#include <metrics/classification.h>
+#include <metrics/metric.h>
 
 namespace metrics {
 
-/// Named classification metrics updated together. Metrics whose counting options match share
-/// one ClassificationState: the collection works that out from their options when they are
-/// added (no trial update, no comparison of states), so update() counts each batch once per
-/// shared state. A multiclass ConfusionMatrix's C x C state also serves the other multiclass
-/// metrics with the same options. Metrics that already have updates keep their own state.
+struct MetricCollectionOptions {
+  /// Let metrics that count the same things share one state (TorchMetrics' compute_groups):
+  /// worked out from their sharing keys when they are added, no trial update, no sync.
+  TORCH_ARG(bool, compute_groups) = true;
+};
+
+/// Named metrics of any family, updated and computed together.
+///
+/// Metrics whose sharing keys match share one state (a multiclass ConfusionMatrix's C x C state
+/// also serves the other multiclass metrics with the same counting options), so update() counts
+/// each batch once per distinct state. Metrics that already have updates keep their own state.
+/// update() checks every distinct state's arguments before counting into any: a call that throws
+/// changes nothing.
 class MetricCollection {
  public:
-  MetricCollection() = default;
+  explicit MetricCollection(MetricCollectionOptions options = {});
   MetricCollection(MetricCollection&&) = default;
   MetricCollection& operator=(MetricCollection&&) = default;
   MetricCollection(const MetricCollection&) = delete;
@@ -28,45 +37,60 @@ class MetricCollection {
 
   /// Adds `metric` under `name` (names are unique). The collection shares the metric: updates
   /// through the collection show in it, and it may now share its state with others.
-  MetricCollection& add(const std::string& name, std::shared_ptr<ClassificationMetric> metric);
+  MetricCollection& add(const std::string& name, std::shared_ptr<Metric> metric);
   /// Adds a copy of `metric`.
-  template <class M, class = std::enable_if_t<std::is_base_of_v<ClassificationMetric, M>>>
+  template <class M, class = std::enable_if_t<std::is_base_of_v<Metric, M>>>
   MetricCollection& add(const std::string& name, const M& metric) {
-    return add(name, std::make_shared<M>(metric));
+    return add(name, std::shared_ptr<Metric>(metric.clone()));
   }
 
+  /// Every metric takes the same arguments (keywords each by the names it knows).
+  void update(const UpdateArgs& args);
+  /// update(preds, target[, weight]), as classification metrics take them.
   void update(const at::Tensor& preds, const at::Tensor& target, const c10::optional<at::Tensor>& weight = {});
-  /// name -> value; raises (ValueError) once per shared state that counted bad input.
+  /// name -> value; raises or warns once per distinct state that counted bad input.
   std::map<std::string, at::Tensor> compute() const;
   /// Accumulates, and returns each metric's value on this batch alone.
+  std::map<std::string, at::Tensor> forward(const UpdateArgs& args);
   std::map<std::string, at::Tensor> forward(const at::Tensor& preds, const at::Tensor& target,
                                             const c10::optional<at::Tensor>& weight = {});
   void check() const;
   void reset();
-  /// Folds in a collection with the same names and options; `other` is unchanged.
+  /// Folds in a collection with the same names, metrics and groups; `other` is unchanged.
   void merge(const MetricCollection& other);
   /// "<name>.<state>" -> tensor, for every metric.
   StateDict state_dict() const;
+  /// Checks every part before loading any: a bad dict changes nothing.
   void load_state_dict(const StateDict& dict);
   void to(at::Device device);
   /// A deep copy that shares states between the same metrics as this one does.
   MetricCollection clone() const;
 
-  const ClassificationMetric& at(const std::string& name) const;
+  const Metric& at(const std::string& name) const;
+  /// Names in the order added.
   std::vector<std::string> names() const;
-  /// The metrics of each shared state, in the order added (TorchMetrics' compute_groups).
+  /// The metrics of each distinct state, in the order added (TorchMetrics' compute_groups).
   std::vector<std::vector<std::string>> groups() const;
+  /// The reduction seam: each distinct state tensor once, named "<first metric of its group>.<entry>",
+  /// with its reduction and dtype. Read them, never write them.
+  std::vector<StateEntry> state_entries() const;
 
  private:
   struct Entry {
     std::string name;
-    std::shared_ptr<ClassificationMetric> metric;
+    std::shared_ptr<Metric> metric;
   };
-  std::shared_ptr<ClassificationState> join_group(ClassificationMetric& metric);
+  struct Group {
+    size_t owner;                 // the entry whose state the group uses
+    std::vector<size_t> members;  // entries, in the order added
+  };
+  void join_group(size_t index);
   const Entry& entry(const std::string& name) const;
+  Metric& owner(const Group& group) const { return *entries_[group.owner].metric; }
 
+  MetricCollectionOptions options_;
   std::vector<Entry> entries_;
-  std::vector<std::shared_ptr<ClassificationState>> states_;  // distinct, in the order first used
+  std::vector<Group> groups_;  // distinct states, in the order first used
 };
 
 }  // namespace metrics

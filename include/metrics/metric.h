@@ -4,9 +4,11 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
-#include <metrics/input_report.h>
+#include <metrics/bad_input.h>
 #include <metrics/metric_state.h>
+#include <metrics/update_args.h>
 
 namespace metrics {
 
@@ -17,17 +19,26 @@ enum class BadInputAction {
   RaiseValueError,   ///< c10::ValueError (ValueError in Python)
 };
 
+/// Which metrics can share one state (in a MetricCollection): those whose `counts` are equal and
+/// not empty count the same things the same way. Among them, the state of a metric of a higher
+/// `level` serves those of lower ones (a C x C matrix also gives the per-class counts).
+struct SharingKey {
+  std::string counts;
+  int level = 0;
+};
+
 /// The contract every metric keeps.
 ///
-/// - State is a set of named tensors (MetricState), each with a declared cross-process reduction,
-///   allocated once on the metric's device and updated in place.
-/// - update() (declared by each family, with its own arguments) never reads a value back to the
-///   host and never makes a tensor from host data: zero sync-class ops, checked by SyncCounter.
-///   Bad values (NaN, labels out of range) are counted on the device and kept out of the state.
-/// - compute() is const and idempotent and returns a tensor on the metric's device. Where the
-///   metric reports bad input, it first reads back the small tally (one copy) and raises or warns.
+/// - State is a MetricState, owned here (shared when metrics share it): named tensors, each with a
+///   declared reduction, allocated once on the metric's device and updated in place.
+/// - update() never reads a value back to the host and never makes a tensor from host data: zero
+///   sync-class ops, checked by SyncCounter. Bad values (NaN, labels out of range) are counted on
+///   the device and kept out of the state. Arguments are checked (metadata only) before anything
+///   changes: a call that throws leaves the state exactly as it was.
+/// - compute() is const and idempotent and returns a tensor on the metric's device. It first reads
+///   back the small bad-input tally and raises or warns as the metric's policy says.
 /// - merge(other) leaves `other` unchanged; state_dict()/load_state_dict() round-trip exactly;
-///   clone() is a deep copy. A call that throws leaves the state exactly as it was.
+///   clone() is a deep copy.
 ///
 /// Every update and compute runs inside a record-function scope named
 /// "metrics::<Name>::update" / "metrics::<Name>::compute", visible in torch.profiler traces.
@@ -39,58 +50,65 @@ class Metric {
   /// The metric's name in messages and scopes, e.g. "Mean" or "MulticlassAccuracy".
   const std::string& name() const { return name_; }
 
+  /// Checks and counts one update given in the generic form (see update_parameters()).
+  void update(const UpdateArgs& args);
+  /// Accumulates, and returns the value of this batch alone (TorchMetrics' forward).
+  at::Tensor forward(const UpdateArgs& args);
+  /// The names of update()'s arguments in order, e.g. {"preds", "target", "weight"}.
+  virtual const std::vector<std::string>& update_parameters() const = 0;
+  /// Checks `args` (metadata only; throws, changing nothing) and returns the step that counts them.
+  virtual UpdateStep prepare_update(const UpdateArgs& args) = 0;
+
   /// Reports bad input (see BadInputAction), then returns the value on the metric's device.
   at::Tensor compute() const;
+  /// The value from the state as it is: no report, no read-back.
+  virtual at::Tensor value() const = 0;
   /// Raises or warns if update() counted bad input since the last reset; otherwise does nothing.
   void check() const;
-  /// The bad-input tally read back to the host (empty when the metric tracks none).
-  InputReport input_report() const;
+  /// The bad-input tally read back to the host (clean when the metric tracks none).
+  BadInputReport bad_input_report() const;
 
   /// Restores the state to what it was at construction.
   void reset();
   /// Folds `other` (the same kind of metric, same options) into this one; `other` is unchanged.
-  void merge(const Metric& other);
-  /// Deep copies of the state tensors, plus "update_count" (int64, on the CPU).
+  void merge(const Metric& other, MergeOrder order = MergeOrder::Parallel);
+  /// Deep copies of the state tensors, "update_count" included.
   StateDict state_dict() const;
   void load_state_dict(const StateDict& dict);
   /// Moves the state to `device`.
   void to(at::Device device);
-  at::Device device() const;
-  /// Number of update() calls since construction or the last reset.
-  int64_t update_count() const;
+  at::Device device() const { return state_->device(); }
+  /// Number of updates since construction or the last reset (read back from the device).
+  int64_t update_count() const { return state_->update_count(); }
+  /// The state: its entries() are the reduction seam (name, reduction, dtype of each tensor).
+  const MetricState& state() const { return *state_; }
 
   /// A deep copy with the same options and state, sharing nothing with this metric.
   virtual std::unique_ptr<Metric> clone() const = 0;
 
+  /// What this metric's state can be shared with; by default nothing.
+  virtual SharingKey sharing_key() const { return {}; }
+  /// Makes this metric count into and read from `other`'s state from now on. `other` must have
+  /// the same sharing key counts, a level at least this one's, and the same device.
+  void share_state_of(const Metric& other);
+
  protected:
-  Metric(std::string name, BadInputAction action);
-  Metric(const Metric&) = default;
+  Metric(std::string name, BadInputAction action, MetricState state);
+  /// A deep copy of the state.
+  Metric(const Metric& other);
 
-  /// The value computed from the state: no reporting, no read-back.
-  virtual at::Tensor value() const = 0;
-  virtual MetricState& state() = 0;
-  virtual const MetricState& state() const = 0;
-
-  /// forward(): applies `update` (called with a Self&) to a fresh copy of this metric, folds the
-  /// copy's state into this one as the next update, and returns the copy's value: the batch alone.
-  template <class Self, class Update>
-  at::Tensor forward_on_copy(Update&& update) {
-    const auto batch = clone();
-    batch->reset();
-    update(static_cast<Self&>(*batch));
-    state().merge(batch->state(), name_, /*append=*/true);
-    return batch->value();
-  }
-
+  MetricState& mutable_state() { return *state_; }
   const std::string& update_scope() const { return update_scope_; }
-  const std::string& compute_scope() const { return compute_scope_; }
-  void set_bad_input_action(BadInputAction action) { action_ = action; }
+  /// The arguments of `args` in the order of update_parameters(); null where not given. Throws
+  /// (TypeError) on too many positional arguments, unknown or repeated keywords.
+  std::vector<const ValueArg*> bind(const UpdateArgs& args) const;
 
  private:
   std::string name_;
   std::string update_scope_;
   std::string compute_scope_;
   BadInputAction action_;
+  std::shared_ptr<MetricState> state_;
 };
 
 /// Implements clone() for `Derived` (a deep copy through its copy constructor).

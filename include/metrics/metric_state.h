@@ -2,86 +2,75 @@
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/Scalar.h>
+#include <c10/util/ArrayRef.h>
+#include <c10/util/Optional.h>
 
-#include <map>
 #include <string>
 #include <vector>
 
-#include <metrics/input_report.h>
+#include <metrics/bad_input.h>
+#include <metrics/state_entry.h>
 
 namespace metrics {
 
-/// How a state tensor combines with another metric's (merge) or another process's (all-reduce).
-enum class Reduction { Sum, Min, Max };
+/// How two streams of updates relate when one state is merged into another.
+enum class MergeOrder {
+  Parallel,  ///< side by side (another process, another shard): each keeps its update indices
+  Appended,  ///< the other stream follows this one (forward() folds a batch in): its indices shift
+};
 
-/// State tensors by name, as state_dict() returns them.
-using StateDict = std::map<std::string, at::Tensor>;
-
-/// The tensors a metric accumulates into: registered once, allocated once on the metric's
-/// device, updated in place. Optionally also a tally of bad input that update() kept out of the
-/// state (counted on the device, read back only by report()).
+/// The tensors a metric accumulates into, registered once, allocated once on the metric's device
+/// and updated in place. Every state has "update_count" (int64 [], Sum) on that device, counted
+/// without a read-back; it may also have a BadInput tally. entries() is the reduction seam: each
+/// tensor with its name, reduction and dtype, in registration order.
 ///
 /// Copying a MetricState copies its tensors (a deep copy), so copies never share storage.
 class MetricState {
  public:
-  MetricState() = default;
+  explicit MetricState(at::Device device);
   MetricState(const MetricState& other);
   MetricState& operator=(const MetricState& other);
   MetricState(MetricState&&) noexcept = default;
   MetricState& operator=(MetricState&&) noexcept = default;
 
-  /// Registers a tensor of `shape` and `dtype` filled with `fill`; returns its index.
+  /// Registers a tensor of `shape` and `dtype` filled with `fill`; returns its slot.
   size_t add(std::string name, at::IntArrayRef shape, at::ScalarType dtype, const c10::Scalar& fill,
-             Reduction reduction, at::Device device);
+             Reduction reduction);
+  /// Adds the bad-input tally with these kinds (labels, in the order the kernels count them).
+  void track_bad_input(std::vector<std::string> kinds);
+  bool tracks_bad_input() const { return bad_input_.has_value(); }
 
-  /// Adds the bad-input tally: one count per kind (labels used in messages), the number of
-  /// updates that had any, and the index of the first such update.
-  void track_bad_input(std::vector<std::string> kinds, at::Device device);
-  bool tracks_bad_input() const { return !bad_input_kinds_.empty(); }
-  const std::vector<std::string>& bad_input_kinds() const { return bad_input_kinds_; }
-  /// int64 [kinds + 1]: per-kind counts, then the number of updates with bad input.
-  at::Tensor& bad_input_counts() { return entries_[bad_counts_index_].tensor; }
-  /// int64 [1]: index of the first update with bad input; INT64_MAX while there is none.
-  at::Tensor& first_bad_update() { return entries_[first_bad_index_].tensor; }
+  /// A tensor the metric registered (never the update count or the tally: see finish_update).
+  at::Tensor& operator[](size_t slot);
+  const at::Tensor& operator[](size_t slot) const { return entries_[slot].tensor; }
+  /// Every tensor with its name, reduction and dtype: read them, never write them.
+  const std::vector<StateEntry>& entries() const { return entries_; }
+  at::Device device() const { return entries_.front().tensor.device(); }
 
-  at::Tensor& operator[](size_t index) { return entries_[index].tensor; }
-  const at::Tensor& operator[](size_t index) const { return entries_[index].tensor; }
-  size_t size() const { return entries_.size(); }
-  at::Device device() const;
+  /// Ends an update: adds the bad entries it kept out (int64 [kinds] on the device, or counts the
+  /// host knows) to the tally, then counts the update. Never reads anything back.
+  void finish_update(const at::Tensor& bad_counts);
+  void finish_update(c10::ArrayRef<int64_t> bad_counts = {});
 
-  /// Index of the update now running (0 for the first); counted on the host, never read back.
-  int64_t begin_update() { return updates_++; }
-  int64_t updates() const { return updates_; }
+  /// Reads the update count back (a copy from the device).
+  int64_t update_count() const;
+  /// Reads the tally back (one small copy); clean when the state tracks no bad input.
+  BadInputReport bad_input_report() const;
 
   void reset();
   /// Reduces `other` into this state (sum, min or max per tensor); `other` is left unchanged.
   /// `metric` names the caller in error messages. Checks everything before changing anything.
-  /// With `append`, `other` is taken as the updates that follow this state's (forward() merges a
-  /// batch so): its update indices are shifted past this state's. Otherwise the two streams ran
-  /// side by side and each keeps its own indices.
-  void merge(const MetricState& other, const std::string& metric, bool append = false);
+  void merge(const MetricState& other, const std::string& metric, MergeOrder order = MergeOrder::Parallel);
   StateDict state_dict() const;
   /// Copies `dict` in after checking names, shapes and dtypes; on error nothing has changed.
   void load_state_dict(const StateDict& dict, const std::string& metric);
   void to(at::Device device);
 
-  /// Reads the tally back to the host: one small copy, never called by update().
-  InputReport report() const;
-
  private:
-  struct Entry {
-    std::string name;
-    at::Tensor tensor;
-    c10::Scalar fill;
-    Reduction reduction;
-  };
-  const Entry* find(const std::string& name) const;
+  at::Tensor& update_count_tensor() { return entries_.front().tensor; }
 
-  std::vector<Entry> entries_;
-  std::vector<std::string> bad_input_kinds_;
-  size_t bad_counts_index_ = 0;
-  size_t first_bad_index_ = 0;
-  int64_t updates_ = 0;
+  std::vector<StateEntry> entries_;  // entries_[0] is "update_count"
+  c10::optional<BadInput> bad_input_;
 };
 
 }  // namespace metrics

@@ -4,14 +4,15 @@
 
 #include <metrics/aggregation.h>
 #include <metrics/backend.h>
+#include <metrics/bad_input.h>
 #include <metrics/classification.h>
 #include <metrics/classification_options.h>
-#include <metrics/classification_state.h>
 #include <metrics/collection.h>
 #include <metrics/functional/classification.h>
-#include <metrics/input_report.h>
 #include <metrics/metric.h>
 #include <metrics/metric_state.h>
 #include <metrics/nan_policy.h>
+#include <metrics/state_entry.h>
 #include <metrics/sync_counter.h>
+#include <metrics/update_args.h>
 #include <metrics/warning_capture.h>

@@ -18,6 +18,7 @@ from ._C import (
     Metric,
     MinMetric,
     SumMetric,
+    __version__,
 )
 from .classification import (
     Accuracy,
@@ -51,8 +52,6 @@ from .classification import (
 )
 from .collection import MetricCollection
 from .sync import count_syncs, sync_class_ops
-
-__version__ = "0.1.0"
 
 __all__ = [
     "Accuracy",

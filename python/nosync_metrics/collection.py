@@ -1,9 +1,10 @@
 """MetricCollection, as in TorchMetrics: named metrics updated and computed together.
 
-With ``compute_groups=True`` (the default), nosync-metrics' classification metrics whose counting
-options match share one state, worked out from their options when they are added (no trial
-update, no comparison of states, no sync); each state is updated once per batch. Other metrics
-are updated one by one with the same arguments.
+A thin layer over the C++ MetricCollection, which holds metrics of every family. With
+``compute_groups=True`` (the default), metrics that count the same things share one state, worked
+out from their options when they are added (no trial update, no comparison of states, no sync);
+each distinct state is updated once per batch, and every state's arguments are checked before any
+is counted into.
 """
 
 from . import _C
@@ -15,9 +16,7 @@ class MetricCollection:
         self.postfix = self._check_affix(postfix, "postfix")
         self._compute_groups = bool(compute_groups)
         self._metrics = {}
-        self._shared = _C.ClassificationCollection()
-        self._shared_names = []
-        self._other_names = []
+        self._core = _C.MetricCollectionCore(self._compute_groups)
         self.add_metrics(metrics, *additional_metrics)
 
     @staticmethod
@@ -43,71 +42,56 @@ class MetricCollection:
             raise ValueError(f"MetricCollection: metric names must be strings, got {name!r}")
         if name in self._metrics:
             raise ValueError(f"MetricCollection: encountered two metrics both named {name}")
-        if not callable(getattr(metric, "update", None)) or not callable(getattr(metric, "compute", None)):
-            raise ValueError(f"MetricCollection: {name} is not a metric (it needs update() and compute())")
+        if not isinstance(metric, _C.Metric):
+            raise ValueError(f"MetricCollection: {name} is a {type(metric).__name__}, not a nosync_metrics metric")
+        self._core.add(name, metric)
         self._metrics[name] = metric
-        if self._compute_groups and isinstance(metric, _C.ClassificationMetric):
-            self._shared.add(name, metric)
-            self._shared_names.append(name)
-        else:
-            self._other_names.append(name)
 
     def _key(self, name):
         return f"{self.prefix or ''}{name}{self.postfix or ''}"
 
+    def _keyed(self, values):
+        return {self._key(name): value for name, value in values.items()}
+
     def update(self, *args, **kwargs):
-        """Updates every metric with the same arguments; shared states once each."""
-        if self._shared_names:
-            self._shared.update(*args, **kwargs)
-        for name in self._other_names:
-            self._metrics[name].update(*args, **kwargs)
+        """Updates every metric with the same arguments (keywords each by the names it takes)."""
+        self._core.update(*args, **kwargs)
 
     def compute(self):
         """name -> value, in the order the metrics were added (prefix and postfix applied)."""
-        shared = self._shared.compute() if self._shared_names else {}
-        return {self._key(name): shared[name] if name in shared else self._metrics[name].compute()
-                for name in self._metrics}
+        return self._keyed(self._core.compute())
 
     def forward(self, *args, **kwargs):
         """Accumulates, and returns each metric's value on this batch alone."""
-        shared = self._shared.forward(*args, **kwargs) if self._shared_names else {}
-        return {self._key(name): shared[name] if name in shared else self._metrics[name](*args, **kwargs)
-                for name in self._metrics}
+        return self._keyed(self._core.forward(*args, **kwargs))
 
     __call__ = forward
 
     def reset(self):
-        self._shared.reset()
-        for name in self._other_names:
-            self._metrics[name].reset()
+        self._core.reset()
 
     def to(self, device):
-        for metric in self._metrics.values():
-            metric.to(device)
+        self._core.to(device)
         return self
 
     def state_dict(self):
-        return {f"{name}.{key}": value for name, metric in self._metrics.items()
-                for key, value in metric.state_dict().items()}
+        """"<name>.<state>" -> tensor, for every metric."""
+        return self._core.state_dict()
 
     def load_state_dict(self, state_dict):
-        parts = {name: {} for name in self._metrics}
-        for key, value in state_dict.items():
-            name, _, state = key.partition(".")
-            if name not in parts:
-                raise ValueError(f"MetricCollection.load_state_dict: unexpected key '{key}'")
-            parts[name][state] = value
-        for name, part in parts.items():  # check on copies first: a bad dict changes nothing
-            self._metrics[name].clone().load_state_dict(part)
-        for name, part in parts.items():
-            self._metrics[name].load_state_dict(part)
+        """Checks every part before loading any: a bad dict changes nothing."""
+        self._core.load_state_dict(state_dict)
+
+    def merge_state(self, other):
+        """Folds in a collection with the same metrics and groups; `other` is unchanged."""
+        self._core.merge(other._core)
 
     def clone(self, prefix=None, postfix=None):
         """A deep copy (sharing states between the same metrics), with an optional new prefix/postfix."""
         fresh = {}
         for name, metric in self._metrics.items():
             fresh[name] = metric.clone()
-            fresh[name].reset()  # fresh metrics can share states; the states are loaded below
+            fresh[name].reset()  # fresh metrics form the same groups; the states are loaded below
         copy = MetricCollection(fresh, prefix=prefix if prefix is not None else self.prefix,
                                 postfix=postfix if postfix is not None else self.postfix,
                                 compute_groups=self._compute_groups)
@@ -116,18 +100,12 @@ class MetricCollection:
 
     def check(self):
         """Raises or warns if any metric's update() counted bad input."""
-        if self._shared_names:
-            self._shared.check()
-        for name in self._other_names:
-            if hasattr(self._metrics[name], "check"):
-                self._metrics[name].check()
+        self._core.check()
 
     @property
     def compute_groups(self):
         """{group: [names]}: the metrics that share a state, as TorchMetrics reports them."""
-        groups = [list(g) for g in self._shared.groups()] if self._shared_names else []
-        groups += [[name] for name in self._other_names]
-        return dict(enumerate(groups))
+        return dict(enumerate(list(g) for g in self._core.groups()))
 
     def keys(self):
         return [self._key(name) for name in self._metrics]

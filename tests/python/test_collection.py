@@ -85,3 +85,51 @@ def test_bad_input_raises_once_at_compute():
     collection.update(preds, torch.full_like(target, 9))
     with pytest.raises(ValueError, match="20 targets outside \\[0, 6\\)"):
         collection.compute()
+
+
+def test_metrics_of_every_family_share_one_collection_and_take_their_keywords():
+    g = torch.Generator().manual_seed(3)
+    collection = nm.MetricCollection({"loss": nm.MeanMetric(), "worst": nm.MaxMetric(),
+                                      "acc": nm.MulticlassAccuracy(num_classes=6, average="micro")})
+    losses, hits, total = [], 0, 0
+    for preds, target in _batches():
+        loss = torch.rand(20, generator=g, dtype=torch.float64)
+        with nm.count_syncs() as syncs:
+            collection.update(value=loss, preds=preds, target=target)
+        assert syncs.total == 0
+        losses.append(loss)
+        hits += int((preds.argmax(1) == target).sum())
+        total += len(target)
+    values = collection.compute()
+    every = torch.cat(losses)
+    assert values["loss"].item() == pytest.approx(every.mean().item(), rel=1e-12)
+    assert values["worst"].item() == every.max().item()
+    assert values["acc"].item() == pytest.approx(hits / total, rel=1e-6)
+    assert collection.compute_groups == {0: ["loss"], 1: ["worst"], 2: ["acc"]}
+
+
+def test_a_failed_update_changes_no_member():
+    top1 = nm.MulticlassAccuracy(num_classes=3)
+    collection = nm.MetricCollection({"top1": top1, "top2": nm.MulticlassAccuracy(num_classes=3, top_k=2)})
+    before = collection.state_dict()
+    with pytest.raises(ValueError, match="top_k = 2 needs scores"):
+        collection.update(torch.tensor([0, 1, 2]), torch.tensor([0, 1, 1]))
+    assert top1.update_count == 0
+    after = collection.state_dict()
+    assert after.keys() == before.keys() and all(torch.equal(after[k], before[k]) for k in before)
+
+
+def test_only_nosync_metrics_are_taken():
+    with pytest.raises(ValueError, match="x is a object, not a nosync_metrics metric"):
+        nm.MetricCollection({"x": object()})
+
+
+def test_merge_state_and_state_dict_come_from_the_cpp_collection():
+    left, right, whole = (nm.MetricCollection(_four()) for _ in range(3))
+    for i, (preds, target) in enumerate(_batches()):
+        (left if i % 2 else right).update(preds, target)
+        whole.update(preds, target)
+    left.merge_state(right)
+    for key, value in whole.compute().items():
+        assert torch.equal(left.compute()[key], value)
+    assert "MulticlassAccuracy.update_count" in whole.state_dict()

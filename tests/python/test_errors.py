@@ -74,6 +74,6 @@ def test_deferred_reports_become_warnings_or_errors():
 
 def test_a_null_metric_is_rejected():
     from nosync_metrics import _C
-    c = _C.ClassificationCollection()
+    c = _C.MetricCollectionCore()
     with pytest.raises(ValueError, match="is null"):
         c.add("x", None)

@@ -1,29 +1,16 @@
-#include <metrics/classification_state.h>
+// Checks of a classification update's arguments (metadata only) and their canonical form.
 
 #include <ATen/ATen.h>
 
-#include <metrics/backend.h>
-
-#include "classification_kernels.h"
-#include "input_tally.h"
+#include "kernels.h"
 
 namespace metrics {
 namespace {
-
-using Layout = ClassificationState::Layout;
 
 bool is_integral(at::ScalarType type) { return at::isIntegralType(type, /*includeBool=*/true); }
 
 bool is_score_type(at::ScalarType type) {
   return type == at::kFloat || type == at::kDouble || type == at::kHalf || type == at::kBFloat16;
-}
-
-std::vector<std::string> bad_input_kinds(const ClassificationOptions& o) {
-  if (o.task() == Task::Multiclass) {
-    return {"targets outside [0, " + std::to_string(o.num_classes()) + ")", "NaN or out-of-range predictions",
-            "NaN or negative weights"};
-  }
-  return {"targets not 0 or 1", "NaN or non-binary predictions", "NaN or negative weights"};
 }
 
 // Dtype changes and reshapes only where needed: each ATen call costs a dispatch even as a no-op.
@@ -141,65 +128,4 @@ ClassificationBatch canonicalize(const std::string& metric, const Classification
 }
 
 }  // namespace detail
-
-ClassificationState::ClassificationState(const ClassificationOptions& options, Layout layout)
-    : options_(options), layout_(layout) {
-  const auto dtype = options.weighted() ? at::kDouble : at::kLong;
-  const auto classes = options.num_classes();
-  const auto device = options.device();
-  if (layout == Layout::Matrix) {
-    TORCH_INTERNAL_ASSERT(options.task() == Task::Multiclass);
-    state_.add("confmat", {classes, classes}, dtype, 0, Reduction::Sum, device);
-  } else {
-    for (const char* name : {"tp", "fp", "tn", "fn"}) state_.add(name, {classes}, dtype, 0, Reduction::Sum, device);
-  }
-  if (options.validate_args()) state_.track_bad_input(bad_input_kinds(options), device);
-}
-
-void ClassificationState::update(const std::string& metric, const at::Tensor& preds, const at::Tensor& target,
-                                 const c10::optional<at::Tensor>& weight) {
-  const auto batch = detail::canonicalize(metric, options_, preds, target, weight, state_.device());
-  const auto index = state_.begin_update();
-  detail::CountSink sink;
-  sink.layout = layout_;
-  if (layout_ == Layout::Matrix) {
-    sink.matrix = state_[0];
-  } else {
-    sink.tp = state_[0];
-    sink.fp = state_[1];
-    sink.tn = state_[2];
-    sink.fn = state_[3];
-  }
-  if (cpu_fast_path_enabled() && batch.target.is_cpu()) {
-    auto contiguous = batch;
-    contiguous.preds = batch.preds.contiguous();
-    contiguous.target = batch.target.contiguous();
-    if (batch.weight) contiguous.weight = batch.weight->contiguous();
-    const auto bad = detail::cpu::count(contiguous, options_, sink);
-    if (options_.validate_args()) detail::tally_on_host(state_, {bad.targets, bad.predictions, bad.weights}, index);
-    return;
-  }
-  const auto bad = detail::count_on_aten(batch, options_, sink);
-  if (options_.validate_args()) detail::tally_on_device(state_, bad, index);
-}
-
-StatCounts ClassificationState::stat_counts() const {
-  if (layout_ == Layout::PerClass) return {state_[0], state_[1], state_[2], state_[3]};
-  const auto& matrix = state_[0];
-  const auto tp = matrix.diagonal();
-  const auto fp = matrix.sum(0) - tp;
-  const auto fn = matrix.sum(1) - tp;
-  const auto tn = matrix.sum() - tp - fp - fn;
-  return {tp, fp, tn, fn};
-}
-
-at::Tensor ClassificationState::confusion_matrix() const {
-  if (layout_ == Layout::Matrix) return state_[0].clone();
-  TORCH_INTERNAL_ASSERT(options_.task() != Task::Multiclass, "a multiclass confusion matrix needs the Matrix layout");
-  const auto c = stat_counts();
-  // [L, 2, 2]: [[tn, fp], [fn, tp]] per label
-  const auto matrix = at::stack({c.tn, c.fp, c.fn, c.tp}, -1).reshape({-1, 2, 2});
-  return options_.task() == Task::Binary ? matrix.reshape({2, 2}) : matrix;
-}
-
 }  // namespace metrics

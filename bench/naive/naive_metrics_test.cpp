@@ -63,7 +63,7 @@ TEST(NaiveMetrics, StatScoresCountWhatTheLibraryCounts) {
       ours.update(preds, target);
     }
     const auto a = naive_counts.counts();
-    const auto b = ours.counts().stat_counts();
+    const auto b = ours.stat_counts();
     EXPECT_TRUE(tensors_close(a.tp, b.tp, 0, 0));
     EXPECT_TRUE(tensors_close(a.fp, b.fp, 0, 0));
     EXPECT_TRUE(tensors_close(a.tn, b.tn, 0, 0));

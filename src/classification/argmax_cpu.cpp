@@ -1,10 +1,15 @@
-#include "argmax.h"
+#include "argmax_cpu.h"
 
 #include <cmath>
 #include <limits>
 
 #if defined(__x86_64__) || defined(_M_X64)
+// GCC 12's avx512fintrin.h trips -Wmaybe-uninitialized on its own _mm512_undefined_* (GCC bug
+// 105593), which -Werror would turn into a build failure.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
+#pragma GCC diagnostic pop
 #define METRICS_HAS_X86 1
 #endif
 

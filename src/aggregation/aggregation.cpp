@@ -5,8 +5,9 @@
 #include <ATen/record_function.h>
 
 #include <limits>
+#include <string>
 
-#include "aggregation_kernels.h"
+#include "kernels.h"
 
 namespace metrics {
 namespace {
@@ -48,54 +49,105 @@ void check_weight(const std::string& metric, const ValueArg& value, const ValueA
                     " is not broadcastable to value of shape ", v.sizes());
 }
 
+// Mean and Sum take (value, weight); Min and Max take value.
+const ValueArg& required(const std::string& metric, const ValueArg* arg, const char* name) {
+  TORCH_CHECK_TYPE(arg != nullptr, metric, ".update: missing argument '", name, "'");
+  return *arg;
+}
+
+std::string options_key(const std::string& metric, const AggregationOptions& o) {
+  return metric + "/" + std::to_string(static_cast<int>(o.nan_policy().strategy)) + "/" +
+         std::to_string(o.nan_policy().replacement) + "/" + c10::toString(o.dtype());
+}
+
 }  // namespace
 
 namespace detail {
 
 WeightedSumMetric::WeightedSumMetric(std::string name, AggregationOptions options, bool tracks_weight)
-    : Metric(std::move(name), action_for(options.nan_policy())), options_(options) {
+    : Metric(std::move(name), action_for(options.nan_policy()), MetricState(options.device())), options_(options) {
   check_options(this->name(), options_);
   const int64_t width = tracks_weight ? 2 : 1;
-  total_ = state_.add("total", {width}, options_.dtype(), 0, Reduction::Sum, options_.device());
-  compensation_ = state_.add("compensation", {width}, options_.dtype(), 0, Reduction::Sum, options_.device());
-  if (options_.nan_policy().counts()) state_.track_bad_input({"NaN values"}, options_.device());
+  total_ = mutable_state().add("total", {width}, options_.dtype(), 0, Reduction::Sum);
+  compensation_ = mutable_state().add("compensation", {width}, options_.dtype(), 0, Reduction::Sum);
+  if (options_.nan_policy().counts()) mutable_state().track_bad_input({"NaN values"});
+}
+
+const std::vector<std::string>& WeightedSumMetric::update_parameters() const {
+  static const std::vector<std::string> names{"value", "weight"};
+  return names;
+}
+
+SharingKey WeightedSumMetric::sharing_key() const { return {options_key(name(), options_)}; }
+
+void WeightedSumMetric::check_args(const ValueArg& value, const ValueArg& weight) const {
+  check_value(name(), value, device());
+  check_weight(name(), value, weight);
+}
+
+void WeightedSumMetric::accumulate(const ValueArg& value, const ValueArg& weight) {
+  accumulate_weighted_sum(mutable_state(), {total_, compensation_}, value, weight, options_.nan_policy());
 }
 
 void WeightedSumMetric::update(const ValueArg& value, const ValueArg& weight) {
   RECORD_USER_SCOPE(update_scope().c_str());
-  check_value(name(), value, state_.device());
-  check_weight(name(), value, weight);
-  const auto index = state_.begin_update();
-  detail::accumulate_weighted_sum(state_, {total_, compensation_}, value, weight, options_.nan_policy(), index);
+  check_args(value, weight);
+  accumulate(value, weight);
+}
+
+UpdateStep WeightedSumMetric::prepare_update(const UpdateArgs& args) {
+  const auto bound = bind(args);
+  const auto& value = required(name(), bound[0], "value");
+  const ValueArg weight = bound[1] ? *bound[1] : ValueArg(1.0);
+  check_args(value, weight);
+  return [this, value, weight] { accumulate(value, weight); };
 }
 
 at::Tensor WeightedSumMetric::forward(const ValueArg& value, const ValueArg& weight) {
-  return forward_on_copy<WeightedSumMetric>([&](WeightedSumMetric& batch) { batch.update(value, weight); });
+  return Metric::forward(UpdateArgs{{value, weight}});
 }
 
-at::Tensor WeightedSumMetric::totals() const { return state_[total_] + state_[compensation_]; }
+at::Tensor WeightedSumMetric::totals() const { return state()[total_] + state()[compensation_]; }
 
 ExtremumMetric::ExtremumMetric(std::string name, AggregationOptions options, bool is_max)
-    : Metric(std::move(name), action_for(options.nan_policy())), options_(options), is_max_(is_max) {
+    : Metric(std::move(name), action_for(options.nan_policy()), MetricState(options.device())),
+      options_(options),
+      is_max_(is_max) {
   check_options(this->name(), options_);
   const double initial = is_max ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
-  extremum_ = state_.add(is_max ? "max_value" : "min_value", {1}, options_.dtype(), initial,
-                         is_max ? Reduction::Max : Reduction::Min, options_.device());
-  if (options_.nan_policy().counts()) state_.track_bad_input({"NaN values"}, options_.device());
+  extremum_ = mutable_state().add(is_max ? "max_value" : "min_value", {1}, options_.dtype(), initial,
+                                  is_max ? Reduction::Max : Reduction::Min);
+  if (options_.nan_policy().counts()) mutable_state().track_bad_input({"NaN values"});
+}
+
+const std::vector<std::string>& ExtremumMetric::update_parameters() const {
+  static const std::vector<std::string> names{"value"};
+  return names;
+}
+
+SharingKey ExtremumMetric::sharing_key() const { return {options_key(name(), options_)}; }
+
+void ExtremumMetric::check_args(const ValueArg& value) const { check_value(name(), value, device()); }
+
+void ExtremumMetric::accumulate(const ValueArg& value) {
+  accumulate_extremum(mutable_state(), extremum_, is_max_, value, options_.nan_policy());
 }
 
 void ExtremumMetric::update(const ValueArg& value) {
   RECORD_USER_SCOPE(update_scope().c_str());
-  check_value(name(), value, state_.device());
-  const auto index = state_.begin_update();
-  detail::accumulate_extremum(state_, extremum_, is_max_, value, options_.nan_policy(), index);
+  check_args(value);
+  accumulate(value);
 }
 
-at::Tensor ExtremumMetric::forward(const ValueArg& value) {
-  return forward_on_copy<ExtremumMetric>([&](ExtremumMetric& batch) { batch.update(value); });
+UpdateStep ExtremumMetric::prepare_update(const UpdateArgs& args) {
+  const auto& value = required(name(), bind(args)[0], "value");
+  check_args(value);
+  return [this, value] { accumulate(value); };
 }
 
-at::Tensor ExtremumMetric::value() const { return state_[extremum_].select(0, 0).clone(); }
+at::Tensor ExtremumMetric::forward(const ValueArg& value) { return Metric::forward(UpdateArgs{{value}}); }
+
+at::Tensor ExtremumMetric::value() const { return state()[extremum_].select(0, 0).clone(); }
 
 }  // namespace detail
 

@@ -1,4 +1,4 @@
-// CPU fast path of ClassificationState::update: one sweep over contiguous CPU input that
+// CPU fast path of the classification update: one sweep over contiguous CPU input that
 // predicts (argmax, top-k or threshold), drops bad entries and counts, writing straight into the
 // state tensors. No ATen op runs here.
 
@@ -6,13 +6,13 @@
 
 #include <cmath>
 
-#include "../classification_kernels.h"
-#include "argmax.h"
+#include "argmax_cpu.h"
+#include "kernels.h"
 
 namespace metrics::detail::cpu {
 namespace {
 
-using Layout = ClassificationState::Layout;
+using Layout = CountLayout;
 
 template <typename count_t>
 struct PerClassCounter {

@@ -1,4 +1,4 @@
-// ATen path of ClassificationState::update, for every device and layout: fixed-size scatters
+// ATen path of the classification update, for every device and layout: fixed-size scatters
 // (index_add_) instead of bincount, masks through weights instead of boolean indexing, nothing
 // read back.
 
@@ -6,12 +6,12 @@
 
 #include <cmath>
 
-#include "classification_kernels.h"
+#include "kernels.h"
 
 namespace metrics::detail {
 namespace {
 
-using Layout = ClassificationState::Layout;
+using Layout = CountLayout;
 
 at::Tensor not_ignored(const at::Tensor& target, const ClassificationOptions& o) {
   return o.ignore_index() ? target.ne(*o.ignore_index()) : at::ones_like(target, at::kBool);
@@ -31,7 +31,7 @@ at::Tensor weight_ok(const ClassificationBatch& b, const at::Tensor& shape_like)
 at::Tensor bad_counts(const at::Tensor& valid, const at::Tensor& target_ok, const at::Tensor& pred_ok,
                       const at::Tensor& w_ok) {
   const auto bad = [&](const at::Tensor& ok) { return valid.logical_and(ok.logical_not()).sum(); };
-  return at::stack({bad(target_ok), bad(pred_ok), bad(w_ok)});
+  return bad_counts_tensor(bad(target_ok), bad(pred_ok), bad(w_ok));
 }
 
 at::Tensor count_multiclass(const ClassificationBatch& b, const ClassificationOptions& o, CountSink& sink) {

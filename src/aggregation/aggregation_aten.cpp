@@ -1,4 +1,4 @@
-#include "aggregation_kernels.h"
+#include "kernels.h"
 
 #include <ATen/ATen.h>
 
@@ -7,8 +7,7 @@
 
 #include <metrics/backend.h>
 
-#include "cpu/aggregation_cpu.h"
-#include "input_tally.h"
+#include "aggregation_cpu.h"
 
 namespace metrics::detail {
 namespace {
@@ -20,8 +19,10 @@ bool takes_cpu_fast_path(const at::Tensor& value, const ValueArg& weight) {
   return w.is_cpu() && w.is_contiguous() && w.sizes() == value.sizes();
 }
 
-void tally_nans(MetricState& state, const NanPolicy& policy, int64_t nans, int64_t update_index) {
-  if (policy.counts()) tally_on_host(state, {nans}, update_index);
+// Ends an update whose NaN positions the host counted.
+void finish(MetricState& state, const NanPolicy& policy, int64_t nans) {
+  if (policy.counts()) return state.finish_update(c10::ArrayRef<int64_t>(nans));
+  state.finish_update();
 }
 
 // sum += x on device tensors, keeping the rounding error in compensation (TwoSum, as on the CPU).
@@ -47,25 +48,26 @@ void add_host_batch(MetricState& state, WeightedSumSlots slots, const double* ba
 }
 
 void weighted_sum_of_host_value(MetricState& state, WeightedSumSlots slots, double x, double w,
-                                const NanPolicy& policy, int64_t update_index) {
+                                const NanPolicy& policy) {
   if (policy.checks() && (std::isnan(x) || std::isnan(w))) {
-    if (policy.strategy != NanStrategy::Replace) return tally_nans(state, policy, 1, update_index);
+    if (policy.strategy != NanStrategy::Replace) return finish(state, policy, 1);
     x = policy.replacement;
     w = 1.0;
   }
   const double batch[2] = {x * w, w};
   add_host_batch(state, slots, batch);
+  state.finish_update();
 }
 
 void weighted_sum_on_aten(MetricState& state, WeightedSumSlots slots, const at::Tensor& value,
-                          const ValueArg& weight, const NanPolicy& policy, int64_t update_index) {
+                          const ValueArg& weight, const NanPolicy& policy) {
   auto& total = state[slots.total];
   auto x = value.to(total.scalar_type());
   auto w = weight.is_tensor() ? weight.tensor().to(total.scalar_type()).expand_as(x)
                               : at::full_like(x, weight.scalar());
+  at::Tensor bad;
   if (policy.checks()) {
-    const auto bad = at::isnan(x).logical_or_(at::isnan(w));
-    if (policy.counts()) tally_on_device(state, bad.sum().reshape({1}), update_index);
+    bad = at::isnan(x).logical_or_(at::isnan(w));
     const bool replace = policy.strategy == NanStrategy::Replace;
     x = x.masked_fill(bad, replace ? policy.replacement : 0.0);
     w = w.masked_fill(bad, replace ? 1.0 : 0.0);
@@ -73,6 +75,7 @@ void weighted_sum_on_aten(MetricState& state, WeightedSumSlots slots, const at::
   const auto weighted = (x * w).sum();
   const auto batch = total.size(0) == 2 ? at::stack({weighted, w.sum()}) : weighted.reshape({1});
   two_sum_add(total, state[slots.compensation], batch);
+  policy.counts() ? state.finish_update(bad.sum().reshape({1})) : state.finish_update();
 }
 
 void fold_extremum_on_device(at::Tensor& extremum, const cpu::ExtremumBatch& batch, bool is_max) {
@@ -82,47 +85,46 @@ void fold_extremum_on_device(at::Tensor& extremum, const cpu::ExtremumBatch& bat
 }
 
 void extremum_on_aten(MetricState& state, size_t slot, bool is_max, const at::Tensor& value,
-                      const NanPolicy& policy, int64_t update_index) {
+                      const NanPolicy& policy) {
   auto& extremum = state[slot];
   auto x = value.to(extremum.scalar_type());
+  at::Tensor bad;
   if (policy.checks()) {
-    const auto bad = at::isnan(x);
-    if (policy.counts()) tally_on_device(state, bad.sum().reshape({1}), update_index);
+    bad = at::isnan(x);
     const double identity = is_max ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
     x = x.masked_fill(bad, policy.strategy == NanStrategy::Replace ? policy.replacement : identity);
   }
   const auto batch = is_max ? x.amax() : x.amin();
   is_max ? at::maximum_out(extremum, extremum, batch) : at::minimum_out(extremum, extremum, batch);
+  policy.counts() ? state.finish_update(bad.sum().reshape({1})) : state.finish_update();
 }
 
 }  // namespace
 
 void accumulate_weighted_sum(MetricState& state, WeightedSumSlots slots, const ValueArg& value,
-                             const ValueArg& weight, const NanPolicy& policy, int64_t update_index) {
-  if (!value.is_tensor()) {
-    return weighted_sum_of_host_value(state, slots, value.scalar(), weight.scalar(), policy, update_index);
-  }
+                             const ValueArg& weight, const NanPolicy& policy) {
+  if (!value.is_tensor()) return weighted_sum_of_host_value(state, slots, value.scalar(), weight.scalar(), policy);
   const auto& x = value.tensor();
-  if (x.numel() == 0) return;
-  if (!takes_cpu_fast_path(x, weight)) return weighted_sum_on_aten(state, slots, x, weight, policy, update_index);
+  if (x.numel() == 0) return state.finish_update();
+  if (!takes_cpu_fast_path(x, weight)) return weighted_sum_on_aten(state, slots, x, weight, policy);
   const auto batch = cpu::weighted_sum(x, weight.is_tensor() ? &weight.tensor() : nullptr, weight.scalar(), policy);
-  tally_nans(state, policy, batch.nan_positions, update_index);
   const double sums[2] = {batch.weighted_sum, batch.weight_sum};
   add_host_batch(state, slots, sums);
+  finish(state, policy, batch.nan_positions);
 }
 
 void accumulate_extremum(MetricState& state, size_t slot, bool is_max, const ValueArg& value,
-                         const NanPolicy& policy, int64_t update_index) {
+                         const NanPolicy& policy) {
   const bool host_value = !value.is_tensor();
-  if (!host_value && value.tensor().numel() == 0) return;
+  if (!host_value && value.tensor().numel() == 0) return state.finish_update();
   if (!host_value && !takes_cpu_fast_path(value.tensor(), 1.0)) {
-    return extremum_on_aten(state, slot, is_max, value.tensor(), policy, update_index);
+    return extremum_on_aten(state, slot, is_max, value.tensor(), policy);
   }
   const auto batch = host_value ? cpu::extremum(value.scalar(), is_max, policy)
                                 : cpu::extremum(value.tensor(), is_max, policy);
-  tally_nans(state, policy, batch.nan_positions, update_index);
   auto& extremum = state[slot];
   extremum.is_cpu() ? cpu::fold_extremum(extremum, batch, is_max) : fold_extremum_on_device(extremum, batch, is_max);
+  finish(state, policy, batch.nan_positions);
 }
 
 }  // namespace metrics::detail

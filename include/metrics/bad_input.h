@@ -1,0 +1,68 @@
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/util/ArrayRef.h>
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <metrics/state_entry.h>
+
+namespace metrics {
+
+/// What update() found wrong in its input and kept out of the state, read back from the device
+/// by compute(), check() or bad_input().
+struct BadInputReport {
+  /// (kind, count) for every kind the metric tracks, e.g. ("NaN values", 3).
+  std::vector<std::pair<std::string, int64_t>> counts;
+  /// Updates that had at least one bad entry.
+  int64_t bad_updates = 0;
+  /// Index of the first such update, counting from 0 since the last reset; -1 when none.
+  int64_t first_bad_update = -1;
+
+  bool clean() const { return bad_updates == 0; }
+  /// e.g. "Mean: 3 NaN values in 2 updates, first at update 1234 (kept out of the state)"
+  std::string message(const std::string& metric) const;
+};
+
+/// The bad-input tally of a metric. update() counts bad entries on the device by kind and keeps
+/// them out of the state; the tally adds them up without a read-back. Its two tensors are state
+/// entries, so merge, state_dict, reset and cross-process reductions treat them like the rest:
+///   "bad_input_counts" int64 [kinds + 1], Sum: per-kind counts, then the updates that had any;
+///   "first_bad_update" int64 [1], Min: the index of the first such update, kNone while none.
+/// Only BadInput writes into them.
+class BadInput {
+ public:
+  /// first_bad_update while no update had bad input.
+  static constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
+
+  /// `kinds`: the labels of the kinds in the order the metric's kernels count them; registers the
+  /// two entries in `entries` on `device`.
+  BadInput(std::vector<std::string> kinds, std::vector<StateEntry>& entries, at::Device device);
+
+  const std::vector<std::string>& kinds() const { return kinds_; }
+
+  /// Adds one update's counts (int64 [kinds] on the state's device); `update_index` is the
+  /// device's update count before this update. ATen ops only: nothing is read back.
+  void record(std::vector<StateEntry>& entries, const at::Tensor& kind_counts, const at::Tensor& update_index) const;
+  /// The same for counts the host already knows (the CPU kernels'): nothing when all are 0.
+  void record(std::vector<StateEntry>& entries, c10::ArrayRef<int64_t> kind_counts,
+              const at::Tensor& update_index) const;
+  /// Another stream's first_bad_update as seen after `offset` updates of this one (forward()
+  /// appends a batch so); kNone stays kNone.
+  at::Tensor shift_first(const at::Tensor& theirs, const at::Tensor& offset) const;
+  bool is_first_slot(size_t slot) const { return slot == first_slot_; }
+
+  /// Reads the tally back: one small copy.
+  BadInputReport report(const std::vector<StateEntry>& entries) const;
+
+ private:
+  std::vector<std::string> kinds_;
+  size_t counts_slot_;
+  size_t first_slot_;
+};
+
+}  // namespace metrics

@@ -1,0 +1,26 @@
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Scalar.h>
+
+#include <map>
+#include <string>
+
+namespace metrics {
+
+/// How a state tensor combines with another metric's (merge) or another process's (all-reduce).
+enum class Reduction { Sum, Min, Max };
+
+/// One tensor of a metric's state: allocated once on the metric's device, updated in place,
+/// restored to `fill` by reset(), combined with others by `reduction`.
+struct StateEntry {
+  std::string name;
+  at::Tensor tensor;
+  c10::Scalar fill;
+  Reduction reduction;
+};
+
+/// State tensors by name, as state_dict() returns them.
+using StateDict = std::map<std::string, at::Tensor>;
+
+}  // namespace metrics

@@ -1,0 +1,44 @@
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace metrics {
+
+/// A value given to update(): a tensor, or a host double that reaches ATen as a scalar argument
+/// (never as a new tensor). It refers to the caller's tensor, so it lives only as long as the call.
+class ValueArg {
+ public:
+  ValueArg(const at::Tensor& tensor) : tensor_(&tensor) {}  // NOLINT: implicit by design
+  ValueArg(double scalar) : scalar_(scalar) {}               // NOLINT: implicit by design
+  bool is_tensor() const { return tensor_ != nullptr; }
+  const at::Tensor& tensor() const { return *tensor_; }
+  double scalar() const { return scalar_; }
+
+ private:
+  const at::Tensor* tensor_ = nullptr;
+  double scalar_ = 0.0;
+};
+
+/// The arguments of one update in a form every metric takes, so that a MetricCollection can hand
+/// the same call to metrics of any family: positional arguments first, then keywords with
+/// TorchMetrics' names ("preds", "target", "value", "weight").
+struct UpdateArgs {
+  UpdateArgs(std::vector<ValueArg> positional = {}) : positional(std::move(positional)) {}  // NOLINT: implicit
+
+  std::vector<ValueArg> positional;
+  std::vector<std::pair<std::string, ValueArg>> keywords;
+  /// A collection passes every keyword to every metric; each takes the ones it knows (as
+  /// TorchMetrics' MetricCollection filters keyword arguments by each metric's signature).
+  bool skip_unknown_keywords = false;
+};
+
+/// The counting half of an update whose checks have passed; running it changes the state. It
+/// refers to the UpdateArgs it was prepared from, so it runs before they go away.
+using UpdateStep = std::function<void()>;
+
+}  // namespace metrics

@@ -1,0 +1,81 @@
+#include <metrics/bad_input.h>
+
+#include <ATen/ATen.h>
+
+namespace metrics {
+
+std::string BadInputReport::message(const std::string& metric) const {
+  std::string text = metric + ": ";
+  bool first = true;
+  for (const auto& [kind, count] : counts) {
+    if (count == 0) continue;
+    text += (first ? "" : ", ") + std::to_string(count) + " " + kind;
+    first = false;
+  }
+  text += " in " + std::to_string(bad_updates) + (bad_updates == 1 ? " update" : " updates");
+  text += ", first at update " + std::to_string(first_bad_update);
+  text += " (kept out of the state)";
+  return text;
+}
+
+BadInput::BadInput(std::vector<std::string> kinds, std::vector<StateEntry>& entries, at::Device device)
+    : kinds_(std::move(kinds)) {
+  TORCH_INTERNAL_ASSERT(!kinds_.empty());
+  const auto on = at::TensorOptions().dtype(at::kLong).device(device);
+  const auto width = static_cast<int64_t>(kinds_.size()) + 1;
+  counts_slot_ = entries.size();
+  entries.push_back({"bad_input_counts", at::zeros({width}, on), 0, Reduction::Sum});
+  first_slot_ = entries.size();
+  entries.push_back({"first_bad_update", at::full({1}, kNone, on), kNone, Reduction::Min});
+}
+
+void BadInput::record(std::vector<StateEntry>& entries, const at::Tensor& kind_counts,
+                      const at::Tensor& update_index) const {
+  auto& counts = entries[counts_slot_].tensor;
+  auto& first = entries[first_slot_].tensor;
+  const auto kinds = static_cast<int64_t>(kinds_.size());
+  const auto any = kind_counts.sum().clamp_max_(1);
+  counts.narrow(0, 0, kinds).add_(kind_counts);
+  counts.narrow(0, kinds, 1).add_(any);
+  at::minimum_out(first, first, update_index.masked_fill(any.eq(0), kNone));
+}
+
+void BadInput::record(std::vector<StateEntry>& entries, c10::ArrayRef<int64_t> kind_counts,
+                      const at::Tensor& update_index) const {
+  if (std::all_of(kind_counts.begin(), kind_counts.end(), [](int64_t c) { return c == 0; })) return;
+  TORCH_INTERNAL_ASSERT(kind_counts.size() == kinds_.size());
+  auto& counts = entries[counts_slot_].tensor;
+  auto& first = entries[first_slot_].tensor;
+  const auto kinds = static_cast<int64_t>(kinds_.size());
+  if (counts.is_cpu()) {
+    auto* data = counts.data_ptr<int64_t>();
+    for (int64_t k = 0; k < kinds; ++k) data[k] += kind_counts[k];
+    data[kinds] += 1;
+    auto* first_data = first.data_ptr<int64_t>();
+    *first_data = std::min(*first_data, *update_index.data_ptr<int64_t>());
+    return;
+  }
+  for (int64_t k = 0; k < kinds; ++k) {
+    if (kind_counts[k] != 0) counts.narrow(0, k, 1).add_(kind_counts[k]);
+  }
+  counts.narrow(0, kinds, 1).add_(1);
+  at::minimum_out(first, first, update_index);
+}
+
+at::Tensor BadInput::shift_first(const at::Tensor& theirs, const at::Tensor& offset) const {
+  const auto none = theirs.eq(kNone);
+  return theirs.masked_fill(none, 0).add_(offset).masked_fill_(none, kNone);
+}
+
+BadInputReport BadInput::report(const std::vector<StateEntry>& entries) const {
+  BadInputReport report;
+  const auto host = at::cat({entries[counts_slot_].tensor, entries[first_slot_].tensor}).cpu();
+  const auto* values = host.data_ptr<int64_t>();
+  const auto kinds = kinds_.size();
+  for (size_t k = 0; k < kinds; ++k) report.counts.emplace_back(kinds_[k], values[k]);
+  report.bad_updates = values[kinds];
+  report.first_bad_update = values[kinds + 1] == kNone ? -1 : values[kinds + 1];
+  return report;
+}
+
+}  // namespace metrics

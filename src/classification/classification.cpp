@@ -1,0 +1,136 @@
+#include <metrics/classification.h>
+
+#include <ATen/ATen.h>
+#include <ATen/record_function.h>
+
+#include <metrics/functional/classification.h>
+
+#include "kernels.h"
+
+namespace metrics {
+namespace {
+
+void check_options(const std::string& metric, const ClassificationOptions& o) {
+  const auto k = o.num_classes();
+  switch (o.task()) {
+    case Task::Binary:
+      TORCH_CHECK_VALUE(k == 1, metric, ": a binary task has num_classes 1, got ", k);
+      break;
+    case Task::Multiclass:
+      TORCH_CHECK_VALUE(k >= 2, metric, ": num_classes must be at least 2, got ", k);
+      break;
+    case Task::Multilabel:
+      TORCH_CHECK_VALUE(k >= 2, metric, ": num_labels must be at least 2, got ", k);
+      break;
+  }
+  TORCH_CHECK_VALUE(o.threshold() >= 0.0 && o.threshold() <= 1.0, metric, ": threshold must be in [0, 1], got ",
+                    o.threshold());
+  TORCH_CHECK_VALUE(o.top_k() >= 1, metric, ": top_k must be at least 1, got ", o.top_k());
+  TORCH_CHECK_VALUE(o.top_k() == 1 || o.task() == Task::Multiclass, metric,
+                    ": top_k applies to multiclass tasks only, got top_k = ", o.top_k());
+  TORCH_CHECK_VALUE(o.top_k() <= k || o.task() != Task::Multiclass, metric, ": top_k = ", o.top_k(),
+                    " is larger than num_classes = ", k);
+  TORCH_CHECK_VALUE(o.zero_division() == 0.0 || o.zero_division() == 1.0, metric,
+                    ": zero_division must be 0 or 1, got ", o.zero_division());
+}
+
+std::string task_name(const std::string& base_name, const ClassificationOptions& options) {
+  return task_prefix(options.task()) + base_name;
+}
+
+// The options are checked before anything is allocated for them.
+MetricState checked_state(const std::string& base_name, const ClassificationOptions& options, CountLayout layout) {
+  check_options(task_name(base_name, options), options);
+  return detail::make_count_state(options, layout);
+}
+
+const at::Tensor& tensor_arg(const std::string& metric, const ValueArg* arg, const char* name) {
+  TORCH_CHECK_TYPE(arg != nullptr, metric, ".update: missing argument '", name, "'");
+  TORCH_CHECK_TYPE(arg->is_tensor(), metric, ".update: ", name, " must be a tensor, got a number");
+  return arg->tensor();
+}
+
+}  // namespace
+
+ClassificationMetric::ClassificationMetric(const std::string& base_name, ClassificationOptions options,
+                                           CountLayout layout)
+    : Metric(task_name(base_name, options), BadInputAction::RaiseValueError, checked_state(base_name, options, layout)),
+      options_(options),
+      layout_(layout) {}
+
+void ClassificationMetric::update(const at::Tensor& preds, const at::Tensor& target,
+                                  const c10::optional<at::Tensor>& weight) {
+  RECORD_USER_SCOPE(update_scope().c_str());
+  const auto batch = detail::canonicalize(name(), options_, preds, target, weight, device());
+  detail::count(mutable_state(), options_, batch);
+}
+
+UpdateStep ClassificationMetric::prepare_update(const UpdateArgs& args) {
+  const auto bound = bind(args);
+  const auto& preds = tensor_arg(name(), bound[0], "preds");
+  const auto& target = tensor_arg(name(), bound[1], "target");
+  c10::optional<at::Tensor> weight;
+  if (bound[2] != nullptr) weight = tensor_arg(name(), bound[2], "weight");
+  auto batch = detail::canonicalize(name(), options_, preds, target, weight, device());
+  return [this, batch = std::move(batch)] { detail::count(mutable_state(), options_, batch); };
+}
+
+at::Tensor ClassificationMetric::forward(const at::Tensor& preds, const at::Tensor& target,
+                                         const c10::optional<at::Tensor>& weight) {
+  UpdateArgs args{{preds, target}};
+  if (weight) args.positional.emplace_back(*weight);
+  return Metric::forward(args);
+}
+
+const std::vector<std::string>& ClassificationMetric::update_parameters() const {
+  static const std::vector<std::string> names{"preds", "target", "weight"};
+  return names;
+}
+
+SharingKey ClassificationMetric::sharing_key() const {
+  return {counting_key(options_), layout_ == CountLayout::Matrix ? 1 : 0};
+}
+
+CountLayout ClassificationMetric::layout() const { return detail::layout_of(state()); }
+
+StatCounts ClassificationMetric::stat_counts() const { return detail::stat_counts(state()); }
+
+at::Tensor ClassificationMetric::confusion_matrix() const { return detail::confusion_matrix(state(), options_); }
+
+StatScores::StatScores(ClassificationOptions options) : Cloneable("StatScores", options) {}
+
+at::Tensor StatScores::value() const { return functional::stat_scores(stat_counts(), options()); }
+
+Accuracy::Accuracy(ClassificationOptions options) : Cloneable("Accuracy", options) {}
+
+at::Tensor Accuracy::value() const { return functional::accuracy(stat_counts(), options()); }
+
+Precision::Precision(ClassificationOptions options) : Cloneable("Precision", options) {}
+
+at::Tensor Precision::value() const { return functional::precision(stat_counts(), options()); }
+
+Recall::Recall(ClassificationOptions options) : Cloneable("Recall", options) {}
+
+at::Tensor Recall::value() const { return functional::recall(stat_counts(), options()); }
+
+FBetaScore::FBetaScore(double beta, ClassificationOptions options) : FBetaScore("FBetaScore", beta, options) {}
+
+FBetaScore::FBetaScore(const std::string& base_name, double beta, ClassificationOptions options)
+    : Cloneable(base_name, options), beta_(beta) {
+  TORCH_CHECK_VALUE(beta > 0.0, name(), ": beta must be larger than 0, got ", beta);
+}
+
+at::Tensor FBetaScore::value() const { return functional::fbeta_score(stat_counts(), beta_, options()); }
+
+F1Score::F1Score(ClassificationOptions options) : Cloneable("F1Score", 1.0, options) {}
+
+ConfusionMatrix::ConfusionMatrix(ClassificationOptions options, Normalize normalize)
+    : Cloneable("ConfusionMatrix", options,
+                options.task() == Task::Multiclass ? CountLayout::Matrix : CountLayout::PerClass),
+      normalize_(normalize) {}
+
+at::Tensor ConfusionMatrix::value() const {
+  return functional::normalize_confusion_matrix(confusion_matrix(), normalize_);
+}
+
+}  // namespace metrics

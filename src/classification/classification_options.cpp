@@ -1,0 +1,42 @@
+#include <metrics/classification_options.h>
+
+#include <sstream>
+
+namespace metrics {
+
+ClassificationOptions::ClassificationOptions(Task task, int64_t num_classes) : task_(task), num_classes_(num_classes) {}
+
+ClassificationOptions ClassificationOptions::binary(double threshold) {
+  return ClassificationOptions(Task::Binary, 1).threshold(threshold);
+}
+
+ClassificationOptions ClassificationOptions::multiclass(int64_t num_classes) {
+  return ClassificationOptions(Task::Multiclass, num_classes);
+}
+
+ClassificationOptions ClassificationOptions::multilabel(int64_t num_labels, double threshold) {
+  return ClassificationOptions(Task::Multilabel, num_labels).threshold(threshold);
+}
+
+std::string counting_key(const ClassificationOptions& o) {
+  std::ostringstream key;
+  key.precision(17);
+  key << task_prefix(o.task()) << "/classes=" << o.num_classes() << "/threshold=" << o.threshold()
+      << "/top_k=" << o.top_k() << "/ignore=" << (o.ignore_index() ? std::to_string(*o.ignore_index()) : "none")
+      << "/validate=" << o.validate_args() << "/weighted=" << o.weighted();
+  return key.str();
+}
+
+std::string task_prefix(Task task) {
+  switch (task) {
+    case Task::Binary:
+      return "Binary";
+    case Task::Multiclass:
+      return "Multiclass";
+    case Task::Multilabel:
+      return "Multilabel";
+  }
+  return "";
+}
+
+}  // namespace metrics

@@ -1,0 +1,84 @@
+// The classification counting state: its layouts, its bad-input kinds, and one update's counting.
+
+#include <ATen/ATen.h>
+
+#include <metrics/backend.h>
+
+#include "kernels.h"
+
+namespace metrics::detail {
+
+std::vector<std::string> bad_input_kinds(const ClassificationOptions& o) {
+  if (o.task() == Task::Multiclass) {
+    return {"targets outside [0, " + std::to_string(o.num_classes()) + ")", "NaN or out-of-range predictions",
+            "NaN or negative weights"};
+  }
+  return {"targets not 0 or 1", "NaN or non-binary predictions", "NaN or negative weights"};
+}
+
+at::Tensor bad_counts_tensor(const at::Tensor& targets, const at::Tensor& predictions, const at::Tensor& weights) {
+  return at::stack({targets, predictions, weights});
+}
+
+MetricState make_count_state(const ClassificationOptions& options, CountLayout layout) {
+  const auto dtype = options.weighted() ? at::kDouble : at::kLong;
+  const auto classes = options.num_classes();
+  MetricState state(options.device());
+  if (layout == CountLayout::Matrix) {
+    TORCH_INTERNAL_ASSERT(options.task() == Task::Multiclass);
+    state.add("confmat", {classes, classes}, dtype, 0, Reduction::Sum);
+  } else {
+    for (const char* name : {"tp", "fp", "tn", "fn"}) state.add(name, {classes}, dtype, 0, Reduction::Sum);
+  }
+  if (options.validate_args()) state.track_bad_input(bad_input_kinds(options));
+  return state;
+}
+
+// Slot 0 is the update count; the counts follow in the order make_count_state adds them.
+CountLayout layout_of(const MetricState& state) {
+  return state.entries()[1].name == "confmat" ? CountLayout::Matrix : CountLayout::PerClass;
+}
+
+StatCounts stat_counts(const MetricState& state) {
+  if (layout_of(state) == CountLayout::PerClass) return {state[1], state[2], state[3], state[4]};
+  const auto& matrix = state[1];
+  const auto tp = matrix.diagonal();
+  const auto fp = matrix.sum(0) - tp;
+  const auto fn = matrix.sum(1) - tp;
+  const auto tn = matrix.sum() - tp - fp - fn;
+  return {tp, fp, tn, fn};
+}
+
+at::Tensor confusion_matrix(const MetricState& state, const ClassificationOptions& options) {
+  if (layout_of(state) == CountLayout::Matrix) return state[1].clone();
+  TORCH_INTERNAL_ASSERT(options.task() != Task::Multiclass, "a multiclass confusion matrix needs the Matrix layout");
+  const auto c = stat_counts(state);
+  // [L, 2, 2]: [[tn, fp], [fn, tp]] per label
+  const auto matrix = at::stack({c.tn, c.fp, c.fn, c.tp}, -1).reshape({-1, 2, 2});
+  return options.task() == Task::Binary ? matrix.reshape({2, 2}) : matrix;
+}
+
+void count(MetricState& state, const ClassificationOptions& options, const ClassificationBatch& batch) {
+  CountSink sink;
+  sink.layout = layout_of(state);
+  if (sink.layout == CountLayout::Matrix) {
+    sink.matrix = state[1];
+  } else {
+    sink.tp = state[1];
+    sink.fp = state[2];
+    sink.tn = state[3];
+    sink.fn = state[4];
+  }
+  if (cpu_fast_path_enabled() && batch.target.is_cpu()) {
+    auto contiguous = batch;
+    contiguous.preds = batch.preds.contiguous();
+    contiguous.target = batch.target.contiguous();
+    if (batch.weight) contiguous.weight = batch.weight->contiguous();
+    const auto bad = cpu::count(contiguous, options, sink).in_order();
+    return state.finish_update(options.validate_args() ? c10::ArrayRef<int64_t>(bad) : c10::ArrayRef<int64_t>());
+  }
+  const auto bad = count_on_aten(batch, options, sink);
+  options.validate_args() ? state.finish_update(bad) : state.finish_update();
+}
+
+}  // namespace metrics::detail

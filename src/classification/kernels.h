@@ -1,0 +1,70 @@
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/util/Optional.h>
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include <metrics/classification.h>
+#include <metrics/classification_options.h>
+#include <metrics/metric_state.h>
+
+namespace metrics::detail {
+
+/// One update's input in canonical form, on the state's device.
+struct ClassificationBatch {
+  /// Binary (M,); multiclass scores (M, C) or labels (M,); multilabel (M, L). Scores are float32
+  /// or float64 (float16/bfloat16 widened exactly to float32), labels int64.
+  at::Tensor preds;
+  /// Binary and multiclass (M,); multilabel (M, L); int64.
+  at::Tensor target;
+  /// float64: (M,) one per row, or (M, L) one per multilabel entry.
+  c10::optional<at::Tensor> weight;
+  bool scores = false;
+};
+
+/// Checks shapes, dtypes and devices (metadata only) and reshapes into canonical form.
+ClassificationBatch canonicalize(const std::string& metric, const ClassificationOptions& options,
+                                 const at::Tensor& preds, const at::Tensor& target,
+                                 const c10::optional<at::Tensor>& weight, at::Device state_device);
+
+/// Bad entries found by one update, by kind. This order is the one declaration of the kinds: the
+/// labels (bad_input_kinds), the ATen path's count tensor and the tally all follow it.
+struct BadInputCounts {
+  int64_t targets = 0;
+  int64_t predictions = 0;
+  int64_t weights = 0;
+  std::array<int64_t, 3> in_order() const { return {targets, predictions, weights}; }
+};
+/// The labels of BadInputCounts' kinds, in its order, for `options`' task.
+std::vector<std::string> bad_input_kinds(const ClassificationOptions& options);
+/// The ATen path's counts as an int64 [3] tensor, in BadInputCounts' order.
+at::Tensor bad_counts_tensor(const at::Tensor& targets, const at::Tensor& predictions, const at::Tensor& weights);
+
+/// The counting state of `options` in `layout`, with its bad-input tally if validate_args.
+MetricState make_count_state(const ClassificationOptions& options, CountLayout layout);
+CountLayout layout_of(const MetricState& state);
+/// tp, fp, tn, fn per class, derived from the matrix under the Matrix layout.
+StatCounts stat_counts(const MetricState& state);
+/// [C, C] multiclass (Matrix layout), [2, 2] binary, [L, 2, 2] multilabel.
+at::Tensor confusion_matrix(const MetricState& state, const ClassificationOptions& options);
+/// Counts a canonical batch into `state` (CPU fast path or ATen path) and finishes the update.
+void count(MetricState& state, const ClassificationOptions& options, const ClassificationBatch& batch);
+
+/// The state tensors counts go to: tp, fp, tn, fn [C] (PerClass) or matrix [C, C] (Matrix).
+struct CountSink {
+  CountLayout layout;
+  at::Tensor tp, fp, tn, fn, matrix;
+};
+
+/// ATen path (any device): counts into `sink`; returns the bad-input counts (bad_counts_tensor).
+at::Tensor count_on_aten(const ClassificationBatch& batch, const ClassificationOptions& options, CountSink& sink);
+
+namespace cpu {
+/// CPU fast path: one pass over contiguous CPU tensors, counting straight into `sink`.
+BadInputCounts count(const ClassificationBatch& batch, const ClassificationOptions& options, CountSink& sink);
+}  // namespace cpu
+
+}  // namespace metrics::detail
