@@ -93,6 +93,8 @@ void init_metric(py::module_& m);
 void init_aggregation(py::module_& m);
 void init_classification(py::module_& m);
 void init_collection(py::module_& m);
+void init_distributed(py::module_& m);
+void init_checkpoint(py::module_& m);
 void init_sync_counter(py::module_& m);
 
 }  // namespace metrics::python

@@ -58,6 +58,8 @@ void init_metric(py::module_& m) {
            "What update() kept out of the state: counts by kind, the number of updates with bad input, and "
            "the index of the first one (-1 if none). Reads the small tally back to the host.")
       .def("reset", &Metric::reset)
+      .def("_merge_appended", [](Metric& self, const Metric& batch) { self.merge(batch, MergeOrder::Appended); },
+           "Folds in `batch` as the updates that follow this metric's (what forward() does).")
       .def("merge_state", &merge_state, py::arg("incoming_state"),
            "Folds in another metric of the same kind and options, a state dict, or a list of them.")
       .def("state_dict", [](const Metric& self) { return state_to_python(self.state_dict()); })

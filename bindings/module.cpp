@@ -10,5 +10,7 @@ PYBIND11_MODULE(_C, m) {
   metrics::python::init_aggregation(m);
   metrics::python::init_classification(m);
   metrics::python::init_collection(m);
+  metrics::python::init_distributed(m);
+  metrics::python::init_checkpoint(m);
   metrics::python::init_sync_counter(m);
 }

@@ -190,4 +190,21 @@ std::vector<StateEntry> MetricCollection::state_entries() const {
   return entries;
 }
 
+void MetricCollection::load_state_entries(const StateDict& dict) {
+  std::vector<StateDict> parts(groups_.size());
+  size_t used = 0;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const auto prefix = entries_[groups_[g].members.front()].name + ".";
+    for (const auto& entry : owner(groups_[g]).state().entries()) {
+      const auto it = dict.find(prefix + entry.name);
+      TORCH_CHECK_VALUE(it != dict.end(), kName, ".load_state_entries: missing key '", prefix + entry.name, "'");
+      parts[g].emplace(entry.name, it->second);
+      ++used;
+    }
+  }
+  TORCH_CHECK_VALUE(used == dict.size(), kName, ".load_state_entries: ", dict.size() - used, " unexpected keys");
+  for (size_t g = 0; g < groups_.size(); ++g) owner(groups_[g]).clone()->load_state_dict(parts[g]);
+  for (size_t g = 0; g < groups_.size(); ++g) owner(groups_[g]).load_state_dict(parts[g]);
+}
+
 }  // namespace metrics

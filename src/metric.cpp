@@ -1,11 +1,45 @@
 #include <metrics/metric.h>
 
+#include <ATen/ATen.h>
 #include <ATen/record_function.h>
 #include <c10/util/Exception.h>
 
+#include <sstream>
 #include <typeinfo>
 
 namespace metrics {
+namespace {
+
+constexpr char kVersionKey[] = "_version";
+constexpr char kDescriptionKey[] = "_metric";
+constexpr int64_t kStateFormatVersion = 1;
+
+std::string as_text(const at::Tensor& bytes) {
+  const auto host = bytes.to(at::kCPU).contiguous();
+  const auto* data = host.data_ptr<uint8_t>();
+  return std::string(data, data + host.numel());
+}
+
+at::Tensor as_bytes(const std::string& text) {
+  auto bytes = at::empty({static_cast<int64_t>(text.size())}, at::kByte);
+  std::copy(text.begin(), text.end(), bytes.data_ptr<uint8_t>());
+  return bytes;
+}
+
+}  // namespace
+
+std::string first_difference(const std::string& a, const std::string& b) {
+  std::istringstream left(a), right(b);
+  std::string l, r;
+  while (true) {
+    const bool more_left = static_cast<bool>(std::getline(left, l));
+    const bool more_right = static_cast<bool>(std::getline(right, r));
+    if (!more_left && !more_right) return "";
+    if (!more_left) l = "(nothing)";
+    if (!more_right) r = "(nothing)";
+    if (l != r) return "'" + l + "' against '" + r + "'";
+  }
+}
 
 Metric::Metric(std::string name, BadInputAction action, MetricState state)
     : name_(std::move(name)),
@@ -86,9 +120,46 @@ void Metric::merge(const Metric& other, MergeOrder order) {
   state_->merge(*other.state_, name_, order);
 }
 
-StateDict Metric::state_dict() const { return state_->state_dict(); }
+std::string Metric::description() const {
+  std::ostringstream text;
+  text << name_ << "(" << options_text() << ")\n";
+  for (const auto& entry : state_->entries()) {
+    text << entry.name << " " << entry.tensor.scalar_type() << entry.tensor.sizes() << " "
+         << reduction_name(entry.reduction) << "\n";
+  }
+  return text.str();
+}
 
-void Metric::load_state_dict(const StateDict& dict) { state_->load_state_dict(dict, name_); }
+StateDict Metric::state_dict() const {
+  auto dict = state_->state_dict();
+  dict.emplace(kVersionKey, at::full({}, kStateFormatVersion, at::kLong));
+  dict.emplace(kDescriptionKey, as_bytes(description()));
+  return dict;
+}
+
+void Metric::load_state_dict(const StateDict& dict) {
+  auto state = dict;
+  const auto version = state.find(kVersionKey);
+  if (version != state.end()) {
+    const auto& v = version->second;
+    TORCH_CHECK_VALUE(v.numel() == 1 && v.scalar_type() == at::kLong, name_, ".load_state_dict: '", kVersionKey,
+                      "' must be one int64");
+    const auto found = v.item<int64_t>();
+    TORCH_CHECK_VALUE(found == kStateFormatVersion, name_, ".load_state_dict: the state is of format version ",
+                      found, ", this build reads version ", kStateFormatVersion);
+    state.erase(version);
+  }
+  const auto described = state.find(kDescriptionKey);
+  if (described != state.end()) {
+    TORCH_CHECK_VALUE(described->second.scalar_type() == at::kByte && described->second.dim() == 1, name_,
+                      ".load_state_dict: '", kDescriptionKey, "' must be a 1-D uint8 tensor");
+    const auto difference = first_difference(as_text(described->second), description());
+    TORCH_CHECK_VALUE(difference.empty(), name_, ".load_state_dict: the state is of another metric: it has ",
+                      difference, " here");
+    state.erase(described);
+  }
+  state_->load_state_dict(state, name_);
+}
 
 void Metric::to(at::Device device) { state_->to(device); }
 

@@ -4,6 +4,18 @@
 
 namespace metrics {
 
+const char* reduction_name(Reduction reduction) {
+  switch (reduction) {
+    case Reduction::Sum:
+      return "sum";
+    case Reduction::Min:
+      return "min";
+    case Reduction::Max:
+      return "max";
+  }
+  return "";
+}
+
 MetricState::MetricState(at::Device device) {
   entries_.push_back({"update_count", at::zeros({}, at::TensorOptions().dtype(at::kLong).device(device)), 0,
                       Reduction::Sum});

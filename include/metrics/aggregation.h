@@ -42,6 +42,7 @@ class WeightedSumMetric : public Metric {
   const std::vector<std::string>& update_parameters() const override;
   UpdateStep prepare_update(const UpdateArgs& args) override;
   SharingKey sharing_key() const override;
+  std::string options_text() const override;
 
  protected:
   WeightedSumMetric(std::string name, AggregationOptions options, bool tracks_weight);
@@ -70,6 +71,7 @@ class ExtremumMetric : public Metric {
   const std::vector<std::string>& update_parameters() const override;
   UpdateStep prepare_update(const UpdateArgs& args) override;
   SharingKey sharing_key() const override;
+  std::string options_text() const override;
 
  protected:
   ExtremumMetric(std::string name, AggregationOptions options, bool is_max);

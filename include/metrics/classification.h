@@ -54,6 +54,7 @@ class ClassificationMetric : public Metric {
   UpdateStep prepare_update(const UpdateArgs& args) override;
   /// The counting options; level 1 for the C x C layout, which serves the per-class one.
   SharingKey sharing_key() const override;
+  std::string options_text() const override;
 
  protected:
   ClassificationMetric(const std::string& base_name, ClassificationOptions options,
@@ -102,6 +103,7 @@ class FBetaScore : public Cloneable<FBetaScore, ClassificationMetric> {
  public:
   FBetaScore(double beta, ClassificationOptions options);
   double beta() const { return beta_; }
+  std::string options_text() const override;
 
   at::Tensor value() const override;
 
@@ -124,6 +126,7 @@ class ConfusionMatrix : public Cloneable<ConfusionMatrix, ClassificationMetric> 
  public:
   explicit ConfusionMatrix(ClassificationOptions options, Normalize normalize = Normalize::None);
   Normalize normalize() const { return normalize_; }
+  std::string options_text() const override;
   at::Tensor value() const override;
 
  private:

@@ -65,6 +65,9 @@ struct ClassificationOptions {
 /// (the state-sharing key of the classification metrics).
 std::string counting_key(const ClassificationOptions& options);
 
+/// The options in TorchMetrics' words, e.g. "num_classes=10, top_k=1, average=macro, ...".
+std::string describe(const ClassificationOptions& options);
+
 /// "Binary", "Multiclass" or "Multilabel": the prefix of TorchMetrics' class names.
 std::string task_prefix(Task task);
 

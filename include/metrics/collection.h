@@ -74,6 +74,9 @@ class MetricCollection {
   /// The reduction seam: each distinct state tensor once, named "<first metric of its group>.<entry>",
   /// with its reduction and dtype. Read them, never write them.
   std::vector<StateEntry> state_entries() const;
+  /// Loads values for the entries state_entries() walks, keyed as it names them (what a
+  /// cross-process reduction of the walk gives back). Checks everything before loading anything.
+  void load_state_entries(const StateDict& dict);
 
  private:
   struct Entry {

@@ -72,9 +72,16 @@ class Metric {
   void reset();
   /// Folds `other` (the same kind of metric, same options) into this one; `other` is unchanged.
   void merge(const Metric& other, MergeOrder order = MergeOrder::Parallel);
-  /// Deep copies of the state tensors, "update_count" included.
+  /// Deep copies of the state tensors, "update_count" included, plus what makes the dict
+  /// checkable when it is loaded again, in a process or a checkpoint: "_version" (int64, the state
+  /// format's version) and "_metric" (uint8, the bytes of description()).
   StateDict state_dict() const;
+  /// Checks `dict` against this metric (its "_version" and "_metric" where present; every state
+  /// tensor's name, shape and dtype), then copies it in; on error nothing has changed.
   void load_state_dict(const StateDict& dict);
+  /// What this metric is: "Name(options)" and one line per state entry ("name dtype[shape]
+  /// reduction"). Two metrics with equal descriptions can exchange states.
+  std::string description() const;
   /// Moves the state to `device`.
   void to(at::Device device);
   at::Device device() const { return state_->device(); }
@@ -85,6 +92,10 @@ class Metric {
 
   /// A deep copy with the same options and state, sharing nothing with this metric.
   virtual std::unique_ptr<Metric> clone() const = 0;
+
+  /// The options that make this metric what it is, e.g. "num_classes=10, average=macro": in
+  /// messages, and compared across ranks before a sync.
+  virtual std::string options_text() const = 0;
 
   /// What this metric's state can be shared with; by default nothing.
   virtual SharingKey sharing_key() const { return {}; }
@@ -110,6 +121,9 @@ class Metric {
   BadInputAction action_;
   std::shared_ptr<MetricState> state_;
 };
+
+/// The first line where two texts differ, as "'line of a' against 'line of b'"; empty if none.
+std::string first_difference(const std::string& a, const std::string& b);
 
 /// Implements clone() for `Derived` (a deep copy through its copy constructor).
 template <class Derived, class Base>

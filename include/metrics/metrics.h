@@ -5,9 +5,11 @@
 #include <metrics/aggregation.h>
 #include <metrics/backend.h>
 #include <metrics/bad_input.h>
+#include <metrics/checkpoint.h>
 #include <metrics/classification.h>
 #include <metrics/classification_options.h>
 #include <metrics/collection.h>
+#include <metrics/distributed.h>
 #include <metrics/functional/classification.h>
 #include <metrics/metric.h>
 #include <metrics/metric_state.h>

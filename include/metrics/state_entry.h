@@ -11,6 +11,9 @@ namespace metrics {
 /// How a state tensor combines with another metric's (merge) or another process's (all-reduce).
 enum class Reduction { Sum, Min, Max };
 
+/// "sum", "min" or "max".
+const char* reduction_name(Reduction reduction);
+
 /// One tensor of a metric's state: allocated once on the metric's device, updated in place,
 /// restored to `fill` by reset(), combined with others by `reduction`.
 struct StateEntry {

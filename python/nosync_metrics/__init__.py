@@ -11,15 +11,8 @@ by compute() or check(). count_syncs() counts the sync points of any block of co
 
 import torch  # noqa: F401  (loads libtorch and its Python bindings before the extension)
 
-from ._C import (
-    ClassificationMetric,
-    MaxMetric,
-    MeanMetric,
-    Metric,
-    MinMetric,
-    SumMetric,
-    __version__,
-)
+from ._C import ClassificationMetric, Metric, __version__
+from .aggregation import MaxMetric, MeanMetric, MinMetric, SumMetric
 from .classification import (
     Accuracy,
     BinaryAccuracy,

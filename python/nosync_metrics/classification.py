@@ -10,12 +10,8 @@ weights in ``update(preds, target, weight)``, and ``device`` places the state.
 import inspect
 
 from . import _C
-
-_P = inspect.Parameter
-
-
-def _arg(name, default=_P.empty, kind=_P.POSITIONAL_OR_KEYWORD):
-    return _P(name, kind, default=default)
+from .metric import _P, metric_class
+from .metric import arg as _arg
 
 
 _EXTRAS = [_arg("weighted", False, _P.KEYWORD_ONLY), _arg("device", None, _P.KEYWORD_ONLY)]
@@ -58,32 +54,8 @@ def _options(task, arguments):
 
 def _task_class(name, base, task, parameters, construct, doc):
     """A subclass of the C++ metric `base` whose __init__ takes `parameters` (TorchMetrics' names)."""
-    signature = inspect.Signature([_arg("self")] + parameters)
-
-    def __init__(self, *args, **kwargs):
-        bound = signature.bind(self, *args, **kwargs)
-        bound.apply_defaults()
-        arguments = dict(bound.arguments)
-        del arguments["self"]
-        construct(self, task, arguments)
-        self._arguments = arguments
-
-    def clone(self):
-        """A deep copy: same arguments, same state."""
-        copy = type(self)(**self._arguments)
-        copy.to(self.device)
-        copy.load_state_dict(self.state_dict())
-        return copy
-
-    def __repr__(self):
-        shown = ", ".join(f"{k}={v!r}" for k, v in self._arguments.items() if k not in ("weighted", "device") or v)
-        return f"{name}({shown})"
-
-    __init__.__signature__ = signature
-    namespace = {"__init__": __init__, "clone": clone, "__copy__": clone,
-                 "__deepcopy__": lambda self, memo: clone(self), "__repr__": __repr__, "__doc__": doc,
-                 "__module__": "nosync_metrics"}
-    return type(name, (base,), namespace)
+    return metric_class(name, base, parameters, lambda self, arguments: construct(self, task, arguments), doc,
+                        shown_always=[p.name for p in parameters if p.default is _P.empty])
 
 
 def _scores(self, base, task, arguments):

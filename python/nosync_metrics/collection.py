@@ -5,12 +5,18 @@ A thin layer over the C++ MetricCollection, which holds metrics of every family.
 out from their options when they are added (no trial update, no comparison of states, no sync);
 each distinct state is updated once per batch, and every state's arguments are checked before any
 is counted into.
+
+Under torch.distributed, compute() returns the values over every rank when every member has
+``sync_on_compute=True`` (the default): the whole collection is reduced at once, one all-reduce per
+(reduction, dtype) of its states, after one small all-gather that checks that every rank holds the
+same metrics. sync(), unsync() and sync_context() work as on a metric.
 """
 
 from . import _C
+from .distributed import Syncable
 
 
-class MetricCollection:
+class MetricCollection(Syncable):
     def __init__(self, metrics, *additional_metrics, prefix=None, postfix=None, compute_groups=True):
         self.prefix = self._check_affix(prefix, "prefix")
         self.postfix = self._check_affix(postfix, "postfix")
@@ -59,6 +65,9 @@ class MetricCollection:
 
     def compute(self):
         """name -> value, in the order the metrics were added (prefix and postfix applied)."""
+        members = self._metrics.values()
+        if self._sync_cache is None and all(m.sync_on_compute for m in members) and self._world_size() > 1:
+            return self._keyed(self._synced_core().compute())
         return self._keyed(self._core.compute())
 
     def forward(self, *args, **kwargs):
@@ -97,6 +106,21 @@ class MetricCollection:
                                 compute_groups=self._compute_groups)
         copy.load_state_dict(self.state_dict())
         return copy
+
+    def _core_for_sync(self):
+        return self._core
+
+    def _sync_group(self):
+        override = getattr(self, "_sync_group_override", None)
+        if override is not None:
+            return override
+        groups = {id(m.process_group): m.process_group for m in self._metrics.values()}
+        if len(groups) > 1:
+            raise ValueError("MetricCollection: its metrics name different process groups; give them one")
+        return next(iter(groups.values()), None)
+
+    def _sync_name(self):
+        return "MetricCollection"
 
     def check(self):
         """Raises or warns if any metric's update() counted bad input."""

@@ -5,6 +5,7 @@
 #include <ATen/record_function.h>
 
 #include <limits>
+#include <sstream>
 #include <string>
 
 #include "kernels.h"
@@ -55,9 +56,30 @@ const ValueArg& required(const std::string& metric, const ValueArg* arg, const c
   return *arg;
 }
 
-std::string options_key(const std::string& metric, const AggregationOptions& o) {
-  return metric + "/" + std::to_string(static_cast<int>(o.nan_policy().strategy)) + "/" +
-         std::to_string(o.nan_policy().replacement) + "/" + c10::toString(o.dtype());
+std::string describe(const AggregationOptions& o) {
+  const auto& policy = o.nan_policy();
+  std::ostringstream text;
+  text.precision(17);
+  text << "nan_strategy=";
+  switch (policy.strategy) {
+    case NanStrategy::Error:
+      text << "error";
+      break;
+    case NanStrategy::Warn:
+      text << "warn";
+      break;
+    case NanStrategy::Ignore:
+      text << "ignore";
+      break;
+    case NanStrategy::Disable:
+      text << "disable";
+      break;
+    case NanStrategy::Replace:
+      text << policy.replacement;
+      break;
+  }
+  text << ", dtype=" << o.dtype();
+  return text.str();
 }
 
 }  // namespace
@@ -78,7 +100,9 @@ const std::vector<std::string>& WeightedSumMetric::update_parameters() const {
   return names;
 }
 
-SharingKey WeightedSumMetric::sharing_key() const { return {options_key(name(), options_)}; }
+SharingKey WeightedSumMetric::sharing_key() const { return {name() + "(" + options_text() + ")"}; }
+
+std::string WeightedSumMetric::options_text() const { return describe(options_); }
 
 void WeightedSumMetric::check_args(const ValueArg& value, const ValueArg& weight) const {
   check_value(name(), value, device());
@@ -125,7 +149,9 @@ const std::vector<std::string>& ExtremumMetric::update_parameters() const {
   return names;
 }
 
-SharingKey ExtremumMetric::sharing_key() const { return {options_key(name(), options_)}; }
+SharingKey ExtremumMetric::sharing_key() const { return {name() + "(" + options_text() + ")"}; }
+
+std::string ExtremumMetric::options_text() const { return describe(options_); }
 
 void ExtremumMetric::check_args(const ValueArg& value) const { check_value(name(), value, device()); }
 

@@ -3,6 +3,8 @@
 #include <ATen/ATen.h>
 #include <ATen/record_function.h>
 
+#include <sstream>
+
 #include <metrics/functional/classification.h>
 
 #include "kernels.h"
@@ -91,6 +93,8 @@ SharingKey ClassificationMetric::sharing_key() const {
   return {counting_key(options_), layout_ == CountLayout::Matrix ? 1 : 0};
 }
 
+std::string ClassificationMetric::options_text() const { return describe(options_); }
+
 CountLayout ClassificationMetric::layout() const { return detail::layout_of(state()); }
 
 StatCounts ClassificationMetric::stat_counts() const { return detail::stat_counts(state()); }
@@ -120,6 +124,13 @@ FBetaScore::FBetaScore(const std::string& base_name, double beta, Classification
   TORCH_CHECK_VALUE(beta > 0.0, name(), ": beta must be larger than 0, got ", beta);
 }
 
+std::string FBetaScore::options_text() const {
+  std::ostringstream beta;
+  beta.precision(17);
+  beta << "beta=" << beta_ << ", ";
+  return beta.str() + ClassificationMetric::options_text();
+}
+
 at::Tensor FBetaScore::value() const { return functional::fbeta_score(stat_counts(), beta_, options()); }
 
 F1Score::F1Score(ClassificationOptions options) : Cloneable("F1Score", 1.0, options) {}
@@ -128,6 +139,11 @@ ConfusionMatrix::ConfusionMatrix(ClassificationOptions options, Normalize normal
     : Cloneable("ConfusionMatrix", options,
                 options.task() == Task::Multiclass ? CountLayout::Matrix : CountLayout::PerClass),
       normalize_(normalize) {}
+
+std::string ConfusionMatrix::options_text() const {
+  static const char* const names[] = {"None", "true", "pred", "all"};
+  return ClassificationMetric::options_text() + ", normalize=" + names[static_cast<int>(normalize_)];
+}
 
 at::Tensor ConfusionMatrix::value() const {
   return functional::normalize_confusion_matrix(confusion_matrix(), normalize_);

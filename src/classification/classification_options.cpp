@@ -27,6 +27,45 @@ std::string counting_key(const ClassificationOptions& o) {
   return key.str();
 }
 
+namespace {
+
+const char* average_name(Average average) {
+  switch (average) {
+    case Average::Micro:
+      return "micro";
+    case Average::Macro:
+      return "macro";
+    case Average::Weighted:
+      return "weighted";
+    case Average::None:
+      return "none";
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string describe(const ClassificationOptions& o) {
+  std::ostringstream text;
+  text.precision(17);
+  switch (o.task()) {
+    case Task::Binary:
+      text << "threshold=" << o.threshold();
+      break;
+    case Task::Multiclass:
+      text << "num_classes=" << o.num_classes() << ", top_k=" << o.top_k() << ", average=" << average_name(o.average());
+      break;
+    case Task::Multilabel:
+      text << "num_labels=" << o.num_classes() << ", threshold=" << o.threshold()
+           << ", average=" << average_name(o.average());
+      break;
+  }
+  text << ", ignore_index=" << (o.ignore_index() ? std::to_string(*o.ignore_index()) : "None")
+       << ", validate_args=" << (o.validate_args() ? "True" : "False") << ", zero_division=" << o.zero_division()
+       << ", weighted=" << (o.weighted() ? "True" : "False");
+  return text.str();
+}
+
 std::string task_prefix(Task task) {
   switch (task) {
     case Task::Binary:

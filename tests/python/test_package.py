@@ -38,3 +38,18 @@ def test_python_training_loop_example(build_dir, repo_dir):
     naive = re.search(r"naive +median step +[0-9.]+ ms +sync points per step +([0-9.]+)", out)
     assert naive and float(naive.group(1)) > 0
     assert "naive and nosync agree: yes" in out
+
+
+def test_ddp_training_loop_example(build_dir, repo_dir):
+    env = dict(os.environ, PYTHONPATH=str(build_dir / "python"))
+    out = subprocess.run([sys.executable, str(repo_dir / "examples" / "ddp_training_loop.py"), "--epochs", "2",
+                          "--steps", "4", "--all-ranks"], env=env, capture_output=True, text=True, check=True,
+                         timeout=60).stdout
+    print(out)
+    lines = re.findall(r"rank (\d) epoch (\d) \| (loss .*) \| updates seen 4 local \| sync points per step: metrics 0\.00",
+                       out)
+    assert len(lines) == 4
+    by_epoch = {}
+    for rank, epoch, values in lines:
+        by_epoch.setdefault(epoch, set()).add(values)
+    assert all(len(values) == 1 for values in by_epoch.values())  # both ranks print the same global values

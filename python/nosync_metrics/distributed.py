@@ -1,0 +1,109 @@
+"""Cross-process sync over torch.distributed, the engine the training job already uses.
+
+The C++ core packs a metric's (or a whole collection's) state into one buffer per (reduction,
+dtype); here each buffer is all-reduced with its reduction, after one small all-gather that checks
+that every rank holds the same metrics. A state on a device the backend cannot serve (a CPU state
+under NCCL) travels to the current CUDA device for the collective and back, one copy per buffer.
+"""
+
+import hashlib
+from contextlib import contextmanager
+
+import torch
+import torch.distributed as dist
+
+from . import _C
+
+_OPS = {"sum": dist.ReduceOp.SUM, "min": dist.ReduceOp.MIN, "max": dist.ReduceOp.MAX}
+
+
+def dist_initialized():
+    """Whether torch.distributed is initialized (TorchMetrics' default distributed_available_fn)."""
+    return dist.is_available() and dist.is_initialized()
+
+
+def _fingerprint(text):
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little", signed=True)
+
+
+def _check_same_on_every_rank(text, group, who, device):
+    mine = torch.tensor([_fingerprint(text), len(text)], dtype=torch.int64, device=device)
+    gathered = [torch.empty_like(mine) for _ in range(dist.get_world_size(group))]
+    dist.all_gather(gathered, mine, group=group)
+    if all(torch.equal(g, gathered[0]) for g in gathered):
+        return
+    texts = [None] * len(gathered)
+    dist.all_gather_object(texts, text, group=group)
+    _C.check_same_texts(texts, who)
+
+
+def reduce_packed(packed, description, group, who):
+    """All-reduces `packed`'s buffers in place over `group` (None: the default group)."""
+    backend = dist.get_backend(group)
+    buffers = packed.buffers
+    device = _C.collective_device(backend, str(buffers[0][1].device))
+    _check_same_on_every_rank(description, group, who, device)
+    for reduction, buffer in buffers:
+        on = buffer.to(_C.collective_device(backend, str(buffer.device)))
+        dist.all_reduce(on, op=_OPS[reduction], group=group)
+        if on is not buffer:
+            buffer.copy_(on)
+
+
+class Syncable:
+    """TorchMetrics' distributed behaviour, for metrics and collections alike.
+
+    A subclass provides ``_core_for_sync()`` (an object with ``_pack``, ``_describe`` and
+    ``_synced_copy``), ``_sync_group()``, ``_sync_name()``, ``state_dict()`` and ``load_state_dict()``.
+    """
+
+    _sync_cache = None
+
+    def _world_size(self):
+        return dist.get_world_size(self._sync_group()) if dist_initialized() else 1
+
+    def _synced_core(self):
+        """A copy of the C++ metric or collection holding the state reduced over every rank."""
+        core = self._core_for_sync()
+        packed = core._pack()
+        reduce_packed(packed, core._describe(), self._sync_group(), self._sync_name())
+        return core._synced_copy(packed)
+
+    def sync(self, dist_sync_fn=None, process_group=None, should_sync=True, distributed_available=None):
+        """Replaces the local state by the state reduced over every rank; unsync() restores it."""
+        if dist_sync_fn is not None:
+            raise ValueError(f"{self._sync_name()}.sync: dist_sync_fn is not supported: nosync-metrics reduces "
+                             "each state tensor with its declared reduction over torch.distributed")
+        if self._sync_cache is not None:
+            raise RuntimeError("The Metric has already been synced.")
+        available = dist_initialized() if distributed_available is None else distributed_available()
+        if not should_sync or not available:
+            return
+        if process_group is not None:
+            self._sync_group_override = process_group
+        try:
+            local = self.state_dict()
+            synced = self._synced_core().state_dict()
+        finally:
+            self._sync_group_override = None
+        self.load_state_dict(synced)
+        self._sync_cache = local
+
+    def unsync(self, should_unsync=True):
+        """Restores the local state that sync() replaced."""
+        if not should_unsync:
+            return
+        if self._sync_cache is None:
+            raise RuntimeError("The Metric has already been un-synced.")
+        self.load_state_dict(self._sync_cache)
+        self._sync_cache = None
+
+    @contextmanager
+    def sync_context(self, dist_sync_fn=None, process_group=None, should_sync=True, should_unsync=True,
+                     distributed_available=None):
+        """Synced state inside the block, local state after it."""
+        self.sync(dist_sync_fn, process_group, should_sync, distributed_available)
+        try:
+            yield self
+        finally:
+            self.unsync(should_unsync=should_unsync and self._sync_cache is not None)

@@ -1,0 +1,60 @@
+#include <metrics/checkpoint.h>
+
+#include <ATen/core/Dict.h>
+#include <torch/csrc/jit/serialization/pickle.h>
+
+#include <fstream>
+#include <iterator>
+
+namespace metrics {
+namespace {
+
+void write(const StateDict& state, const std::string& who, const std::string& path) {
+  c10::Dict<std::string, at::Tensor> dict;
+  for (const auto& [key, tensor] : state) dict.insert(key, tensor.cpu());
+  const auto bytes = torch::jit::pickle_save(dict);
+  std::ofstream out(path, std::ios::binary);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  TORCH_CHECK_VALUE(out.good(), who, ".save_checkpoint: cannot write '", path, "'");
+}
+
+StateDict read(const std::string& who, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  TORCH_CHECK_VALUE(in.good(), who, ".load_checkpoint: cannot open '", path, "'");
+  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  c10::IValue loaded;
+  try {
+    loaded = torch::jit::pickle_load(bytes);
+  } catch (const c10::Error& e) {
+    TORCH_CHECK_VALUE(false, who, ".load_checkpoint: '", path, "' is not a readable checkpoint (truncated or ",
+                      "corrupted?): ", e.what_without_backtrace());
+  }
+  TORCH_CHECK_VALUE(loaded.isGenericDict(), who, ".load_checkpoint: '", path, "' holds no state dict");
+  StateDict state;
+  for (const auto& item : loaded.toGenericDict()) {
+    TORCH_CHECK_VALUE(item.key().isString() && item.value().isTensor(), who, ".load_checkpoint: '", path,
+                      "' holds no state dict (a dict of str to tensor)");
+    state.emplace(item.key().toStringRef(), item.value().toTensor());
+  }
+  return state;
+}
+
+}  // namespace
+
+void save_checkpoint(const Metric& metric, const std::string& path) {
+  write(metric.state_dict(), metric.name(), path);
+}
+
+void load_checkpoint(Metric& metric, const std::string& path) {
+  metric.load_state_dict(read(metric.name(), path));
+}
+
+void save_checkpoint(const MetricCollection& collection, const std::string& path) {
+  write(collection.state_dict(), "MetricCollection", path);
+}
+
+void load_checkpoint(MetricCollection& collection, const std::string& path) {
+  collection.load_state_dict(read("MetricCollection", path));
+}
+
+}  // namespace metrics

@@ -1,0 +1,117 @@
+#include <ATen/ATen.h>
+
+#include <fstream>
+#include <iterator>
+
+#include <metrics/aggregation.h>
+#include <metrics/checkpoint.h>
+#include <metrics/classification.h>
+#include <metrics/collection.h>
+
+#include "test_support.h"
+
+namespace metrics {
+namespace {
+
+using testing::generator;
+using testing::states_equal;
+using Opts = ClassificationOptions;
+
+std::string temp_file(const std::string& name) { return ::testing::TempDir() + "checkpoint_" + name; }
+
+void feed(Metric& metric, int64_t from, int64_t to) {
+  for (int64_t i = from; i < to; ++i) {
+    auto gen = generator(300 + i);
+    static_cast<ClassificationMetric&>(metric).update(at::randn({16, 5}, gen), at::randint(5, {16}, gen, at::kLong));
+  }
+}
+
+void rewrite(const std::string& path, const std::function<void(std::vector<char>&)>& change) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  change(bytes);
+  std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+TEST(Checkpoint, ResumingEqualsAnUninterruptedRun) {
+  const auto path = temp_file("resume");
+  Accuracy uninterrupted(Opts::multiclass(5));
+  feed(uninterrupted, 0, 6);
+  Accuracy before(Opts::multiclass(5));
+  feed(before, 0, 3);
+  save_checkpoint(before, path);
+  Accuracy resumed(Opts::multiclass(5));
+  load_checkpoint(resumed, path);
+  feed(resumed, 3, 6);
+  EXPECT_TRUE(states_equal(resumed.state_dict(), uninterrupted.state_dict()));
+  EXPECT_EQ(resumed.update_count(), 6);
+}
+
+TEST(Checkpoint, CollectionsResumeToo) {
+  const auto path = temp_file("collection");
+  const auto make = [] {
+    MetricCollection c;
+    c.add("accuracy", Accuracy(Opts::multiclass(5))).add("confmat", ConfusionMatrix(Opts::multiclass(5)));
+    c.add("loss", Mean());
+    return c;
+  };
+  auto saved = make();
+  const auto preds = at::tensor({0, 1, 4}, at::kLong), target = at::tensor({0, 2, 4}, at::kLong);
+  const auto loss = at::tensor({0.5, 0.25});
+  UpdateArgs args;
+  args.keywords = {{"value", loss}, {"preds", preds}, {"target", target}};
+  saved.update(args);
+  save_checkpoint(saved, path);
+  auto resumed = make();
+  load_checkpoint(resumed, path);
+  EXPECT_TRUE(states_equal(resumed.state_dict(), saved.state_dict()));
+}
+
+TEST(Checkpoint, AnotherMetricsStateIsRefusedAndChangesNothing) {
+  const auto path = temp_file("other");
+  Accuracy accuracy(Opts::multiclass(5));
+  feed(accuracy, 0, 2);
+  save_checkpoint(accuracy, path);
+  Precision precision(Opts::multiclass(5));
+  feed(precision, 0, 1);
+  const auto before = precision.state_dict();
+  EXPECT_THROWS_WITH(load_checkpoint(precision, path), c10::ValueError,
+                     "MulticlassPrecision.load_state_dict: the state is of another metric: it has "
+                     "'MulticlassAccuracy(num_classes=5");
+  EXPECT_TRUE(states_equal(precision.state_dict(), before));
+  Accuracy micro(Opts::multiclass(5).average(Average::Micro));
+  EXPECT_THROWS_WITH(load_checkpoint(micro, path), c10::ValueError, "average=micro");
+  Accuracy six(Opts::multiclass(6));
+  EXPECT_THROWS_WITH(load_checkpoint(six, path), c10::ValueError, "num_classes=6");
+  EXPECT_EQ(six.update_count(), 0);
+}
+
+TEST(Checkpoint, TruncatedCorruptedOrMissingFilesAreRefusedAndChangeNothing) {
+  const auto path = temp_file("damaged");
+  Accuracy accuracy(Opts::multiclass(5));
+  feed(accuracy, 0, 2);
+  const auto before = accuracy.state_dict();
+  save_checkpoint(accuracy, path);
+  rewrite(path, [](std::vector<char>& bytes) { bytes.resize(bytes.size() / 2); });
+  EXPECT_THROWS_WITH(load_checkpoint(accuracy, path), c10::ValueError, "is not a readable checkpoint");
+  save_checkpoint(accuracy, path);
+  rewrite(path, [](std::vector<char>& bytes) {
+    for (size_t i = bytes.size() / 4; i < bytes.size() / 2; ++i) bytes[i] = static_cast<char>(~bytes[i]);
+  });
+  EXPECT_THROWS_WITH(load_checkpoint(accuracy, path), c10::ValueError, "MulticlassAccuracy.load_checkpoint");
+  EXPECT_THROWS_WITH(load_checkpoint(accuracy, temp_file("missing")), c10::ValueError, "cannot open");
+  EXPECT_TRUE(states_equal(accuracy.state_dict(), before));
+}
+
+TEST(Checkpoint, StateDictsCarryTheFormatVersionAndTheMetric) {
+  Accuracy accuracy(Opts::multiclass(5));
+  auto dict = accuracy.state_dict();
+  EXPECT_EQ(dict.at("_version").item<int64_t>(), 1);
+  EXPECT_EQ(dict.at("_metric").scalar_type(), at::kByte);
+  dict["_version"] = at::full({}, 2, at::kLong);
+  EXPECT_THROWS_WITH(accuracy.load_state_dict(dict), c10::ValueError,
+                     "the state is of format version 2, this build reads version 1");
+}
+
+}  // namespace
+}  // namespace metrics

@@ -1,0 +1,158 @@
+// Cross-process sync, with each rank in its own thread and a gloo group per rank over loopback.
+
+#include <ATen/ATen.h>
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <functional>
+#include <thread>
+
+#include <metrics/aggregation.h>
+#include <metrics/classification.h>
+#include <metrics/collection.h>
+#include <metrics/distributed.h>
+#include <metrics/warning_capture.h>
+
+#include "test_support.h"
+
+namespace metrics {
+namespace {
+
+using testing::generator;
+using testing::tensors_close;
+using Opts = ClassificationOptions;
+
+// Runs `body(rank, group)` on `world` threads, one gloo group each; returns each rank's error text
+// ("" when it returned normally).
+std::vector<std::string> on_ranks(int world, const std::function<void(int, c10d::ProcessGroup&)>& body) {
+  static int stores = 0;
+  const auto path = ::testing::TempDir() + "metrics_store_" + std::to_string(getpid()) + "_" + std::to_string(stores++);
+  std::vector<std::string> errors(world);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < world; ++rank) {
+    threads.emplace_back([&, rank] {
+      auto store = c10::make_intrusive<c10d::FileStore>(path, world);
+      auto options = c10d::ProcessGroupGloo::Options::create();
+      options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+      c10d::ProcessGroupGloo group(store, rank, world, options);
+      try {
+        WarningCapture quiet;
+        body(rank, group);
+      } catch (const c10::Error& e) {
+        errors[rank] = e.what_without_backtrace();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  std::remove(path.c_str());
+  return errors;
+}
+
+struct Batch {
+  at::Tensor loss, preds, target;
+};
+
+Batch batch(int64_t i) {
+  auto gen = generator(700 + i);
+  const auto n = 5 + 3 * i;
+  return {at::randn({n}, gen).to(at::kDouble), at::randn({n, 4}, gen), at::randint(4, {n}, gen, at::kLong)};
+}
+
+MetricCollection four(const Opts& o) {
+  MetricCollection c;
+  c.add("loss", Mean()).add("accuracy", Accuracy(o)).add("f1", F1Score(o)).add("confmat", ConfusionMatrix(o));
+  return c;
+}
+
+void feed(MetricCollection& c, const Batch& b) {
+  UpdateArgs args;
+  args.keywords = {{"value", b.loss}, {"preds", b.preds}, {"target", b.target}};
+  c.update(args);
+}
+
+TEST(Distributed, SyncedCollectionEqualsOneProcessOverTheUnionWithUnevenRanks) {
+  const auto o = Opts::multiclass(4);
+  auto whole = four(o);
+  for (int64_t i = 0; i < 7; ++i) feed(whole, batch(i));
+  const auto expected = whole.compute();
+  std::vector<std::map<std::string, at::Tensor>> got(3);
+  const auto errors = on_ranks(3, [&](int rank, c10d::ProcessGroup& group) {
+    auto local = four(o);
+    for (int64_t i = 0; i < 7; ++i) {
+      if (rank < 2 && i % 2 == rank) feed(local, batch(i));  // rank 2 sees no batch at all
+    }
+    const auto before = local.state_dict();
+    got[rank] = synced(local, group).compute();
+    EXPECT_TRUE(testing::states_equal(local.state_dict(), before));  // local accumulation goes on
+  });
+  for (int rank = 0; rank < 3; ++rank) {
+    ASSERT_EQ(errors[rank], "") << rank;
+    for (const auto& [name, value] : expected) EXPECT_TRUE(tensors_close(got[rank].at(name), value)) << name;
+  }
+}
+
+TEST(Distributed, SyncedMetricReducesCountsTallyAndExtremes) {
+  std::vector<at::Tensor> maxima(2), means(2);
+  std::vector<int64_t> counts(2);
+  std::vector<BadInputReport> reports(2);
+  const auto errors = on_ranks(2, [&](int rank, c10d::ProcessGroup& group) {
+    Max max;
+    Mean mean;
+    max.update(rank == 0 ? at::tensor({1.0, 7.0}) : at::tensor({3.0}));
+    mean.update(rank == 0 ? at::tensor({1.0, std::nan("")}) : at::tensor({4.0}));
+    mean.update(2.0);
+    maxima[rank] = synced(max, group)->compute();
+    const auto global = synced(mean, group);
+    means[rank] = global->value();
+    counts[rank] = global->update_count();
+    reports[rank] = global->bad_input_report();
+  });
+  for (int rank = 0; rank < 2; ++rank) {
+    ASSERT_EQ(errors[rank], "");
+    EXPECT_EQ(maxima[rank].item<double>(), 7.0);
+    EXPECT_DOUBLE_EQ(means[rank].item<double>(), (1.0 + 2.0 + 4.0 + 2.0) / 4.0);
+    EXPECT_EQ(counts[rank], 4);
+    EXPECT_EQ(reports[rank].bad_updates, 1);
+    EXPECT_EQ(reports[rank].first_bad_update, 0);
+  }
+}
+
+TEST(Distributed, RanksWithDifferentMetricsAllRaiseNamingTheFirstDifference) {
+  const auto errors = on_ranks(2, [&](int rank, c10d::ProcessGroup& group) {
+    Accuracy accuracy(Opts::multiclass(4).average(rank == 0 ? Average::Macro : Average::Micro));
+    synced(accuracy, group);
+  });
+  for (const auto& error : errors) {
+    EXPECT_THAT(error, ::testing::HasSubstr("MulticlassAccuracy.sync: every rank must hold the same metrics, but "
+                                            "rank 0 has 'MulticlassAccuracy(num_classes=4, top_k=1, average=macro"));
+    EXPECT_THAT(error, ::testing::HasSubstr("average=micro"));
+    EXPECT_THAT(error, ::testing::HasSubstr("on rank 1"));
+  }
+}
+
+TEST(Distributed, PackedStateHasOneBufferPerReductionAndDtype) {
+  const auto collection = four(Opts::multiclass(4));
+  const PackedState packed(collection.state_entries());
+  std::vector<std::pair<Reduction, at::ScalarType>> kinds;
+  for (const auto& b : packed.buffers()) kinds.emplace_back(b.reduction, b.tensor.scalar_type());
+  EXPECT_THAT(kinds, ::testing::ElementsAre(std::make_pair(Reduction::Sum, at::kLong),
+                                            std::make_pair(Reduction::Sum, at::kDouble),
+                                            std::make_pair(Reduction::Min, at::kLong)));
+  const auto unpacked = packed.unpack();
+  for (const auto& entry : collection.state_entries()) {
+    EXPECT_TRUE(tensors_close(unpacked.at(entry.name), entry.tensor, 0.0, 0.0)) << entry.name;
+  }
+}
+
+TEST(Distributed, CollectiveDeviceMovesCpuStateForNcclOnly) {
+  EXPECT_EQ(collective_device("nccl", at::Device(at::kCPU)).type(), at::kCUDA);
+  EXPECT_EQ(collective_device("nccl", at::Device("cuda:1")), at::Device("cuda:1"));
+  EXPECT_EQ(collective_device("gloo", at::Device(at::kCPU)), at::Device(at::kCPU));
+  EXPECT_EQ(collective_device("gloo", at::Device("cuda:0")), at::Device("cuda:0"));
+}
+
+}  // namespace
+}  // namespace metrics

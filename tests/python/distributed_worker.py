@@ -1,0 +1,156 @@
+"""One rank of a gloo job on 127.0.0.1, started by test_distributed.py:
+python distributed_worker.py SCENARIO RANK WORLD INIT_FILE OUT_FILE. Writes its results with torch.save."""
+
+import sys
+import warnings
+
+import torch
+import torch.distributed as dist
+
+import nosync_metrics as nm
+
+BATCHES = 7
+CLASSES = 5
+
+
+def batch(i):
+    """Batch i of the global stream: sizes differ, so ranks hold uneven amounts of data."""
+    g = torch.Generator().manual_seed(100 + i)
+    n = 3 + 4 * i
+    return {"value": torch.randn(n, generator=g, dtype=torch.float64),
+            "preds": torch.randn(n, CLASSES, generator=g),
+            "target": torch.randint(0, CLASSES, (n,), generator=g),
+            "binary_preds": torch.rand(n, generator=g),
+            "binary_target": torch.randint(0, 2, (n,), generator=g),
+            "multilabel_preds": torch.rand(n, 3, generator=g),
+            "multilabel_target": torch.randint(0, 2, (n, 3), generator=g)}
+
+
+def mine(rank, world):
+    """Rank r takes batches i with i % world == r, except the last rank of three, which takes none."""
+    if world == 3 and rank == 2:
+        return []
+    takers = world - 1 if world == 3 else world
+    return [i for i in range(BATCHES) if i % takers == rank]
+
+
+def metrics():
+    """Every metric kind, each with the arguments it takes from a batch."""
+    return {
+        "mean": (nm.MeanMetric(), ["value"]),
+        "sum": (nm.SumMetric(), ["value"]),
+        "min": (nm.MinMetric(), ["value"]),
+        "max": (nm.MaxMetric(), ["value"]),
+        "accuracy": (nm.MulticlassAccuracy(num_classes=CLASSES), ["preds", "target"]),
+        "precision": (nm.MulticlassPrecision(num_classes=CLASSES, average="micro"), ["preds", "target"]),
+        "recall": (nm.MulticlassRecall(num_classes=CLASSES, top_k=2), ["preds", "target"]),
+        "f1": (nm.MulticlassF1Score(num_classes=CLASSES, average=None), ["preds", "target"]),
+        "fbeta": (nm.MulticlassFBetaScore(0.5, num_classes=CLASSES), ["preds", "target"]),
+        "stat_scores": (nm.MulticlassStatScores(num_classes=CLASSES), ["preds", "target"]),
+        "confmat": (nm.MulticlassConfusionMatrix(num_classes=CLASSES), ["preds", "target"]),
+        "binary_accuracy": (nm.BinaryAccuracy(), ["binary_preds", "binary_target"]),
+        "multilabel_f1": (nm.MultilabelF1Score(num_labels=3), ["multilabel_preds", "multilabel_target"]),
+    }
+
+
+def collection():
+    return nm.MetricCollection({"loss": nm.MeanMetric(), "accuracy": nm.MulticlassAccuracy(num_classes=CLASSES),
+                                "precision": nm.MulticlassPrecision(num_classes=CLASSES),
+                                "recall": nm.MulticlassRecall(num_classes=CLASSES),
+                                "f1": nm.MulticlassF1Score(num_classes=CLASSES)})
+
+
+def feed_collection(c, b):
+    c.update(value=b["value"], preds=b["preds"], target=b["target"])
+
+
+def every_metric(rank, world):
+    ms, c = metrics(), collection()
+    for i in mine(rank, world):
+        b = batch(i)
+        for metric, keys in ms.values():
+            metric.update(*[b[k] for k in keys])
+        feed_collection(c, b)
+    local_counts = {name: m.update_count for name, (m, _) in ms.items()}
+    out = {name: m.compute() for name, (m, _) in ms.items()}
+    out.update({"collection/" + k: v for k, v in c.compute().items()})
+    # local state is left as it was: local accumulation goes on
+    out["local_counts_kept"] = all(m.update_count == local_counts[n] for n, (m, _) in ms.items())
+    return out
+
+
+def count_collectives(rank, world):
+    counts = {"all_reduce": 0, "all_gather": 0}
+    for name in counts:
+        original = getattr(dist, name)
+
+        def counted(*args, _original=original, _name=name, **kwargs):
+            counts[_name] += 1
+            return _original(*args, **kwargs)
+
+        setattr(dist, name, counted)
+    c = collection()
+    for i in mine(rank, world):
+        feed_collection(c, batch(i))
+    c.compute()
+    return counts
+
+
+def mismatch(rank, world):
+    m = nm.MulticlassAccuracy(num_classes=CLASSES + rank)
+    try:
+        m.compute()
+    except ValueError as e:
+        return {"error": str(e)}
+    return {"error": None}
+
+
+def sync_api(rank, world):
+    out = {}
+    m = nm.SumMetric()
+    m.update(torch.tensor([float(rank + 1)]))
+    with m.sync_context():
+        out["inside_total"] = m.state_dict()["total"].clone()
+        out["inside_count"] = m.update_count
+    out["after_total"] = m.state_dict()["total"].clone()
+    m.sync()
+    out["synced_total"] = m.state_dict()["total"].clone()
+    m.unsync()
+    out["unsynced_total"] = m.state_dict()["total"].clone()
+    try:
+        m.unsync()
+    except RuntimeError as e:
+        out["double_unsync"] = str(e)
+    step = nm.MeanMetric(dist_sync_on_step=True)
+    out["step"] = step(torch.tensor([float(rank)], dtype=torch.float64))
+    out["step_count"] = step.update_count
+    local = nm.MeanMetric(sync_on_compute=False)
+    local.update(float(rank))
+    out["unsynced_compute"] = local.compute()
+    return out
+
+
+def bad_input(rank, world):
+    m = nm.MeanMetric(nan_strategy="error")
+    m.update(torch.tensor([1.0, float("nan")] if rank == 1 else [2.0]))
+    try:
+        m.compute()
+    except RuntimeError as e:
+        return {"error": str(e)}
+    return {"error": None}
+
+
+def main():
+    scenario, rank, world, init_file, out_file = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    warnings.simplefilter("ignore")
+    try:
+        result = globals()[scenario](rank, world)
+        dist.barrier()  # no rank tears the group down while another still uses it
+    finally:
+        dist.destroy_process_group()
+    torch.save(result, out_file)
+
+
+if __name__ == "__main__":
+    main()

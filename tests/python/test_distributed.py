@@ -1,0 +1,101 @@
+"""Metrics synced across 2 and 3 gloo processes on 127.0.0.1 equal one process over the union of the data."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import nosync_metrics as nm
+from nosync_metrics import _C
+
+import distributed_worker as worker
+
+WORKER = os.path.join(os.path.dirname(__file__), "distributed_worker.py")
+
+
+def run(scenario, world, tmp_path):
+    init_file = tmp_path / "init"
+    outs = [tmp_path / f"out{rank}.pt" for rank in range(world)]
+    procs = [subprocess.Popen([sys.executable, WORKER, scenario, str(rank), str(world), str(init_file), str(outs[rank])],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=dict(os.environ))
+             for rank in range(world)]
+    logs = []
+    for p in procs:
+        try:
+            logs.append(p.communicate(timeout=120)[0].decode())
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            pytest.fail(f"{scenario}: a rank hung")
+    for p, log in zip(procs, logs):
+        assert p.returncode == 0, log
+    return [torch.load(out) for out in outs]
+
+
+def single_process_values():
+    ms, c = worker.metrics(), worker.collection()
+    for i in range(worker.BATCHES):
+        b = worker.batch(i)
+        for metric, keys in ms.values():
+            metric.update(*[b[k] for k in keys])
+        worker.feed_collection(c, b)
+    out = {name: m.compute() for name, (m, _) in ms.items()}
+    out.update({"collection/" + k: v for k, v in c.compute().items()})
+    return out
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_synced_compute_equals_one_process_over_the_union(world, tmp_path):
+    expected = single_process_values()
+    for rank, got in enumerate(run("every_metric", world, tmp_path)):
+        assert got.pop("local_counts_kept") is True
+        assert got.keys() == expected.keys()
+        for name, value in expected.items():
+            assert torch.allclose(got[name].double(), value.double(), rtol=1e-12, atol=1e-12), (rank, name)
+
+
+def test_a_collection_sync_costs_one_all_reduce_per_reduction_and_dtype(tmp_path):
+    c = worker.collection()
+    pairs = {(reduction, buffer.dtype) for reduction, buffer in c._core._pack().buffers}
+    assert pairs == {("sum", torch.int64), ("sum", torch.float64), ("min", torch.int64)}
+    for counts in run("count_collectives", 2, tmp_path):
+        assert counts == {"all_reduce": 3, "all_gather": 1}
+
+
+def test_ranks_with_different_metrics_all_raise_naming_the_difference(tmp_path):
+    for got in run("mismatch", 2, tmp_path):
+        assert "every rank must hold the same metrics" in got["error"]
+        assert "num_classes=5" in got["error"] and "num_classes=6" in got["error"] and "on rank 1" in got["error"]
+
+
+def test_bad_input_on_one_rank_raises_on_every_rank(tmp_path):
+    for got in run("bad_input", 2, tmp_path):
+        assert got["error"] is not None and "1 NaN values in 1 update" in got["error"]
+
+
+def test_sync_unsync_sync_context_and_dist_sync_on_step(tmp_path):
+    for rank, got in enumerate(run("sync_api", 2, tmp_path)):
+        assert got["inside_total"][0].item() == 3.0 and got["inside_count"] == 2
+        assert got["after_total"][0].item() == rank + 1
+        assert got["synced_total"][0].item() == 3.0 and got["unsynced_total"][0].item() == rank + 1
+        assert got["double_unsync"] == "The Metric has already been un-synced."
+        assert got["step"].item() == 0.5 and got["step_count"] == 1
+        assert got["unsynced_compute"].item() == rank
+
+
+def test_collective_device_moves_cpu_state_for_nccl_only():
+    assert _C.collective_device("nccl", "cpu").type == "cuda"
+    assert _C.collective_device("nccl", "cuda:1") == torch.device("cuda:1")
+    assert _C.collective_device("gloo", "cpu") == torch.device("cpu")
+    assert _C.collective_device("gloo", "cuda:0") == torch.device("cuda:0")
+
+
+def test_without_torch_distributed_nothing_syncs():
+    m = nm.SumMetric()
+    m.update(torch.tensor([2.0]))
+    assert m.compute().item() == 2.0
+    m.sync()  # not initialized: a no-op, as in TorchMetrics
+    with m.sync_context():
+        assert m.compute().item() == 2.0
