@@ -8,7 +8,7 @@ source scripts/env.sh
 
 bash scripts/install-deps.sh
 configure
-cmake --build "$METRICS_BUILD_DIR" --target train_mlp update_bench training_step_bench
+cmake --build "$METRICS_BUILD_DIR" --target train_mlp update_bench training_step_bench _C  # _C: run_bench.py imports it
 "$METRICS_BUILD_DIR/examples/train_mlp" --steps 300 --log-every 50
 echo
 echo "== a short benchmark run (bench/run_bench.py --quick; the full table is in README.md) =="

@@ -7,7 +7,8 @@ packages=(
   build-essential cmake ninja-build ccache
   libtorch-dev python3-torch python3-dev python3-venv pybind11-dev
   libopenblas0-pthread  # recommended by libtorch; without it matmuls fall back to reference BLAS
-  libeigen3-dev libgtest-dev libbenchmark-dev
+  libeigen3-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libgloo-dev  # the gloo headers that c10d's ProcessGroupGloo includes (the C++ sync tests)
   python3-pytest python3-numpy python3-sklearn python3-torchvision python3-matplotlib
 )
 
