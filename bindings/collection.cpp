@@ -41,7 +41,9 @@ void init_collection(py::module_& m) {
            })
       .def("check", [](const MetricCollection& self) { with_python_warnings([&] { self.check(); }); })
       .def("reset", &MetricCollection::reset)
-      .def("merge", &MetricCollection::merge)
+      .def("merge", [](MetricCollection& self, const MetricCollection& other) { self.merge(other); })
+      .def("_merge_appended",
+           [](MetricCollection& self, const MetricCollection& batch) { self.merge(batch, MergeOrder::Appended); })
       .def("to", [](MetricCollection& self, const py::object& device) { self.to(to_device(device)); })
       .def("state_dict", [](const MetricCollection& self) { return state_to_python(self.state_dict()); })
       .def("load_state_dict",

@@ -87,7 +87,7 @@ std::map<std::string, at::Tensor> MetricCollection::forward(const UpdateArgs& ar
   auto batch = clone();
   batch.reset();
   batch.update(args);
-  for (size_t i = 0; i < groups_.size(); ++i) owner(groups_[i]).merge(batch.owner(batch.groups_[i]), MergeOrder::Appended);
+  merge(batch, MergeOrder::Appended);
   std::map<std::string, at::Tensor> values;
   for (const auto& e : batch.entries_) values.emplace(e.name, e.metric->value());
   return values;
@@ -102,7 +102,7 @@ void MetricCollection::reset() {
   for (const auto& group : groups_) owner(group).reset();
 }
 
-void MetricCollection::merge(const MetricCollection& other) {
+void MetricCollection::merge(const MetricCollection& other, MergeOrder order) {
   TORCH_CHECK_VALUE(names() == other.names() && groups() == other.groups(), kName,
                     ".merge: the other collection has different metrics or groups");
   for (size_t i = 0; i < entries_.size(); ++i) {
@@ -113,8 +113,8 @@ void MetricCollection::merge(const MetricCollection& other) {
   }
   // Check every state before changing any: merging a copy first throws what the real merge would.
   auto trial = clone();
-  for (size_t i = 0; i < groups_.size(); ++i) trial.owner(trial.groups_[i]).merge(other.owner(other.groups_[i]));
-  for (size_t i = 0; i < groups_.size(); ++i) owner(groups_[i]).merge(other.owner(other.groups_[i]));
+  for (size_t i = 0; i < groups_.size(); ++i) trial.owner(trial.groups_[i]).merge(other.owner(other.groups_[i]), order);
+  for (size_t i = 0; i < groups_.size(); ++i) owner(groups_[i]).merge(other.owner(other.groups_[i]), order);
 }
 
 StateDict MetricCollection::state_dict() const {

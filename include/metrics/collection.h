@@ -57,7 +57,7 @@ class MetricCollection {
   void check() const;
   void reset();
   /// Folds in a collection with the same names, metrics and groups; `other` is unchanged.
-  void merge(const MetricCollection& other);
+  void merge(const MetricCollection& other, MergeOrder order = MergeOrder::Parallel);
   /// "<name>.<state>" -> tensor, for every metric.
   StateDict state_dict() const;
   /// Checks every part before loading any: a bad dict changes nothing.

@@ -71,8 +71,15 @@ class MetricCollection(Syncable):
         return self._keyed(self._core.compute())
 
     def forward(self, *args, **kwargs):
-        """Accumulates, and returns each metric's value on this batch alone."""
-        return self._keyed(self._core.forward(*args, **kwargs))
+        """Accumulates, and returns each metric's value on this batch alone (over every rank when
+        every member has ``dist_sync_on_step=True``)."""
+        if not (all(m.dist_sync_on_step for m in self._metrics.values()) and self._world_size() > 1):
+            return self._keyed(self._core.forward(*args, **kwargs))
+        batch = self.clone()
+        batch.reset()
+        batch.update(*args, **kwargs)
+        self._core._merge_appended(batch._core)
+        return self._keyed(batch._synced_core().compute())
 
     __call__ = forward
 

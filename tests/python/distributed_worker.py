@@ -124,6 +124,10 @@ def sync_api(rank, world):
     step = nm.MeanMetric(dist_sync_on_step=True)
     out["step"] = step(torch.tensor([float(rank)], dtype=torch.float64))
     out["step_count"] = step.update_count
+    steps = nm.MetricCollection({"mean": nm.MeanMetric(dist_sync_on_step=True),
+                                 "max": nm.MaxMetric(dist_sync_on_step=True)})
+    out["collection_step"] = steps(torch.tensor([float(rank), 10.0 * rank], dtype=torch.float64))
+    out["collection_step_count"] = steps["mean"].update_count
     local = nm.MeanMetric(sync_on_compute=False)
     local.update(float(rank))
     out["unsynced_compute"] = local.compute()

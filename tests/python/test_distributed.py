@@ -83,6 +83,8 @@ def test_sync_unsync_sync_context_and_dist_sync_on_step(tmp_path):
         assert got["double_unsync"] == "The Metric has already been un-synced."
         assert got["step"].item() == 0.5 and got["step_count"] == 1
         assert got["unsynced_compute"].item() == rank
+        assert got["collection_step"]["mean"].item() == 2.75 and got["collection_step"]["max"].item() == 10.0
+        assert got["collection_step_count"] == 1
 
 
 def test_collective_device_moves_cpu_state_for_nccl_only():
