@@ -117,6 +117,9 @@ void Metric::reset() { state_->reset(); }
 void Metric::merge(const Metric& other, MergeOrder order) {
   TORCH_CHECK_TYPE(typeid(*this) == typeid(other) && name_ == other.name_, name_, ".merge: cannot merge a ",
                    other.name_, " into a ", name_);
+  const auto difference = first_difference(description(), other.description());
+  TORCH_CHECK_VALUE(difference.empty(), name_, ".merge: the other metric has other options or state: ", difference,
+                    " there; merge metrics built with the same options");
   state_->merge(*other.state_, name_, order);
 }
 

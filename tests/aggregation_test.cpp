@@ -432,7 +432,12 @@ TEST(AggregationBadInput, OptionsAndStateDicts) {
   Sum sum;
   EXPECT_THROWS_WITH(mean.merge(sum), c10::TypeError, "Mean.merge: cannot merge a Sum into a Mean");
   Mean no_tally(AggregationOptions().nan_policy(NanPolicy::ignore()));
-  EXPECT_THROWS_WITH(mean.merge(no_tally), c10::ValueError, "Mean.merge: the other metric has different state");
+  EXPECT_THROWS_WITH(mean.merge(no_tally), c10::ValueError,
+                     "Mean.merge: the other metric has other options or state: 'Mean(nan_strategy=warn, dtype=Double)' "
+                     "against 'Mean(nan_strategy=ignore, dtype=Double)' there");
+  Mean replace_by_1(AggregationOptions().nan_policy(NanPolicy::replace(1.0)));
+  Mean replace_by_2(AggregationOptions().nan_policy(NanPolicy::replace(2.0)));
+  EXPECT_THROWS_WITH(replace_by_1.merge(replace_by_2), c10::ValueError, "nan_strategy=2");
 }
 
 TEST(Aggregation, ForwardReturnsTheBatchValueAndAccumulates) {

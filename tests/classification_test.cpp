@@ -398,3 +398,30 @@ TEST(Classification, NamesFollowTorchMetrics) {
 
 }  // namespace
 }  // namespace metrics
+
+namespace metrics {
+namespace {
+
+// Options that change what a metric means refuse to merge, even where the state has the same
+// shape (issue: merge used to accept them silently).
+TEST(ClassificationMerge, RefusesEveryOptionThatChangesMeaning) {
+  using Opts = ClassificationOptions;
+  const auto o = Opts::multiclass(4);
+  const std::vector<std::pair<Opts, std::string>> others = {
+      {Opts(o).top_k(2), "top_k=2"},
+      {Opts(o).ignore_index(1), "ignore_index=1"},
+      {Opts(o).average(Average::Micro), "average=micro"},
+      {Opts(o).zero_division(1.0), "zero_division=1"},
+  };
+  for (const auto& [other, difference] : others) {
+    Accuracy mine(o), theirs(other);
+    EXPECT_THROWS_WITH(mine.merge(theirs), c10::ValueError, difference);
+  }
+  Accuracy half(Opts::binary(0.5)), high(Opts::binary(0.9));
+  EXPECT_THROWS_WITH(half.merge(high), c10::ValueError, "against 'BinaryAccuracy(threshold=0.9, ignore_index=None");
+  FBetaScore beta_half(0.5, o), beta_two(2.0, o);
+  EXPECT_THROWS_WITH(beta_half.merge(beta_two), c10::ValueError, "beta=2");
+}
+
+}  // namespace
+}  // namespace metrics

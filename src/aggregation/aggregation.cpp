@@ -8,6 +8,7 @@
 #include <sstream>
 #include <string>
 
+#include "../number_text.h"
 #include "kernels.h"
 
 namespace metrics {
@@ -59,7 +60,6 @@ const ValueArg& required(const std::string& metric, const ValueArg* arg, const c
 std::string describe(const AggregationOptions& o) {
   const auto& policy = o.nan_policy();
   std::ostringstream text;
-  text.precision(17);
   text << "nan_strategy=";
   switch (policy.strategy) {
     case NanStrategy::Error:
@@ -75,7 +75,7 @@ std::string describe(const AggregationOptions& o) {
       text << "disable";
       break;
     case NanStrategy::Replace:
-      text << policy.replacement;
+      text << detail::number_text(policy.replacement);
       break;
   }
   text << ", dtype=" << o.dtype();

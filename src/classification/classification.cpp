@@ -3,10 +3,9 @@
 #include <ATen/ATen.h>
 #include <ATen/record_function.h>
 
-#include <sstream>
-
 #include <metrics/functional/classification.h>
 
+#include "../number_text.h"
 #include "kernels.h"
 
 namespace metrics {
@@ -125,10 +124,7 @@ FBetaScore::FBetaScore(const std::string& base_name, double beta, Classification
 }
 
 std::string FBetaScore::options_text() const {
-  std::ostringstream beta;
-  beta.precision(17);
-  beta << "beta=" << beta_ << ", ";
-  return beta.str() + ClassificationMetric::options_text();
+  return "beta=" + detail::number_text(beta_) + ", " + ClassificationMetric::options_text();
 }
 
 at::Tensor FBetaScore::value() const { return functional::fbeta_score(stat_counts(), beta_, options()); }

@@ -2,6 +2,8 @@
 
 #include <sstream>
 
+#include "../number_text.h"
+
 namespace metrics {
 
 ClassificationOptions::ClassificationOptions(Task task, int64_t num_classes) : task_(task), num_classes_(num_classes) {}
@@ -20,9 +22,9 @@ ClassificationOptions ClassificationOptions::multilabel(int64_t num_labels, doub
 
 std::string counting_key(const ClassificationOptions& o) {
   std::ostringstream key;
-  key.precision(17);
-  key << task_prefix(o.task()) << "/classes=" << o.num_classes() << "/threshold=" << o.threshold()
-      << "/top_k=" << o.top_k() << "/ignore=" << (o.ignore_index() ? std::to_string(*o.ignore_index()) : "none")
+  key << task_prefix(o.task()) << "/classes=" << o.num_classes()
+      << "/threshold=" << detail::number_text(o.threshold()) << "/top_k=" << o.top_k()
+      << "/ignore=" << (o.ignore_index() ? std::to_string(*o.ignore_index()) : "none")
       << "/validate=" << o.validate_args() << "/weighted=" << o.weighted();
   return key.str();
 }
@@ -47,21 +49,21 @@ const char* average_name(Average average) {
 
 std::string describe(const ClassificationOptions& o) {
   std::ostringstream text;
-  text.precision(17);
   switch (o.task()) {
     case Task::Binary:
-      text << "threshold=" << o.threshold();
+      text << "threshold=" << detail::number_text(o.threshold());
       break;
     case Task::Multiclass:
       text << "num_classes=" << o.num_classes() << ", top_k=" << o.top_k() << ", average=" << average_name(o.average());
       break;
     case Task::Multilabel:
-      text << "num_labels=" << o.num_classes() << ", threshold=" << o.threshold()
+      text << "num_labels=" << o.num_classes() << ", threshold=" << detail::number_text(o.threshold())
            << ", average=" << average_name(o.average());
       break;
   }
   text << ", ignore_index=" << (o.ignore_index() ? std::to_string(*o.ignore_index()) : "None")
-       << ", validate_args=" << (o.validate_args() ? "True" : "False") << ", zero_division=" << o.zero_division()
+       << ", validate_args=" << (o.validate_args() ? "True" : "False")
+       << ", zero_division=" << detail::number_text(o.zero_division())
        << ", weighted=" << (o.weighted() ? "True" : "False");
   return text.str();
 }
