@@ -134,6 +134,17 @@ def sync_api(rank, world):
     return out
 
 
+def subgroup(rank, world):
+    group = dist.new_group([0, 1])  # every rank takes part in making it
+    if rank == 2:
+        return {}
+    m = nm.SumMetric(process_group=group)
+    m.update(float(rank + 1))
+    c = nm.MetricCollection({"sum": nm.SumMetric(process_group=group)})
+    c.update(float(10 * (rank + 1)))
+    return {"sum": m.compute(), "collection": c.compute()["sum"]}
+
+
 def bad_input(rank, world):
     m = nm.MeanMetric(nan_strategy="error")
     m.update(torch.tensor([1.0, float("nan")] if rank == 1 else [2.0]))

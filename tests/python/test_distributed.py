@@ -70,6 +70,13 @@ def test_ranks_with_different_metrics_all_raise_naming_the_difference(tmp_path):
         assert "num_classes=5" in got["error"] and "num_classes=6" in got["error"] and "on rank 1" in got["error"]
 
 
+def test_the_metrics_process_group_is_the_one_reduced_over(tmp_path):
+    results = run("subgroup", 3, tmp_path)
+    for got in results[:2]:
+        assert got["sum"].item() == 3.0 and got["collection"].item() == 30.0
+    assert results[2] == {}
+
+
 def test_bad_input_on_one_rank_raises_on_every_rank(tmp_path):
     for got in run("bad_input", 2, tmp_path):
         assert got["error"] is not None and "1 NaN values in 1 update" in got["error"]
