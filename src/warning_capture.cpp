@@ -4,13 +4,23 @@
 #include <torch/version.h>
 
 namespace metrics {
+namespace {
+
+// PyTorch 2 moved the handler's getter and setter from c10::Warning to c10::WarningUtils.
+#if TORCH_VERSION_MAJOR >= 2
+c10::WarningHandler* current_handler() { return c10::WarningUtils::get_warning_handler(); }
+void install_handler(c10::WarningHandler* handler) { c10::WarningUtils::set_warning_handler(handler); }
+#else
+c10::WarningHandler* current_handler() { return c10::Warning::get_warning_handler(); }
+void install_handler(c10::WarningHandler* handler) { c10::Warning::set_warning_handler(handler); }
+#endif
+
+}  // namespace
 
 class WarningCapture::Handler : public c10::WarningHandler {
  public:
-  explicit Handler(Sink sink) : sink_(std::move(sink)), previous_(c10::Warning::get_warning_handler()) {
-    c10::Warning::set_warning_handler(this);
-  }
-  ~Handler() override { c10::Warning::set_warning_handler(previous_); }
+  explicit Handler(Sink sink) : sink_(std::move(sink)), previous_(current_handler()) { install_handler(this); }
+  ~Handler() override { install_handler(previous_); }
 
 #if TORCH_VERSION_MAJOR >= 2
   void process(const c10::Warning& warning) override {
