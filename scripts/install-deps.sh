@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
-# Installs what the build, the tests and the examples need, from Debian 12 packages only.
-# Idempotent and quick when everything is present: apt is only called for missing packages.
+# Installs what the build, the tests and the examples need, from Debian packages only (Debian 12;
+# Debian 13 too, which scripts/test-torch2.sh checks). Idempotent and quick when everything is
+# present: apt is only called for missing packages.
+#
+# An entry "a|b" is satisfied by either package; when neither is installed, the first one the
+# archive has (apt-cache policy shows a candidate) is installed. The first name is Debian 12's, so
+# Debian 12 installs exactly the first names.
 set -euo pipefail
 
 packages=(
@@ -12,11 +17,21 @@ packages=(
   python3-pytest python3-numpy python3-sklearn python3-torchvision python3-matplotlib
 )
 
+installed() {
+  dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"
+}
+
+has_candidate() {
+  apt-cache policy "$1" 2>/dev/null | grep -q 'Candidate: [^(]'
+}
+
 missing=()
-for p in "${packages[@]}"; do
-  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
-    missing+=("$p")
-  fi
+for entry in "${packages[@]}"; do
+  found=""
+  for p in ${entry//|/ }; do
+    if installed "$p"; then found=$p; break; fi
+  done
+  [ -n "$found" ] || missing+=("$entry")
 done
 
 if [ ${#missing[@]} -eq 0 ]; then
@@ -29,7 +44,23 @@ if [ "$(id -u)" -ne 0 ]; then
   exit 1
 fi
 
-echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -q
-apt-get install -y -q --no-install-recommends "${missing[@]}"
+
+chosen=()
+unavailable=()
+for entry in "${missing[@]}"; do
+  pick=""
+  for p in ${entry//|/ }; do
+    if has_candidate "$p"; then pick=$p; break; fi
+  done
+  if [ -n "$pick" ]; then chosen+=("$pick"); else unavailable+=("$entry"); fi
+done
+if [ ${#unavailable[@]} -gt 0 ]; then
+  . /etc/os-release 2>/dev/null || true
+  echo "install-deps: not in this system's apt sources (${PRETTY_NAME:-unknown release}): ${unavailable[*]}" >&2
+  exit 1
+fi
+
+echo "install-deps: installing ${chosen[*]}"
+apt-get install -y -q --no-install-recommends "${chosen[@]}"
