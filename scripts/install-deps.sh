@@ -22,7 +22,9 @@ installed() {
 }
 
 has_candidate() {
-  apt-cache policy "$1" 2>/dev/null | grep -q 'Candidate: [^(]'
+  local policy  # not piped into grep -q: with pipefail, apt-cache's SIGPIPE would fail the check
+  policy=$(apt-cache policy "$1" 2>/dev/null)
+  [[ $policy == *"Candidate: "[!\(]* ]]
 }
 
 missing=()
