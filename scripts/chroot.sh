@@ -130,9 +130,32 @@ _chroot_mount() {  # _chroot_mount TARGET MOUNT-ARGS...: mounts and remembers th
   CHROOT_MOUNTS+=("$target")
 }
 
+# _chroot_wait COMMAND...: runs COMMAND in the background and waits for it, so that a signal to
+# this script runs its trap at once (bash defers traps until a foreground command ends).
+CHROOT_CHILD=""
+_chroot_wait() {
+  "$@" &
+  CHROOT_CHILD=$!
+  wait "$CHROOT_CHILD"
+  local rc=$?
+  CHROOT_CHILD=""
+  return "$rc"
+}
+
+_chroot_kill_tree() {  # _chroot_kill_tree PID: the process and its descendants, by id
+  local child
+  kill -STOP "$1" 2>/dev/null
+  for child in $(ps -o pid= --ppid "$1" 2>/dev/null); do _chroot_kill_tree "$child"; done
+  kill -KILL "$1" 2>/dev/null
+}
+
 chroot_cleanup() {
   local rc=$? i
   trap - EXIT INT TERM
+  if [ -n "$CHROOT_CHILD" ]; then
+    _chroot_kill_tree "$CHROOT_CHILD"
+    wait "$CHROOT_CHILD" 2>/dev/null
+  fi
   for ((i = ${#CHROOT_MOUNTS[@]} - 1; i >= 0; i--)); do
     umount "${CHROOT_MOUNTS[i]}" 2>/dev/null || umount -l "${CHROOT_MOUNTS[i]}" 2>/dev/null || true
   done
@@ -172,9 +195,13 @@ _chroot_enter() {
 # chroot_run COMMAND: `cd /src && COMMAND` as root in the chroot, in a clean environment.
 chroot_run() {
   echo "+ chroot: cd /src && $1" | tee -a "$CHROOT_LOG"
+  _chroot_wait _chroot_run_logged "$1"
+}
+
+_chroot_run_logged() {
+  set -o pipefail
   nice -n 19 env -i HOME=/root PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 \
     chroot "$CHROOT_ROOT" bash -c "cd /src && $1" 2>&1 | tee -a "$CHROOT_LOG"
-  return "${PIPESTATUS[0]}"
 }
 
 # chroot_prepare NAME SUITE [SETUP]: without SETUP, NAME is SUITE-minbase, the debootstrap result;
@@ -219,7 +246,7 @@ _chroot_debootstrap() {  # _chroot_debootstrap DIR SUITE
     return 1
   }
   chroot_say "debootstrap --variant=minbase $suite $dir $mirror"
-  if ! nice -n 19 debootstrap --variant=minbase "$suite" "$dir" "$mirror" >>"$CHROOT_LOG" 2>&1; then
+  if ! _chroot_wait nice -n 19 debootstrap --variant=minbase "$suite" "$dir" "$mirror" >>"$CHROOT_LOG" 2>&1; then
     tail -n 15 "$CHROOT_LOG" >&2
     chroot_say "cannot make a $suite chroot: debootstrap --variant=minbase $suite $dir $mirror failed" \
       "(network? disk space? is $suite on that mirror, signed with a key this machine has?); full log: $CHROOT_LOG"
