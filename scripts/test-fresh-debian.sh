@@ -6,7 +6,7 @@
 # uses). Ends with one verdict line, e.g.
 #   fresh-debian: PASS demo=ok test="1283 passed, 0 failed" commit=abc1234 time=21m05s
 #
-# Run as root, not part of .ci/run: the first run downloads ~1.5 GB (the minbase chroot, made once
+# Run as root, not part of .ci/run: the first run downloads ~0.5 GB (the minbase chroot, made once
 # and kept pristine under /var/cache/nosync-metrics/chroots/bookworm-minbase, then the packages).
 # Each run works in an overlay over that chroot, thrown away at the end, so each starts from a
 # fresh minbase. Kept between runs to make reruns fast: the downloaded .deb files (apt still

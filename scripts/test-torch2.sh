@@ -3,12 +3,13 @@
 # PyTorch 2.6, Debian 12 ships 1.13.1. As root, in a clean environment, in a fresh clone of the
 # current commit (HEAD of this repository: commit first) inside a throwaway overlay over a cached
 # Debian 13 chroot. Ends with one verdict line, e.g.
-#   torch2: PASS torch=2.6.0 test="1283 passed, 0 failed" commit=abc1234 time=12m40s
+#   torch2: PASS torch=2.6.0+debian test="1283 passed, 0 failed" commit=abc1234 time=12m40s
 #
 # Run as root, not part of .ci/run: the first run makes the chroot (debootstrap --variant=minbase
-# trixie from the mirror this machine's apt uses, then scripts/install-deps.sh in it: ~3.7 GB,
-# mostly PyTorch) under /var/cache/nosync-metrics/chroots/trixie-deps and keeps it; later runs
-# start from it at once (test.sh still installs any package added to install-deps.sh since). The
+# trixie from the mirror this machine's apt uses, kept as chroots/trixie-minbase, then a copy with
+# scripts/install-deps.sh run in it: ~0.5 GB downloaded, 2.6 GB on disk, mostly PyTorch) under
+# /var/cache/nosync-metrics/chroots/trixie-deps and keeps it; later runs start from it at once
+# (test.sh still installs any package added to install-deps.sh since). The
 # downloaded .deb files and a ccache directory (bind-mounted on the chroot's /root/.cache/ccache)
 # are kept too, so reruns compile from the cache. Mounts are undone on exit, whatever happens.
 # Everything runs under nice 19. To remake the chroot: rm -rf that directory. The mechanics are in
