@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/version.h>
 
 #include <unistd.h>
 
@@ -25,6 +26,23 @@ using testing::generator;
 using testing::tensors_close;
 using Opts = ClassificationOptions;
 
+// A gloo group of `world` ranks over a FileStore at `path`. PyTorch 2 splits a group into a
+// ProcessGroup and its backends; 1.x's ProcessGroupGloo is the group itself.
+c10::intrusive_ptr<c10d::ProcessGroup> gloo_group(const std::string& path, int rank, int world) {
+  auto store = c10::make_intrusive<c10d::FileStore>(path, world);
+  auto options = c10d::ProcessGroupGloo::Options::create();
+  options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+  auto gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world, options);
+#if TORCH_VERSION_MAJOR >= 2
+  auto group = c10::make_intrusive<c10d::ProcessGroup>(store, rank, world);
+  group->setBackend(c10::DeviceType::CPU, c10d::ProcessGroup::BackendType::GLOO, gloo);
+  group->setDefaultBackend(c10d::ProcessGroup::BackendType::GLOO);
+  return group;
+#else
+  return gloo;
+#endif
+}
+
 // Runs `body(rank, group)` on `world` threads, one gloo group each; returns each rank's error text
 // ("" when it returned normally).
 std::vector<std::string> on_ranks(int world, const std::function<void(int, c10d::ProcessGroup&)>& body) {
@@ -34,13 +52,10 @@ std::vector<std::string> on_ranks(int world, const std::function<void(int, c10d:
   std::vector<std::thread> threads;
   for (int rank = 0; rank < world; ++rank) {
     threads.emplace_back([&, rank] {
-      auto store = c10::make_intrusive<c10d::FileStore>(path, world);
-      auto options = c10d::ProcessGroupGloo::Options::create();
-      options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
-      c10d::ProcessGroupGloo group(store, rank, world, options);
+      const auto group = gloo_group(path, rank, world);
       try {
         WarningCapture quiet;
-        body(rank, group);
+        body(rank, *group);
       } catch (const c10::Error& e) {
         errors[rank] = e.what_without_backtrace();
       }
