@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include <metrics/collection.h>
 #include <metrics/metric.h>
 #include <metrics/update_args.h>
 #include <metrics/warning_capture.h>
@@ -16,6 +17,23 @@
 namespace metrics::python {
 
 namespace py = pybind11;
+
+/// Whether Python ran `object`'s constructor: an object made by __new__ alone has no C++ object
+/// behind it, and a method called on it would touch freed or null memory.
+bool constructed(const py::handle& object);
+[[noreturn]] void raise_not_constructed(const py::handle& object);
+
+/// Loads a metric or a collection as pybind11 does, then refuses one that was never constructed
+/// (TypeError naming its class), wherever it is taken: as self or as an argument.
+template <class T>
+class ConstructedCaster : public py::detail::type_caster_base<T> {
+ public:
+  bool load(py::handle source, bool convert) {
+    if (!py::detail::type_caster_base<T>::load(source, convert)) return false;
+    if (!source.is_none() && !constructed(source)) raise_not_constructed(source);
+    return true;
+  }
+};
 
 /// A value or weight from Python: a torch.Tensor, or a float or int kept on the host.
 class HostOrTensor {
@@ -98,3 +116,10 @@ void init_checkpoint(py::module_& m);
 void init_sync_counter(py::module_& m);
 
 }  // namespace metrics::python
+
+namespace pybind11::detail {
+template <>
+class type_caster<metrics::Metric> : public metrics::python::ConstructedCaster<metrics::Metric> {};
+template <>
+class type_caster<metrics::MetricCollection> : public metrics::python::ConstructedCaster<metrics::MetricCollection> {};
+}  // namespace pybind11::detail

@@ -7,17 +7,23 @@
 namespace metrics::python {
 namespace {
 
-// TorchMetrics' merge_state takes a metric or a state dict; a list of them is merged in turn.
-void merge_state(Metric& self, const py::handle& incoming) {
-  if (py::isinstance<py::list>(incoming) || py::isinstance<py::tuple>(incoming)) {
-    for (const auto& item : incoming) merge_state(self, item);
-  } else if (py::isinstance<py::dict>(incoming)) {
+void merge_one(Metric& self, const py::handle& incoming) {
+  if (py::isinstance<py::dict>(incoming)) {
     auto other = self.clone();
     other->load_state_dict(state_from_python(incoming.cast<py::dict>(), self.name()));
     self.merge(*other);
   } else {
     self.merge(incoming.cast<const Metric&>());
   }
+}
+
+// TorchMetrics' merge_state takes a metric or a state dict; a list of them is merged in turn, into
+// a copy first, so that one bad item leaves this metric as it was.
+void merge_state(Metric& self, const py::handle& incoming) {
+  if (!py::isinstance<py::list>(incoming) && !py::isinstance<py::tuple>(incoming)) return merge_one(self, incoming);
+  auto merged = self.clone();
+  for (const auto& item : incoming) merge_one(*merged, item);
+  self.load_state_dict(merged->state_dict());
 }
 
 void update(Metric& self, const py::args& args, const py::kwargs& kwargs) {

@@ -60,7 +60,7 @@ void MetricCollection::update(const UpdateArgs& args) {
   std::vector<UpdateStep> steps;
   steps.reserve(groups_.size());
   for (const auto& group : groups_) steps.push_back(owner(group).prepare_update(shared));
-  for (auto& step : steps) step();
+  for (size_t g = 0; g < groups_.size(); ++g) owner(groups_[g]).apply(steps[g]);
 }
 
 void MetricCollection::update(const at::Tensor& preds, const at::Tensor& target,

@@ -4,6 +4,7 @@
 #include <ATen/record_function.h>
 #include <c10/util/Exception.h>
 
+#include <mutex>
 #include <sstream>
 #include <typeinfo>
 
@@ -57,7 +58,18 @@ Metric::Metric(const Metric& other)
 
 void Metric::update(const UpdateArgs& args) {
   RECORD_USER_SCOPE(update_scope_.c_str());
-  prepare_update(args)();
+  apply(prepare_update(args));
+}
+
+void Metric::rethrow_named(const c10::Error& e, const char* call) const {
+  if (e.msg().rfind(name_, 0) == 0) throw;
+  const auto message = name_ + "." + call + " failed: " + e.what_without_backtrace();
+  if (dynamic_cast<const c10::OutOfMemoryError*>(&e)) TORCH_CHECK_WITH(OutOfMemoryError, false, message);
+  if (dynamic_cast<const c10::ValueError*>(&e)) TORCH_CHECK_VALUE(false, message);
+  if (dynamic_cast<const c10::TypeError*>(&e)) TORCH_CHECK_TYPE(false, message);
+  if (dynamic_cast<const c10::IndexError*>(&e)) TORCH_CHECK_INDEX(false, message);
+  if (dynamic_cast<const c10::NotImplementedError*>(&e)) TORCH_CHECK_NOT_IMPLEMENTED(false, message);
+  TORCH_CHECK(false, message);
 }
 
 at::Tensor Metric::forward(const UpdateArgs& args) {
@@ -95,10 +107,13 @@ at::Tensor Metric::compute() const {
 }
 
 void Metric::check() const {
-  if (!state_->tracks_bad_input()) return;
-  const auto report = state_->bad_input_report();
-  if (report.clean()) return;
-  const auto message = report.message(name_);
+  std::string message;
+  if (state_->tracks_bad_input()) {
+    const auto report = state_->bad_input_report();
+    if (!report.clean()) message = report.message(name_);
+  }
+  if (message.empty()) message = state_problem();
+  if (message.empty()) return;
   switch (action_) {
     case BadInputAction::Warn:
       TORCH_WARN(message);
@@ -145,7 +160,7 @@ void Metric::load_state_dict(const StateDict& dict) {
   const auto version = state.find(kVersionKey);
   if (version != state.end()) {
     const auto& v = version->second;
-    TORCH_CHECK_VALUE(v.numel() == 1 && v.scalar_type() == at::kLong, name_, ".load_state_dict: '", kVersionKey,
+    TORCH_CHECK_VALUE(v.defined() && !v.is_meta() && v.numel() == 1 && v.scalar_type() == at::kLong, name_, ".load_state_dict: '", kVersionKey,
                       "' must be one int64");
     const auto found = v.item<int64_t>();
     TORCH_CHECK_VALUE(found == kStateFormatVersion, name_, ".load_state_dict: the state is of format version ",
@@ -154,8 +169,9 @@ void Metric::load_state_dict(const StateDict& dict) {
   }
   const auto described = state.find(kDescriptionKey);
   if (described != state.end()) {
-    TORCH_CHECK_VALUE(described->second.scalar_type() == at::kByte && described->second.dim() == 1, name_,
-                      ".load_state_dict: '", kDescriptionKey, "' must be a 1-D uint8 tensor");
+    const auto& text = described->second;
+    TORCH_CHECK_VALUE(text.defined() && !text.is_meta() && text.scalar_type() == at::kByte && text.dim() == 1, name_,
+                      ".load_state_dict: '", kDescriptionKey, "' must be a 1-D uint8 tensor with values");
     const auto difference = first_difference(as_text(described->second), description());
     TORCH_CHECK_VALUE(difference.empty(), name_, ".load_state_dict: the state is of another metric: it has ",
                       difference, " here");

@@ -3,6 +3,30 @@
 #include <ATen/ATen.h>
 
 namespace metrics {
+namespace {
+
+// A meta tensor has a shape but no values: it can stand in for a meta state only.
+void check_has_values(const at::Tensor& given, const at::Tensor& mine, const std::string& metric,
+                      const std::string& what) {
+  TORCH_CHECK_VALUE(!given.is_meta() || mine.is_meta(), metric, what,
+                    " is on the meta device, which holds no values; load a state with values");
+}
+
+// Integer counts (update counts, bad-input tallies, label counts) and the first-bad-update index
+// are never negative, and stay far enough below 2^63 that later updates cannot overflow them.
+void check_count(const at::Tensor& given, const StateEntry& entry, const std::string& metric) {
+  if (given.is_meta() || given.numel() == 0) return;
+  constexpr int64_t kLimit = int64_t{1} << 62;
+  const auto host = given.to(at::kCPU).contiguous();
+  const auto* data = host.data_ptr<int64_t>();
+  for (int64_t i = 0; i < host.numel(); ++i) {
+    const bool sentinel = entry.reduction == Reduction::Min && data[i] == entry.fill.toLong();
+    TORCH_CHECK_VALUE(sentinel || (data[i] >= 0 && data[i] < kLimit), metric, ".load_state_dict: '", entry.name,
+                      "' holds ", data[i], "; a count must be between 0 and 2^62");
+  }
+}
+
+}  // namespace
 
 const char* reduction_name(Reduction reduction) {
   switch (reduction) {
@@ -78,6 +102,7 @@ void MetricState::merge(const MetricState& other, const std::string& metric, Mer
                           (!tracks_bad_input() || bad_input_->kinds() == other.bad_input_->kinds());
   TORCH_CHECK_VALUE(entries_.size() == other.entries_.size() && same_kinds, metric,
                     ".merge: the other metric has different state; merge metrics built with the same options");
+  std::vector<at::Tensor> incoming;
   for (size_t i = 0; i < entries_.size(); ++i) {
     const auto& mine = entries_[i];
     const auto& theirs = other.entries_[i];
@@ -86,11 +111,13 @@ void MetricState::merge(const MetricState& other, const std::string& metric, Mer
                       metric, ".merge: state '", mine.name, "' is ", mine.tensor.scalar_type(), mine.tensor.sizes(),
                       " here but '", theirs.name, "' is ", theirs.tensor.scalar_type(), theirs.tensor.sizes(),
                       " in the other metric; merge metrics built with the same options");
+    check_has_values(theirs.tensor, mine.tensor, metric, ".merge: the other metric's state '" + theirs.name + "'");
+    incoming.push_back(theirs.tensor.to(mine.tensor.device()));
   }
   const auto offset = update_count_tensor().clone();
   for (size_t i = 0; i < entries_.size(); ++i) {
     auto& mine = entries_[i].tensor;
-    auto theirs = other.entries_[i].tensor.to(mine.device());
+    auto& theirs = incoming[i];
     if (order == MergeOrder::Appended && bad_input_ && bad_input_->is_first_slot(i)) {
       theirs = bad_input_->shift_first(theirs, offset);
     }
@@ -119,14 +146,20 @@ void MetricState::load_state_dict(const StateDict& dict, const std::string& metr
     const bool known = std::any_of(entries_.begin(), entries_.end(), [&](const StateEntry& e) { return e.name == name; });
     TORCH_CHECK_VALUE(known, metric, ".load_state_dict: unexpected key '", name, "'");
   }
+  std::vector<at::Tensor> incoming;
   for (const auto& entry : entries_) {
     auto it = dict.find(entry.name);
     TORCH_CHECK_VALUE(it != dict.end(), metric, ".load_state_dict: missing key '", entry.name, "'");
-    TORCH_CHECK_VALUE(it->second.sizes() == entry.tensor.sizes() && it->second.scalar_type() == entry.tensor.scalar_type(),
+    const auto& given = it->second;
+    TORCH_CHECK_VALUE(given.defined(), metric, ".load_state_dict: '", entry.name, "' is an undefined tensor");
+    TORCH_CHECK_VALUE(given.sizes() == entry.tensor.sizes() && given.scalar_type() == entry.tensor.scalar_type(),
                       metric, ".load_state_dict: '", entry.name, "' must be ", entry.tensor.scalar_type(),
-                      entry.tensor.sizes(), " but is ", it->second.scalar_type(), it->second.sizes());
+                      entry.tensor.sizes(), " but is ", given.scalar_type(), given.sizes());
+    check_has_values(given, entry.tensor, metric, ".load_state_dict: '" + entry.name + "'");
+    if (entry.tensor.scalar_type() == at::kLong && entry.reduction != Reduction::Max) check_count(given, entry, metric);
+    incoming.push_back(given.to(entry.tensor.device(), /*non_blocking=*/false, /*copy=*/true));
   }
-  for (auto& entry : entries_) entry.tensor.copy_(dict.at(entry.name));
+  for (size_t i = 0; i < entries_.size(); ++i) entries_[i].tensor.copy_(incoming[i]);
 }
 
 void MetricState::to(at::Device device) {

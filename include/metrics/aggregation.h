@@ -17,7 +17,9 @@ namespace metrics {
 
 /// Options shared by Mean, Sum, Min and Max.
 struct AggregationOptions {
-  /// What update() does with NaN values and weights. Default: warn (TorchMetrics' default).
+  /// What update() does with NaN values and weights, and (Mean, Sum) infinite weights: bad entries,
+  /// dropped and counted by kind ("NaN values", "infinite weights"), or replaced. Default: warn
+  /// (TorchMetrics' default).
   TORCH_ARG(NanPolicy, nan_policy) = NanPolicy::warn();
   /// Accumulator dtype: float64 (default) or float32. Float64 keeps the mean's relative error
   /// at ~1e-15 after 1e8 samples (with compensated summation across updates).

@@ -55,6 +55,8 @@ class ClassificationMetric : public Metric {
   /// The counting options; level 1 for the C x C layout, which serves the per-class one.
   SharingKey sharing_key() const override;
   std::string options_text() const override;
+  /// Weighted counts that overflowed float64.
+  std::string state_problem() const override;
 
  protected:
   ClassificationMetric(const std::string& base_name, ClassificationOptions options,

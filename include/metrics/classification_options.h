@@ -48,7 +48,7 @@ struct ClassificationOptions {
   TORCH_ARG(int64_t, top_k) = 1;
   /// Targets equal to it are left out of every count.
   TORCH_ARG(c10::optional<int64_t>, ignore_index) = c10::nullopt;
-  /// Count bad input (targets out of range, NaN predictions, NaN or negative weights) on the
+  /// Count bad input (targets out of range, NaN predictions, NaN, negative or infinite weights) on the
   /// device and raise ValueError from compute()/check(). Bad entries are left out either way.
   TORCH_ARG(bool, validate_args) = true;
   /// Accept per-sample weights in update(); counts become float64 weighted sums (else int64).

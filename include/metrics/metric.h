@@ -3,6 +3,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,17 @@ class Metric {
   virtual const std::vector<std::string>& update_parameters() const = 0;
   /// Checks `args` (metadata only; throws, changing nothing) and returns the step that counts them.
   virtual UpdateStep prepare_update(const UpdateArgs& args) = 0;
+  /// Runs a step that prepare_update() returned, holding the state's lock; an error from ATen or
+  /// the allocator comes back with this metric's name in front.
+  template <class Step>
+  void apply(const Step& step) {
+    const std::lock_guard<std::mutex> lock(state_->mutex());
+    try {
+      step();
+    } catch (const c10::Error& e) {
+      rethrow_named(e, "update");
+    }
+  }
 
   /// Reports bad input (see BadInputAction), then returns the value on the metric's device.
   at::Tensor compute() const;
@@ -97,6 +109,9 @@ class Metric {
   /// messages, and compared across ranks before a sync.
   virtual std::string options_text() const = 0;
 
+  /// What is wrong with the state as it is, beyond the bad-input tally (read back from the device),
+  /// reported by check() as the tally is; empty when nothing is. By default nothing.
+  virtual std::string state_problem() const { return {}; }
   /// What this metric's state can be shared with; by default nothing.
   virtual SharingKey sharing_key() const { return {}; }
   /// Makes this metric count into and read from `other`'s state from now on. `other` must have
@@ -113,6 +128,9 @@ class Metric {
   /// The arguments of `args` in the order of update_parameters(); null where not given. Throws
   /// (TypeError) on too many positional arguments, unknown or repeated keywords.
   std::vector<const ValueArg*> bind(const UpdateArgs& args) const;
+  /// Rethrows `e` unchanged if it names this metric, else with "<Name>.<call> failed" in front,
+  /// keeping its type (ValueError, out of memory, ...).
+  [[noreturn]] void rethrow_named(const c10::Error& e, const char* call) const;
 
  private:
   std::string name_;

@@ -5,6 +5,8 @@
 #include <c10/util/ArrayRef.h>
 #include <c10/util/Optional.h>
 
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -66,11 +68,16 @@ class MetricState {
   void load_state_dict(const StateDict& dict, const std::string& metric);
   void to(at::Device device);
 
+  /// Held by every update of this state, so that updates from several threads all count (a
+  /// state shared by several metrics has one lock).
+  std::mutex& mutex() const { return *mutex_; }
+
  private:
   at::Tensor& update_count_tensor() { return entries_.front().tensor; }
 
   std::vector<StateEntry> entries_;  // entries_[0] is "update_count"
   c10::optional<BadInput> bad_input_;
+  std::unique_ptr<std::mutex> mutex_ = std::make_unique<std::mutex>();
 };
 
 }  // namespace metrics

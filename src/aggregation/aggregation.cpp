@@ -92,7 +92,7 @@ WeightedSumMetric::WeightedSumMetric(std::string name, AggregationOptions option
   const int64_t width = tracks_weight ? 2 : 1;
   total_ = mutable_state().add("total", {width}, options_.dtype(), 0, Reduction::Sum);
   compensation_ = mutable_state().add("compensation", {width}, options_.dtype(), 0, Reduction::Sum);
-  if (options_.nan_policy().counts()) mutable_state().track_bad_input({"NaN values"});
+  if (options_.nan_policy().counts()) mutable_state().track_bad_input({"NaN values", "infinite weights"});
 }
 
 const std::vector<std::string>& WeightedSumMetric::update_parameters() const {
@@ -116,7 +116,7 @@ void WeightedSumMetric::accumulate(const ValueArg& value, const ValueArg& weight
 void WeightedSumMetric::update(const ValueArg& value, const ValueArg& weight) {
   RECORD_USER_SCOPE(update_scope().c_str());
   check_args(value, weight);
-  accumulate(value, weight);
+  apply([&] { accumulate(value, weight); });
 }
 
 UpdateStep WeightedSumMetric::prepare_update(const UpdateArgs& args) {
@@ -162,7 +162,7 @@ void ExtremumMetric::accumulate(const ValueArg& value) {
 void ExtremumMetric::update(const ValueArg& value) {
   RECORD_USER_SCOPE(update_scope().c_str());
   check_args(value);
-  accumulate(value);
+  apply([&] { accumulate(value); });
 }
 
 UpdateStep ExtremumMetric::prepare_update(const UpdateArgs& args) {

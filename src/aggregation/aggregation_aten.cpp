@@ -19,9 +19,9 @@ bool takes_cpu_fast_path(const at::Tensor& value, const ValueArg& weight) {
   return w.is_cpu() && w.is_contiguous() && w.sizes() == value.sizes();
 }
 
-// Ends an update whose NaN positions the host counted.
-void finish(MetricState& state, const NanPolicy& policy, int64_t nans) {
-  if (policy.counts()) return state.finish_update(c10::ArrayRef<int64_t>(nans));
+// Ends an update whose bad entries the host counted, by kind.
+void finish(MetricState& state, const NanPolicy& policy, c10::ArrayRef<int64_t> bad) {
+  if (policy.counts()) return state.finish_update(bad);
   state.finish_update();
 }
 
@@ -49,8 +49,10 @@ void add_host_batch(MetricState& state, WeightedSumSlots slots, const double* ba
 
 void weighted_sum_of_host_value(MetricState& state, WeightedSumSlots slots, double x, double w,
                                 const NanPolicy& policy) {
-  if (policy.checks() && (std::isnan(x) || std::isnan(w))) {
-    if (policy.strategy != NanStrategy::Replace) return finish(state, policy, 1);
+  const bool nan = std::isnan(x) || std::isnan(w);
+  if (policy.checks() && (nan || std::isinf(w))) {
+    const int64_t kinds[2] = {nan, !nan};
+    if (policy.strategy != NanStrategy::Replace) return finish(state, policy, kinds);
     x = policy.replacement;
     w = 1.0;
   }
@@ -65,9 +67,12 @@ void weighted_sum_on_aten(MetricState& state, WeightedSumSlots slots, const at::
   auto x = value.to(total.scalar_type());
   auto w = weight.is_tensor() ? weight.tensor().to(total.scalar_type()).expand_as(x)
                               : at::full_like(x, weight.scalar());
-  at::Tensor bad;
+  at::Tensor bad, bad_counts;
   if (policy.checks()) {
-    bad = at::isnan(x).logical_or_(at::isnan(w));
+    const auto nan = at::isnan(x).logical_or_(at::isnan(w));
+    const auto infinite = at::isinf(w).logical_and_(nan.logical_not());
+    bad = nan.logical_or(infinite);
+    bad_counts = at::stack({nan.sum(), infinite.sum()});
     const bool replace = policy.strategy == NanStrategy::Replace;
     x = x.masked_fill(bad, replace ? policy.replacement : 0.0);
     w = w.masked_fill(bad, replace ? 1.0 : 0.0);
@@ -75,7 +80,7 @@ void weighted_sum_on_aten(MetricState& state, WeightedSumSlots slots, const at::
   const auto weighted = (x * w).sum();
   const auto batch = total.size(0) == 2 ? at::stack({weighted, w.sum()}) : weighted.reshape({1});
   two_sum_add(total, state[slots.compensation], batch);
-  policy.counts() ? state.finish_update(bad.sum().reshape({1})) : state.finish_update();
+  policy.counts() ? state.finish_update(bad_counts) : state.finish_update();
 }
 
 void fold_extremum_on_device(at::Tensor& extremum, const cpu::ExtremumBatch& batch, bool is_max) {
@@ -110,7 +115,7 @@ void accumulate_weighted_sum(MetricState& state, WeightedSumSlots slots, const V
   const auto batch = cpu::weighted_sum(x, weight.is_tensor() ? &weight.tensor() : nullptr, weight.scalar(), policy);
   const double sums[2] = {batch.weighted_sum, batch.weight_sum};
   add_host_batch(state, slots, sums);
-  finish(state, policy, batch.nan_positions);
+  finish(state, policy, {batch.nan_positions, batch.infinite_weights});
 }
 
 void accumulate_extremum(MetricState& state, size_t slot, bool is_max, const ValueArg& value,

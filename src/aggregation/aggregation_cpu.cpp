@@ -27,17 +27,22 @@ struct SpanWeight {
   double operator()(int64_t i) const { return static_cast<double>(data[i]); }
 };
 
+// A NaN value or weight, or an infinite weight, is bad: dropped and counted by kind, or replaced.
 template <Mode mode>
-inline void accumulate_one(double x, double w, double replacement, double& sx, double& sw, int64_t& nans) {
+inline void accumulate_one(double x, double w, double replacement, double& sx, double& sw, int64_t& nans,
+                           int64_t& infinite_weights) {
   if constexpr (mode != Mode::Disable) {
-    const bool bad = std::isnan(x) || std::isnan(w);
+    const bool nan = std::isnan(x) || std::isnan(w);
+    const bool infinite = std::isinf(w);
+    const bool bad = nan || infinite;
     if constexpr (mode == Mode::Replace) {
       x = bad ? replacement : x;
       w = bad ? 1.0 : w;
     } else {
       x = bad ? 0.0 : x;
       w = bad ? 0.0 : w;
-      nans += bad;
+      nans += nan;
+      infinite_weights += infinite && !nan;
     }
   }
   sx += x * w;
@@ -49,16 +54,19 @@ template <Mode mode, typename T, typename Weight>
 WeightedBatch sum_span(const T* x, Weight weight, int64_t n, double replacement) {
   constexpr int64_t kLanes = 4;
   double sx[kLanes] = {}, sw[kLanes] = {};
-  int64_t nans[kLanes] = {};
+  int64_t nans[kLanes] = {}, infinite[kLanes] = {};
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
     for (int64_t l = 0; l < kLanes; ++l) {
-      accumulate_one<mode>(static_cast<double>(x[i + l]), weight(i + l), replacement, sx[l], sw[l], nans[l]);
+      accumulate_one<mode>(static_cast<double>(x[i + l]), weight(i + l), replacement, sx[l], sw[l], nans[l],
+                           infinite[l]);
     }
   }
-  for (; i < n; ++i) accumulate_one<mode>(static_cast<double>(x[i]), weight(i), replacement, sx[0], sw[0], nans[0]);
+  for (; i < n; ++i) {
+    accumulate_one<mode>(static_cast<double>(x[i]), weight(i), replacement, sx[0], sw[0], nans[0], infinite[0]);
+  }
   return {(sx[0] + sx[1]) + (sx[2] + sx[3]), (sw[0] + sw[1]) + (sw[2] + sw[3]),
-          nans[0] + nans[1] + nans[2] + nans[3]};
+          nans[0] + nans[1] + nans[2] + nans[3], infinite[0] + infinite[1] + infinite[2] + infinite[3]};
 }
 
 template <typename T, typename Weight>

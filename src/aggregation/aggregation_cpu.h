@@ -6,11 +6,13 @@
 
 namespace metrics::detail::cpu {
 
-/// One batch's contribution to a weighted sum, and the NaN positions it dropped.
+/// One batch's contribution to a weighted sum, and the bad entries it dropped: NaN values or
+/// weights, and (other) infinite weights.
 struct WeightedBatch {
   double weighted_sum = 0.0;
   double weight_sum = 0.0;
   int64_t nan_positions = 0;
+  int64_t infinite_weights = 0;
 };
 
 /// One pass over a contiguous CPU `value` and `weight` of the same shape, or a host `weight_scalar`

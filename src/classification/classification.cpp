@@ -5,6 +5,12 @@
 
 #include <metrics/functional/classification.h>
 
+#include <unistd.h>
+
+#include <limits>
+#include <string>
+#include <vector>
+
 #include "../number_text.h"
 #include "kernels.h"
 
@@ -39,10 +45,33 @@ std::string task_name(const std::string& base_name, const ClassificationOptions&
   return task_prefix(options.task()) + base_name;
 }
 
+// A num_classes too large for memory gets this error rather than the allocator's, before any
+// allocation where the size is known to be too large (it overflows, or exceeds the RAM of a CPU).
+void check_state_size(const std::string& metric, const ClassificationOptions& o, CountLayout layout) {
+  const auto classes = static_cast<uint64_t>(o.num_classes());
+  const uint64_t per_class = layout == CountLayout::Matrix && o.task() == Task::Multiclass ? classes : 4;
+  uint64_t cells = 0, bytes = 0;
+  const bool overflows = __builtin_mul_overflow(classes, per_class, &cells) || __builtin_mul_overflow(cells, 8, &bytes);
+  const auto ram = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  const bool too_large = overflows || bytes > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
+                         (o.device().is_cpu() && bytes > ram);
+  const char* argument = o.task() == Task::Multilabel ? "num_labels" : "num_classes";
+  TORCH_CHECK_VALUE(!too_large, metric, ": ", argument, " = ", o.num_classes(), " needs ",
+                    overflows ? std::string("more than 2^64 bytes") : std::to_string(bytes) + " bytes",
+                    " of state, more than ", o.device().is_cpu() ? "this machine's memory" : "can be addressed");
+}
+
 // The options are checked before anything is allocated for them.
 MetricState checked_state(const std::string& base_name, const ClassificationOptions& options, CountLayout layout) {
-  check_options(task_name(base_name, options), options);
-  return detail::make_count_state(options, layout);
+  const auto metric = task_name(base_name, options);
+  check_options(metric, options);
+  check_state_size(metric, options, layout);
+  try {
+    return detail::make_count_state(options, layout);
+  } catch (const c10::Error& e) {
+    TORCH_CHECK(false, metric, ": could not allocate the state for num_classes = ", options.num_classes(), " on ",
+                options.device(), ": ", e.what_without_backtrace());
+  }
 }
 
 const at::Tensor& tensor_arg(const std::string& metric, const ValueArg* arg, const char* name) {
@@ -63,7 +92,7 @@ void ClassificationMetric::update(const at::Tensor& preds, const at::Tensor& tar
                                   const c10::optional<at::Tensor>& weight) {
   RECORD_USER_SCOPE(update_scope().c_str());
   const auto batch = detail::canonicalize(name(), options_, preds, target, weight, device());
-  detail::count(mutable_state(), options_, batch);
+  apply([&] { detail::count(mutable_state(), options_, batch); });
 }
 
 UpdateStep ClassificationMetric::prepare_update(const UpdateArgs& args) {
@@ -97,6 +126,16 @@ std::string ClassificationMetric::options_text() const { return describe(options
 CountLayout ClassificationMetric::layout() const { return detail::layout_of(state()); }
 
 StatCounts ClassificationMetric::stat_counts() const { return detail::stat_counts(state()); }
+
+std::string ClassificationMetric::state_problem() const {
+  if (!options_.weighted()) return {};
+  std::vector<at::Tensor> finite;
+  for (const auto& entry : state().entries()) {
+    if (entry.tensor.is_floating_point()) finite.push_back(at::isfinite(entry.tensor).all());
+  }
+  if (finite.empty() || at::stack(finite).all().item<bool>()) return {};
+  return name() + ": the weighted counts overflowed float64 (the weights add up past 1.8e308); scale the weights down";
+}
 
 at::Tensor ClassificationMetric::confusion_matrix() const { return detail::confusion_matrix(state(), options_); }
 

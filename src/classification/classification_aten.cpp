@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
+#include <limits>
 
 #include "kernels.h"
 
@@ -25,7 +26,8 @@ at::Tensor kept_weight(const ClassificationBatch& b, const at::Tensor& keep, con
 
 at::Tensor weight_ok(const ClassificationBatch& b, const at::Tensor& shape_like) {
   if (!b.weight) return at::ones_like(shape_like, at::kBool);
-  return b.weight->ge(0).expand_as(shape_like);  // false for NaN and negative weights
+  // false for NaN, negative and infinite weights
+  return b.weight->ge(0).logical_and_(b.weight->le(std::numeric_limits<double>::max())).expand_as(shape_like);
 }
 
 at::Tensor bad_counts(const at::Tensor& valid, const at::Tensor& target_ok, const at::Tensor& pred_ok,
@@ -57,18 +59,21 @@ at::Tensor count_multiclass(const ClassificationBatch& b, const ClassificationOp
   const auto w_ok = weight_ok(b, t);
   const auto keep = valid.logical_and(target_ok).logical_and_(pred_ok).logical_and_(w_ok);
   const auto w = kept_weight(b, keep, o);
+  auto bad = bad_counts(valid, target_ok, pred_ok, w_ok);
   if (sink.layout == Layout::Matrix) {
     sink.matrix.view({-1}).index_add_(0, tc * classes + p, w);
   } else {
+    // Everything is computed before the first write into the state, so a failure leaves it as it was.
     const auto wrong = w * p.ne(tc);
-    sink.tp.index_add_(0, tc, w - wrong);
+    const auto right = w - wrong;
+    const auto involved = at::zeros_like(sink.tn).index_add_(0, tc, w).index_add_(0, p, wrong);
+    const auto negatives = w.sum() - involved;
+    sink.tp.index_add_(0, tc, right);
     sink.fn.index_add_(0, tc, wrong);
     sink.fp.index_add_(0, p, wrong);
-    sink.tn.add_(w.sum());
-    sink.tn.index_add_(0, tc, w.neg());
-    sink.tn.index_add_(0, p, wrong.neg());
+    sink.tn.add_(negatives);
   }
-  return bad_counts(valid, target_ok, pred_ok, w_ok);
+  return bad;
 }
 
 // Binary (M,) and multilabel (M, L) entries, each a binary prediction of its label.
@@ -94,16 +99,19 @@ at::Tensor count_entries(const ClassificationBatch& b, const ClassificationOptio
   const auto keep = valid.logical_and(target_ok).logical_and_(pred_ok).logical_and_(w_ok);
   const auto w = kept_weight(shaped, keep, o);
   const auto positive = t.eq(1);
-  const auto add = [&](at::Tensor& cell, const at::Tensor& is_target, const at::Tensor& is_pred) {
-    cell.add_(w.mul(is_target.logical_and(is_pred)).sum(0));
+  const auto cell = [&](const at::Tensor& is_target, const at::Tensor& is_pred) {
+    return w.mul(is_target.logical_and(is_pred)).sum(0);
   };
   const auto negative = positive.logical_not();
   const auto predicted_negative = pred.logical_not();
-  add(sink.tp, positive, pred);
-  add(sink.fp, negative, pred);
-  add(sink.fn, positive, predicted_negative);
-  add(sink.tn, negative, predicted_negative);
-  return bad_counts(valid, target_ok, pred_ok, w_ok);
+  const auto tp = cell(positive, pred), fp = cell(negative, pred);
+  const auto fn = cell(positive, predicted_negative), tn = cell(negative, predicted_negative);
+  auto bad = bad_counts(valid, target_ok, pred_ok, w_ok);
+  sink.tp.add_(tp);
+  sink.fp.add_(fp);
+  sink.fn.add_(fn);
+  sink.tn.add_(tn);
+  return bad;
 }
 
 }  // namespace

@@ -5,6 +5,9 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
+#include <limits>
+#include <type_traits>
+#include <vector>
 
 #include "argmax_cpu.h"
 #include "kernels.h"
@@ -18,23 +21,38 @@ template <typename count_t>
 struct PerClassCounter {
   count_t *tp, *fp, *tn, *fn;
   int64_t classes;
-  count_t total = 0;
-
   // Every counted sample is a true negative of every class but its target and prediction: tn
-  // takes the batch total once at the end, minus what add() takes off here.
+  // takes the batch total minus what each class is `involved` in. The weighted total is summed
+  // exactly (TwoSum), so that a weight of 1 next to 1e16 still reaches tn.
+  std::vector<count_t>& involved = scratch();
+  count_t total = 0, total_error = 0;
+
+  static std::vector<count_t>& scratch() {
+    thread_local std::vector<count_t> buffer;
+    return buffer;
+  }
+  void start() { involved.assign(classes, 0); }
   void add(int64_t t, int64_t p, count_t w) {
-    total += w;
-    tn[t] -= w;
+    add_to_total(w);
+    involved[t] += w;
     if (t == p) {
       tp[t] += w;
     } else {
       fp[p] += w;
       fn[t] += w;
-      tn[p] -= w;
+      involved[p] += w;
     }
   }
+  void add_to_total(count_t w) {
+    const count_t sum = total + w;
+    if constexpr (std::is_floating_point_v<count_t>) {
+      const count_t from_w = sum - total;
+      total_error += (total - (sum - from_w)) + (w - from_w);
+    }
+    total = sum;
+  }
   void finish() {
-    for (int64_t c = 0; c < classes; ++c) tn[c] += total;
+    for (int64_t c = 0; c < classes; ++c) tn[c] += (total - involved[c]) + total_error;
   }
 };
 
@@ -42,11 +60,12 @@ template <typename count_t>
 struct MatrixCounter {
   count_t* cells;
   int64_t classes;
+  void start() {}
   void add(int64_t t, int64_t p, count_t w) { cells[t * classes + p] += w; }
   void finish() {}
 };
 
-bool bad_weight(double w) { return !(w >= 0.0); }  // NaN or negative
+bool bad_weight(double w) { return !(w >= 0.0 && w <= std::numeric_limits<double>::max()); }  // NaN, < 0 or inf
 
 // Rows of a multiclass batch. predict(m, t) returns the predicted class of row m (t is the
 // target, -1 when out of range), or -1 for an invalid prediction.
@@ -60,6 +79,7 @@ BadInputCounts count_rows(const ClassificationBatch& batch, const Classification
   const int64_t classes = o.num_classes();
   const bool has_ignore = o.ignore_index().has_value();
   const int64_t ignore = o.ignore_index().value_or(0);
+  counter.start();
   for (int64_t m = 0; m < rows; ++m) {
     const int64_t t = target[m];
     if (has_ignore && t == ignore) continue;
@@ -97,32 +117,28 @@ BadInputCounts count_multiclass(const ClassificationBatch& batch, const Classifi
   });
 }
 
-// The verdict on one binary entry: its weight if kept (else 0), that weight again where the
-// target is positive, where the prediction is, and where both are, and what was wrong with it.
-// The four cells follow from these four sums; products of 0/1 factors rather than branches,
-// since the cells are random data.
+// The verdict on one binary entry: its weight in the one cell it falls in (tp, fp, tn or fn; 0
+// in the others, and in all four if it is not kept), and what was wrong with it. Cells are summed
+// directly, never derived by subtraction, so small weights next to huge ones are not lost.
+// Products of 0/1 factors rather than branches, since the cells are random data.
 template <typename count_t>
 struct Entry {
-  count_t kept, positive, predicted, both;
+  count_t tp, fp, tn, fn;
   bool bad_target, bad_prediction, bad_weight;
 };
 
 template <typename count_t>
 struct CellSums {
-  count_t kept = 0, positive = 0, predicted = 0, both = 0;
-  void add(const Entry<count_t>& e) {
-    kept += e.kept, positive += e.positive, predicted += e.predicted, both += e.both;
-  }
+  count_t tp = 0, fp = 0, tn = 0, fn = 0;
+  void add(const Entry<count_t>& e) { tp += e.tp, fp += e.fp, tn += e.tn, fn += e.fn; }
 };
 
-// tp = both, fp = predicted - both, fn = positive - both, tn = the rest.
 template <typename count_t>
-inline void add_cells(count_t& tp, count_t& fp, count_t& tn, count_t& fn, count_t kept, count_t positive,
-                      count_t predicted, count_t both) {
-  tp += both;
-  fp += predicted - both;
-  fn += positive - both;
-  tn += kept - predicted - positive + both;
+inline void add_cells(count_t& tp, count_t& fp, count_t& tn, count_t& fn, const Entry<count_t>& e) {
+  tp += e.tp;
+  fp += e.fp;
+  tn += e.tn;
+  fn += e.fn;
 }
 
 template <typename count_t, typename T>
@@ -142,7 +158,9 @@ inline Entry<count_t> judge(int64_t t, T x, T threshold, const double* weight, i
   const bool keep = valid & target_ok & pred_ok & weight_ok;
   const count_t kept = keep ? static_cast<count_t>(w) : count_t(0);  // not a product: 0 * NaN is NaN
   const count_t positive = kept * static_cast<count_t>(t == 1);
-  return {kept, positive, kept * static_cast<count_t>(predicted), positive * static_cast<count_t>(predicted),
+  const count_t negative = kept * static_cast<count_t>(t != 1);
+  const auto yes = static_cast<count_t>(predicted), no = static_cast<count_t>(!predicted);
+  return {positive * yes, negative * yes, negative * no, positive * no,
           valid && !target_ok, valid && !pred_ok, valid && !weight_ok};
 }
 
@@ -185,14 +203,14 @@ BadInputCounts count_entries(const ClassificationBatch& batch, const Classificat
       sums.add(e);
       tally(e);
     }
-    add_cells(tp[0], fp[0], tn[0], fn[0], sums.kept, sums.positive, sums.predicted, sums.both);
+    tp[0] += sums.tp, fp[0] += sums.fp, tn[0] += sums.tn, fn[0] += sums.fn;
   } else {
     for (int64_t m = 0; m < rows; ++m) {
       for (int64_t l = 0; l < labels; ++l) {
         const int64_t i = m * labels + l;
         const auto e = judge<count_t>(target[i], preds[i], threshold, weight, per_entry_weight ? i : m, has_ignore,
                                       ignore);
-        add_cells(tp[l], fp[l], tn[l], fn[l], e.kept, e.positive, e.predicted, e.both);
+        add_cells(tp[l], fp[l], tn[l], fn[l], e);
         tally(e);
       }
     }

@@ -11,9 +11,9 @@ namespace metrics::detail {
 std::vector<std::string> bad_input_kinds(const ClassificationOptions& o) {
   if (o.task() == Task::Multiclass) {
     return {"targets outside [0, " + std::to_string(o.num_classes()) + ")", "NaN or out-of-range predictions",
-            "NaN or negative weights"};
+            "NaN, negative or infinite weights"};
   }
-  return {"targets not 0 or 1", "NaN or non-binary predictions", "NaN or negative weights"};
+  return {"targets not 0 or 1", "NaN or non-binary predictions", "NaN, negative or infinite weights"};
 }
 
 at::Tensor bad_counts_tensor(const at::Tensor& targets, const at::Tensor& predictions, const at::Tensor& weights) {

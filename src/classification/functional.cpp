@@ -14,8 +14,16 @@ struct Doubles {
   at::Tensor tp, fp, tn, fn;
 };
 
+// Scores are ratios of counts, unchanged (bit for bit) when every count is scaled by one power of
+// two. Weighted counts are scaled so that the largest is below 2: sums such as tp + fp + tn + fn
+// then stay finite for counts up to the float64 maximum.
 Doubles as_double(const StatCounts& c) {
-  return {c.tp.to(at::kDouble), c.fp.to(at::kDouble), c.tn.to(at::kDouble), c.fn.to(at::kDouble)};
+  Doubles d{c.tp.to(at::kDouble), c.fp.to(at::kDouble), c.tn.to(at::kDouble), c.fn.to(at::kDouble)};
+  if (!c.tp.is_floating_point()) return d;
+  const auto largest = at::stack({d.tp.max(), d.fp.max(), d.tn.max(), d.fn.max()}).max();
+  const auto scale = at::exp2(std::get<1>(at::frexp(largest)).clamp_min(1).sub(1).neg().to(at::kDouble));
+  for (auto* counts : {&d.tp, &d.fp, &d.tn, &d.fn}) *counts = *counts * scale;  // never in place: may be the state
+  return d;
 }
 
 bool binary(const ClassificationOptions& o) { return o.task() == Task::Binary; }

@@ -1,0 +1,181 @@
+// Hostile input: every call either throws a clear error naming the metric and leaves the state as
+// it was, or counts what it was given correctly (small weights next to huge ones, infinite
+// weights, several threads).
+
+#include <ATen/ATen.h>
+
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include <metrics/aggregation.h>
+#include <metrics/backend.h>
+#include <metrics/classification.h>
+#include <metrics/warning_capture.h>
+
+#include "test_support.h"
+
+namespace metrics {
+namespace {
+
+using testing::states_equal;
+using testing::tensors_close;
+using Opts = ClassificationOptions;
+
+at::Tensor doubles(std::vector<double> values) { return at::tensor(values, at::kDouble); }
+at::Tensor longs(std::vector<int64_t> values) { return at::tensor(values, at::kLong); }
+
+// Runs `body` on the CPU fast path, then on the ATen path (what other devices run).
+template <class Body>
+void on_both_paths(Body body) {
+  body();
+  ForceAtenPath aten;
+  body();
+}
+
+Accuracy updated_accuracy() {
+  Accuracy accuracy(Opts::multiclass(3));
+  accuracy.update(longs({0, 1, 2, 2}), longs({0, 1, 1, 2}));
+  return accuracy;
+}
+
+TEST(LoadStateDict, RejectsNegativeOrHugeCountsAndChangesNothing) {
+  for (const auto* key : {"update_count", "tp", "bad_input_counts", "first_bad_update"}) {
+    for (const int64_t bad : {int64_t{-1}, int64_t{1} << 62}) {
+      auto accuracy = updated_accuracy();
+      const auto before = accuracy.state_dict();
+      auto dict = accuracy.state_dict();
+      dict[key] = at::full_like(dict[key], bad);
+      EXPECT_THROWS_WITH(accuracy.load_state_dict(dict), c10::ValueError,
+                         std::string("MulticlassAccuracy.load_state_dict: '") + key + "' holds " + std::to_string(bad));
+      EXPECT_TRUE(states_equal(accuracy.state_dict(), before)) << key;
+    }
+  }
+}
+
+TEST(LoadStateDict, RejectsMetaTensorsAndChangesNothing) {
+  for (const auto* key : {"update_count", "fn", "_version", "_metric"}) {
+    auto accuracy = updated_accuracy();
+    const auto before = accuracy.state_dict();
+    auto dict = accuracy.state_dict();
+    dict[key] = at::empty_like(dict[key], at::TensorOptions().device(at::kMeta));
+    EXPECT_THROWS_WITH(accuracy.load_state_dict(dict), c10::ValueError, "MulticlassAccuracy.load_state_dict: '");
+    EXPECT_TRUE(states_equal(accuracy.state_dict(), before)) << key;
+  }
+}
+
+TEST(Merge, RejectsAMetaStateAndChangesNothing) {
+  auto accuracy = updated_accuracy();
+  const auto before = accuracy.state_dict();
+  Accuracy on_meta(Opts::multiclass(3).device(at::kMeta));
+  EXPECT_THROWS_WITH(accuracy.merge(on_meta), c10::ValueError,
+                     "MulticlassAccuracy.merge: the other metric's state 'update_count' is on the meta device");
+  EXPECT_TRUE(states_equal(accuracy.state_dict(), before));
+}
+
+TEST(Update, ErrorFromTheAllocatorNamesTheMetricAndCountsNothing) {
+  // 2^48 doubles: more than any address space, so the allocation fails wherever this runs.
+  const auto huge = at::ones({1}).expand({int64_t{1} << 48});
+  Mean mean;
+  mean.update(at::ones({3}));
+  const auto before = mean.state_dict();
+  EXPECT_THROWS_WITH(mean.update(huge), c10::Error, "Mean.update failed: ");
+  EXPECT_TRUE(states_equal(mean.state_dict(), before));
+  EXPECT_EQ(mean.update_count(), 1);
+}
+
+TEST(ClassificationState, TooManyClassesIsAClearErrorBeforeAllocating) {
+  EXPECT_THROWS_WITH(ConfusionMatrix(Opts::multiclass(int64_t{1} << 32)), c10::ValueError,
+                     "MulticlassConfusionMatrix: num_classes = 4294967296 needs more than 2^64 bytes of state");
+  EXPECT_THROWS_WITH(ConfusionMatrix(Opts::multiclass(100'000'000)), c10::ValueError,
+                     "MulticlassConfusionMatrix: num_classes = 100000000 needs 80000000000000000 bytes of state");
+  EXPECT_THROWS_WITH(Accuracy(Opts::multilabel(int64_t{1} << 61)), c10::ValueError,
+                     "MultilabelAccuracy: num_labels = 2305843009213693952 needs more than 2^64 bytes");
+}
+
+TEST(WeightedCounts, SmallWeightNextToAHugeOneReachesTrueNegatives) {
+  // The CPU path sums a batch's total weight exactly (TwoSum); the ATen path takes torch.sum's,
+  // which rounds 1e16 + 1 to 1e16 (README: Precision).
+  StatScores multiclass(Opts::multiclass(3).average(Average::None).weighted(true));
+  multiclass.update(longs({0, 1}), longs({0, 1}), doubles({1e16, 1.0}));
+  // Brute force: tn of class c sums the weights of samples that neither predict nor are c.
+  EXPECT_TRUE(tensors_close(multiclass.stat_counts().tn, doubles({1.0, 1e16, 1e16 + 1.0}), 0.0, 0.0));
+  on_both_paths([] {
+    StatScores binary(Opts::binary().weighted(true));
+    binary.update(doubles({0.9, 0.1}), longs({1, 0}), doubles({1e16, 1.0}));
+    EXPECT_TRUE(tensors_close(binary.value(), doubles({1e16, 0.0, 1.0, 0.0, 1e16}), 0.0, 0.0));
+  });
+}
+
+TEST(WeightedCounts, InfiniteWeightsAreBadInputKeptOut) {
+  on_both_paths([] {
+    Accuracy accuracy(Opts::binary().weighted(true));
+    accuracy.update(doubles({0.9, 0.1, 0.8}), longs({1, 0, 0}), doubles({INFINITY, 1.0, 1.0}));
+    EXPECT_THROWS_WITH(accuracy.check(), c10::ValueError,
+                       "BinaryAccuracy: 1 NaN, negative or infinite weights in 1 update, first at update 0");
+    EXPECT_TRUE(tensors_close(accuracy.value(), at::scalar_tensor(0.5), 1e-7));
+  });
+}
+
+TEST(WeightedCounts, ScoresStayFiniteUpToTheFloat64MaximumAndOverflowIsReported) {
+  Accuracy near_max(Opts::binary().weighted(true));
+  near_max.update(doubles({0.9, 0.1}), longs({1, 0}), doubles({1e308, 1e308}));
+  EXPECT_TRUE(tensors_close(near_max.compute(), at::scalar_tensor(1.0)));
+
+  Accuracy overflowed(Opts::binary().weighted(true));
+  overflowed.update(doubles({0.9, 0.9}), longs({1, 1}), doubles({1e308, 1e308}));
+  EXPECT_THROWS_WITH(overflowed.compute(), c10::ValueError, "BinaryAccuracy: the weighted counts overflowed float64");
+}
+
+TEST(Aggregation, InfiniteWeightsAreCountedByKindAndKeptOut) {
+  on_both_paths([] {
+    Mean mean(AggregationOptions().nan_policy(NanPolicy::error()));
+    mean.update(doubles({1.0, 2.0, NAN, 4.0}), doubles({1.0, INFINITY, 1.0, 3.0}));
+    mean.update(5.0, -INFINITY);
+    EXPECT_TRUE(tensors_close(mean.value(), at::scalar_tensor((1.0 + 12.0) / 4.0, at::kDouble)));
+    EXPECT_THROWS_WITH(mean.check(), c10::Error, "Mean: 1 NaN values, 2 infinite weights in 2 updates, first at update 0");
+  });
+}
+
+// Each of `threads` threads makes `updates` calls of `update`.
+template <class Update>
+void from_threads(int threads, int updates, Update update) {
+  std::vector<std::thread> running;
+  for (int t = 0; t < threads; ++t) {
+    running.emplace_back([&] {
+      for (int i = 0; i < updates; ++i) update();
+    });
+  }
+  for (auto& thread : running) thread.join();
+}
+
+TEST(Threads, UpdatesOfOneMetricFromSeveralThreadsAllCount) {
+  // Contiguous input takes the CPU fast path; every other element of a longer one, the ATen path.
+  for (const auto& ones : {at::ones({4}), at::ones({8}).slice(0, 0, 8, 2)}) {
+    Sum sum;
+    from_threads(4, 5000, [&] { sum.update(ones); });
+    EXPECT_TRUE(tensors_close(sum.value(), at::scalar_tensor(80000.0, at::kDouble), 0.0, 0.0));
+    EXPECT_EQ(sum.update_count(), 20000);
+  }
+  for (const auto& preds : {longs({0, 1, 2}), longs({0, 0, 1, 0, 2, 0}).slice(0, 0, 6, 2)}) {
+    Accuracy accuracy(Opts::multiclass(3));
+    from_threads(4, 2000, [&] { accuracy.update(preds, longs({0, 1, 1})); });
+    EXPECT_TRUE(tensors_close(accuracy.stat_counts().tp, longs({8000, 8000, 0}), 0.0, 0.0));
+  }
+}
+
+TEST(Threads, SeparateMetricsInSeparateThreadsAreEachRight) {
+  std::vector<std::unique_ptr<Max>> maxima;
+  for (int t = 0; t < 4; ++t) maxima.push_back(std::make_unique<Max>());
+  std::vector<std::thread> running;
+  for (int t = 0; t < 4; ++t) {
+    running.emplace_back([&, t] {
+      for (int i = 0; i <= 1000 * (t + 1); ++i) maxima[t]->update(static_cast<double>(i));
+    });
+  }
+  for (auto& thread : running) thread.join();
+  for (int t = 0; t < 4; ++t) EXPECT_DOUBLE_EQ(maxima[t]->value().item<double>(), 1000.0 * (t + 1));
+}
+
+}  // namespace
+}  // namespace metrics
