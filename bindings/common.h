@@ -122,4 +122,17 @@ template <>
 class type_caster<metrics::Metric> : public metrics::python::ConstructedCaster<metrics::Metric> {};
 template <>
 class type_caster<metrics::MetricCollection> : public metrics::python::ConstructedCaster<metrics::MetricCollection> {};
+// A metric taken by its holder (added to a collection): refused before pybind11's own cast, whose
+// error says nothing of the metric.
+template <>
+class type_caster<std::shared_ptr<metrics::Metric>>
+    : public copyable_holder_caster<metrics::Metric, std::shared_ptr<metrics::Metric>> {
+ public:
+  bool load(handle source, bool convert) {
+    if (!source.is_none() && isinstance<metrics::Metric>(source) && !metrics::python::constructed(source)) {
+      metrics::python::raise_not_constructed(source);
+    }
+    return copyable_holder_caster::load(source, convert);
+  }
+};
 }  // namespace pybind11::detail

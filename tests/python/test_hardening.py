@@ -1,0 +1,149 @@
+"""Hostile use from Python: objects made without a constructor, bad state dicts, bad lists to
+merge, infinite weights, several threads. Each call raises a clear error and leaves the state as it
+was, or counts exactly what a brute-force loop counts."""
+
+import sys
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+import nosync_metrics as nm
+
+
+def _same_state(a, b):
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def _accuracy():
+    m = nm.MulticlassAccuracy(num_classes=3)
+    m.update(torch.tensor([0, 1, 2, 2]), torch.tensor([0, 1, 1, 2]))
+    return m
+
+
+UNCONSTRUCTED = [nm.MeanMetric, nm.SumMetric, nm.MinMetric, nm.MaxMetric, nm.MulticlassAccuracy,
+                 nm.BinaryF1Score, nm.MultilabelPrecision, nm.MulticlassConfusionMatrix]
+
+
+@pytest.mark.parametrize("cls", UNCONSTRUCTED, ids=lambda c: c.__name__)
+def test_object_made_by_new_alone_raises_type_error(cls):
+    bare = cls.__new__(cls)
+    message = f"{cls.__name__} object was made without its constructor"
+    for call in (lambda: bare.update(torch.tensor([0.5])), bare.reset, bare.state_dict,
+                 lambda: bare.load_state_dict({}), lambda: bare.merge_state([])):
+        with pytest.raises(TypeError, match=message):
+            call()
+    with pytest.raises(TypeError, match=message):
+        cls.merge_state(nm.MeanMetric(), bare) if cls is nm.MeanMetric else nm.MetricCollection([bare])
+
+
+@pytest.mark.parametrize("key", ["update_count", "tp", "bad_input_counts", "first_bad_update"])
+@pytest.mark.parametrize("bad", [-1, 2**62], ids=["negative", "huge"])
+def test_load_state_dict_refuses_bad_counts_and_changes_nothing(key, bad):
+    m = _accuracy()
+    before = m.state_dict()
+    state = m.state_dict()
+    state[key] = torch.full_like(state[key], bad)
+    with pytest.raises(ValueError, match=f"MulticlassAccuracy.load_state_dict: '{key}' holds {bad}"):
+        m.load_state_dict(state)
+    assert _same_state(m.state_dict(), before)
+
+
+@pytest.mark.parametrize("key", ["update_count", "tp", "_version", "_metric"])
+def test_load_state_dict_refuses_meta_tensors_and_changes_nothing(key):
+    m = _accuracy()
+    before = m.state_dict()
+    state = m.state_dict()
+    state[key] = torch.empty_like(state[key], device="meta")
+    with pytest.raises(ValueError, match=f"MulticlassAccuracy.load_state_dict: '{key}'"):
+        m.load_state_dict(state)
+    assert _same_state(m.state_dict(), before)
+
+
+def test_merge_state_of_a_list_is_all_or_nothing():
+    m = _accuracy()
+    before = m.state_dict()
+    with pytest.raises(ValueError, match="MulticlassAccuracy.merge: the other metric has other options"):
+        m.merge_state([m.clone(), nm.MulticlassAccuracy(num_classes=3, top_k=2)])
+    assert _same_state(m.state_dict(), before)
+    m.merge_state([m.clone(), m])  # itself included: three times the counts, as in TorchMetrics
+    assert torch.equal(m.state_dict()["tp"], 3 * before["tp"])
+    assert m.update_count == 3
+
+
+def test_merge_refuses_a_meta_state():
+    m = _accuracy()
+    with pytest.raises(ValueError, match="is on the meta device"):
+        m.merge_state(nm.MulticlassAccuracy(num_classes=3, device="meta"))
+
+
+def test_infinite_weights_are_counted_and_kept_out():
+    mean = nm.MeanMetric(nan_strategy="warn")
+    x, w = np.array([1.0, 2.0, 3.0, 4.0]), np.array([1.0, np.inf, 2.0, -np.inf])
+    mean.update(torch.tensor(x), torch.tensor(w))
+    keep = np.isfinite(w)
+    with pytest.warns(UserWarning, match="Mean: 2 infinite weights in 1 update, first at update 0"):
+        assert mean.compute().item() == pytest.approx((x[keep] * w[keep]).sum() / w[keep].sum(), rel=1e-15)
+    assert mean.bad_input()["counts"] == {"NaN values": 0, "infinite weights": 2}
+
+    acc = nm.BinaryAccuracy(weighted=True)
+    acc.update(torch.tensor([0.9, 0.1, 0.8]), torch.tensor([1, 0, 0]), weight=torch.tensor([np.inf, 1.0, 1.0]))
+    with pytest.raises(ValueError, match="BinaryAccuracy: 1 NaN, negative or infinite weights in 1 update"):
+        acc.compute()
+
+
+def test_huge_weights_give_finite_scores_or_a_clear_overflow_error():
+    acc = nm.BinaryAccuracy(weighted=True)
+    acc.update(torch.tensor([0.9, 0.1]), torch.tensor([1, 0]), weight=torch.tensor([1e308, 1e308], dtype=torch.float64))
+    assert acc.compute().item() == 1.0
+    acc.update(torch.tensor([0.9]), torch.tensor([1]), weight=torch.tensor([1e308], dtype=torch.float64))
+    with pytest.raises(ValueError, match="BinaryAccuracy: the weighted counts overflowed float64"):
+        acc.compute()
+
+
+def test_small_weight_next_to_a_huge_one_reaches_true_negatives():
+    preds, target = np.array([0, 1]), np.array([0, 1])
+    weight = np.array([1e16, 1.0])
+    m = nm.MulticlassStatScores(num_classes=3, average=None, weighted=True)
+    m.update(torch.tensor(preds), torch.tensor(target), weight=torch.tensor(weight, dtype=torch.float64))
+    tn = [sum(float(w) for p, t, w in zip(preds, target, weight) if p != c and t != c) for c in range(3)]
+    assert m.compute()[:, 2].tolist() == tn
+
+
+def test_too_many_classes_is_a_clear_error():
+    with pytest.raises(ValueError, match="MulticlassConfusionMatrix: num_classes = 1000000 needs 8000000000000 bytes"):
+        nm.MulticlassConfusionMatrix(num_classes=10**6)
+
+
+def test_updates_from_several_threads_all_count():
+    total = nm.SumMetric()
+    acc = nm.MulticlassAccuracy(num_classes=3, average=None)
+    ones = torch.ones(3)
+    preds, target = torch.tensor([0, 1, 2]), torch.tensor([0, 1, 1])
+
+    def work():
+        for _ in range(5000):
+            total.update(ones)
+            acc.update(preds, target)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert total.compute().item() == 4 * 5000 * 3
+    assert total.update_count == 20000
+    assert acc.compute().tolist() == [1.0, 0.5, 0.0]
+    assert acc.state_dict()["tp"].tolist() == [20000, 20000, 0]
+
+
+def test_soak_short_keeps_memory_flat_and_values_exact(repo_dir):
+    sys.path.insert(0, str(repo_dir / "bench"))
+    try:
+        import soak
+    finally:
+        sys.path.pop(0)
+    growth, _, same = soak.soak(30_000)
+    assert same
+    assert growth <= 4 << 20
