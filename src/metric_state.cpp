@@ -142,7 +142,8 @@ StateDict MetricState::state_dict() const {
 }
 
 void MetricState::load_state_dict(const StateDict& dict, const std::string& metric) {
-  for (const auto& [name, tensor] : dict) {
+  for (const auto& item : dict) {
+    const auto& name = item.first;  // not a structured binding: clang before 16 cannot capture one
     const bool known = std::any_of(entries_.begin(), entries_.end(), [&](const StateEntry& e) { return e.name == name; });
     TORCH_CHECK_VALUE(known, metric, ".load_state_dict: unexpected key '", name, "'");
   }
