@@ -64,6 +64,9 @@ void init_metric(py::module_& m) {
            "What update() kept out of the state: counts by kind, the number of updates with bad input, and "
            "the index of the first one (-1 if none). Reads the small tally back to the host.")
       .def("reset", &Metric::reset)
+      .def("lock_updates", &Metric::lock_updates, py::arg("on"),
+           "Whether update() takes the state's lock, so that updates from several threads all count. "
+           "nosync_metrics turns it on for every metric it makes.")
       .def("_merge_appended", [](Metric& self, const Metric& batch) { self.merge(batch, MergeOrder::Appended); },
            "Folds in `batch` as the updates that follow this metric's (what forward() does).")
       .def("merge_state", &merge_state, py::arg("incoming_state"),

@@ -27,6 +27,21 @@ at::Tensor as_bytes(const std::string& text) {
   return bytes;
 }
 
+// Marks the state busy for one update; a second update meanwhile (another thread) raises.
+class ExclusiveUpdate {
+ public:
+  ExclusiveUpdate(std::atomic<bool>& busy, const std::string& metric) : busy_(busy) {
+    TORCH_CHECK(!busy_.exchange(true), metric, ".update: called from two threads at once; update a metric from ",
+                "one thread at a time, or turn on lock_updates(true)");
+  }
+  ~ExclusiveUpdate() { busy_ = false; }
+  ExclusiveUpdate(const ExclusiveUpdate&) = delete;
+  ExclusiveUpdate& operator=(const ExclusiveUpdate&) = delete;
+
+ private:
+  std::atomic<bool>& busy_;
+};
+
 }  // namespace
 
 std::string first_difference(const std::string& a, const std::string& b) {
@@ -60,6 +75,21 @@ void Metric::update(const UpdateArgs& args) {
   RECORD_USER_SCOPE(update_scope_.c_str());
   apply(prepare_update(args));
 }
+
+void Metric::apply(c10::function_ref<void()> step) {
+  std::unique_lock<std::mutex> lock;
+  if (state_->locks_updates()) lock = std::unique_lock<std::mutex>(state_->mutex());
+#if METRICS_CHECK_THREADS
+  const ExclusiveUpdate exclusive(state_->busy(), name_);
+#endif
+  try {
+    step();
+  } catch (const c10::Error& e) {
+    rethrow_named(e, "update");
+  }
+}
+
+bool checks_concurrent_use() { return METRICS_CHECK_THREADS; }
 
 void Metric::rethrow_named(const c10::Error& e, const char* call) const {
   if (e.msg().rfind(name_, 0) == 0) throw;

@@ -47,6 +47,7 @@ MetricState::MetricState(at::Device device) {
 
 MetricState::MetricState(const MetricState& other) : entries_(other.entries_), bad_input_(other.bad_input_) {
   for (auto& entry : entries_) entry.tensor = entry.tensor.clone();
+  threads_->locks = other.threads_->locks;
 }
 
 MetricState& MetricState::operator=(const MetricState& other) {

@@ -4,6 +4,7 @@
 
 #include <ATen/ATen.h>
 
+#include <atomic>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -149,19 +150,53 @@ void from_threads(int threads, int updates, Update update) {
   for (auto& thread : running) thread.join();
 }
 
-TEST(Threads, UpdatesOfOneMetricFromSeveralThreadsAllCount) {
+TEST(Threads, WithLockedUpdatesEveryUpdateFromSeveralThreadsCounts) {
   // Contiguous input takes the CPU fast path; every other element of a longer one, the ATen path.
   for (const auto& ones : {at::ones({4}), at::ones({8}).slice(0, 0, 8, 2)}) {
     Sum sum;
+    sum.lock_updates(true);
     from_threads(4, 5000, [&] { sum.update(ones); });
     EXPECT_TRUE(tensors_close(sum.value(), at::scalar_tensor(80000.0, at::kDouble), 0.0, 0.0));
     EXPECT_EQ(sum.update_count(), 20000);
   }
   for (const auto& preds : {longs({0, 1, 2}), longs({0, 0, 1, 0, 2, 0}).slice(0, 0, 6, 2)}) {
     Accuracy accuracy(Opts::multiclass(3));
+    accuracy.lock_updates(true);
     from_threads(4, 2000, [&] { accuracy.update(preds, longs({0, 1, 1})); });
     EXPECT_TRUE(tensors_close(accuracy.stat_counts().tp, longs({8000, 8000, 0}), 0.0, 0.0));
   }
+}
+
+std::atomic<bool> gate_entered{false}, gate_released{false};
+
+// A metric whose update waits until the gate is released, to hold one update open.
+class Gate : public Cloneable<Gate, Metric> {
+ public:
+  Gate() : Cloneable("Gate", BadInputAction::Warn, MetricState(at::kCPU)) {}
+  const std::vector<std::string>& update_parameters() const override {
+    static const std::vector<std::string> names{"value"};
+    return names;
+  }
+  UpdateStep prepare_update(const UpdateArgs&) override {
+    return [] {
+      gate_entered = true;
+      while (!gate_released) std::this_thread::yield();
+    };
+  }
+  at::Tensor value() const override { return at::zeros({}); }
+  std::string options_text() const override { return ""; }
+};
+
+TEST(Threads, ASecondConcurrentUpdateRaisesInBuildsThatCheck) {
+  if (!checks_concurrent_use()) GTEST_SKIP() << "built without METRICS_CHECK_THREADS (the sanitizer build has it)";
+  Gate gate;
+  const UpdateArgs args{{1.0}};
+  std::thread first([&] { gate.update(args); });
+  while (!gate_entered) std::this_thread::yield();
+  EXPECT_THROWS_WITH(gate.update(args), c10::Error, "Gate.update: called from two threads at once");
+  gate_released = true;
+  first.join();
+  gate.update(args);  // one at a time is fine
 }
 
 TEST(Threads, SeparateMetricsInSeparateThreadsAreEachRight) {

@@ -1,9 +1,9 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/util/FunctionRef.h>
 
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -59,18 +59,14 @@ class Metric {
   virtual const std::vector<std::string>& update_parameters() const = 0;
   /// Checks `args` (metadata only; throws, changing nothing) and returns the step that counts them.
   virtual UpdateStep prepare_update(const UpdateArgs& args) = 0;
-  /// Runs a step that prepare_update() returned, holding the state's lock; an error from ATen or
-  /// the allocator comes back with this metric's name in front.
-  template <class Step>
-  void apply(const Step& step) {
-    const std::lock_guard<std::mutex> lock(state_->mutex());
-    try {
-      step();
-    } catch (const c10::Error& e) {
-      rethrow_named(e, "update");
-    }
-  }
-
+  /// Runs a step that prepare_update() returned (taking the state's lock if lock_updates() is on);
+  /// an error from ATen or the allocator comes back with this metric's name in front.
+  void apply(c10::function_ref<void()> step);
+  /// Whether update() takes a lock, so that updates from several threads all count. Off by
+  /// default in C++, where a metric is updated by one thread at a time (the lock would cost about
+  /// a fifth of the smallest update; bench/lock_bench); builds with METRICS_CHECK_THREADS raise
+  /// on a second concurrent update. The Python bindings turn it on for every metric.
+  void lock_updates(bool on) { state_->lock_updates(on); }
   /// Reports bad input (see BadInputAction), then returns the value on the metric's device.
   at::Tensor compute() const;
   /// The value from the state as it is: no report, no read-back.
@@ -139,6 +135,10 @@ class Metric {
   BadInputAction action_;
   std::shared_ptr<MetricState> state_;
 };
+
+/// Whether this build of the library raises on concurrent updates of one metric
+/// (METRICS_CHECK_THREADS, on in Debug builds).
+bool checks_concurrent_use();
 
 /// The first line where two texts differ, as "'line of a' against 'line of b'"; empty if none.
 std::string first_difference(const std::string& a, const std::string& b);

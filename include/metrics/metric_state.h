@@ -5,6 +5,7 @@
 #include <c10/util/ArrayRef.h>
 #include <c10/util/Optional.h>
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -68,16 +69,25 @@ class MetricState {
   void load_state_dict(const StateDict& dict, const std::string& metric);
   void to(at::Device device);
 
-  /// Held by every update of this state, so that updates from several threads all count (a
-  /// state shared by several metrics has one lock).
-  std::mutex& mutex() const { return *mutex_; }
+  /// Whether updates of this state take its lock (see Metric::lock_updates); a state shared by
+  /// several metrics has one lock.
+  bool locks_updates() const { return threads_->locks; }
+  void lock_updates(bool on) { threads_->locks = on; }
+  std::mutex& mutex() const { return threads_->mutex; }
+  /// Set while an update runs, where the build checks for concurrent use (METRICS_CHECK_THREADS).
+  std::atomic<bool>& busy() const { return threads_->busy; }
 
  private:
   at::Tensor& update_count_tensor() { return entries_.front().tensor; }
 
   std::vector<StateEntry> entries_;  // entries_[0] is "update_count"
   c10::optional<BadInput> bad_input_;
-  std::unique_ptr<std::mutex> mutex_ = std::make_unique<std::mutex>();
+  struct Threads {
+    std::mutex mutex;
+    std::atomic<bool> busy{false};
+    bool locks = false;
+  };
+  std::unique_ptr<Threads> threads_ = std::make_unique<Threads>();
 };
 
 }  // namespace metrics

@@ -82,6 +82,7 @@ def metric_class(name, base, parameters, construct, doc, shown_always=()):
         arguments = dict(bound.arguments)
         del arguments["self"]
         construct(self, arguments)
+        self.lock_updates(True)  # update() releases the GIL: Python threads may update at once
         self._arguments = arguments
         self.sync_on_compute = bool(arguments["sync_on_compute"])
         self.dist_sync_on_step = bool(arguments["dist_sync_on_step"])
