@@ -1,6 +1,7 @@
 #include <metrics/metric.h>
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <ATen/record_function.h>
 #include <c10/util/Exception.h>
 
@@ -77,6 +78,7 @@ void Metric::update(const UpdateArgs& args) {
 }
 
 void Metric::apply(c10::function_ref<void()> step) {
+  const at::NoGradGuard no_grad;  // an input that requires grad must not join the state to its graph
   std::unique_lock<std::mutex> lock;
   if (state_->locks_updates()) lock = std::unique_lock<std::mutex>(state_->mutex());
 #if METRICS_CHECK_THREADS

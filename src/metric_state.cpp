@@ -1,6 +1,7 @@
 #include <metrics/metric_state.h>
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 
 namespace metrics {
 namespace {
@@ -98,6 +99,7 @@ void MetricState::reset() {
 }
 
 void MetricState::merge(const MetricState& other, const std::string& metric, MergeOrder order) {
+  const at::NoGradGuard no_grad;
   TORCH_CHECK_VALUE(this != &other, metric, ".merge: cannot merge a state into itself (the two metrics share it)");
   const bool same_kinds = tracks_bad_input() == other.tracks_bad_input() &&
                           (!tracks_bad_input() || bad_input_->kinds() == other.bad_input_->kinds());
@@ -143,6 +145,7 @@ StateDict MetricState::state_dict() const {
 }
 
 void MetricState::load_state_dict(const StateDict& dict, const std::string& metric) {
+  const at::NoGradGuard no_grad;  // a dict tensor that requires grad must not make the state require it
   for (const auto& item : dict) {
     const auto& name = item.first;  // not a structured binding: clang before 16 cannot capture one
     const bool known = std::any_of(entries_.begin(), entries_.end(), [&](const StateEntry& e) { return e.name == name; });

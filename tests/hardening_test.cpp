@@ -4,6 +4,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <thread>
@@ -210,6 +211,42 @@ TEST(Threads, SeparateMetricsInSeparateThreadsAreEachRight) {
   }
   for (auto& thread : running) thread.join();
   for (int t = 0; t < 4; ++t) EXPECT_DOUBLE_EQ(maxima[t]->value().item<double>(), 1000.0 * (t + 1));
+}
+
+}  // namespace
+}  // namespace metrics
+
+namespace metrics {
+namespace {
+
+bool any_state_requires_grad(const Metric& metric) {
+  const auto& entries = metric.state().entries();
+  return std::any_of(entries.begin(), entries.end(), [](const StateEntry& e) { return e.tensor.requires_grad(); });
+}
+
+TEST(Autograd, InputsThatRequireGradNeverJoinTheStateToTheirGraph) {
+  on_both_paths([] {
+    const auto w = at::randn({16, 8}).requires_grad_();
+    Mean mean;
+    Max max;
+    Accuracy accuracy(Opts::multiclass(4));
+    for (int i = 0; i < 3; ++i) {
+      mean.update((w * 2).slice(1, 0, 8, 2));
+      max.update(w * 2);
+      accuracy.update((w * 2).slice(1, 0, 8, 2), longs(std::vector<int64_t>(16, 1)));
+    }
+    EXPECT_FALSE(any_state_requires_grad(mean));
+    EXPECT_FALSE(any_state_requires_grad(max));
+    EXPECT_FALSE(any_state_requires_grad(accuracy));
+
+    auto dict = mean.state_dict();
+    dict["total"] = dict["total"].clone().requires_grad_();
+    mean.load_state_dict(dict);
+    Mean other;
+    other.merge(mean);
+    EXPECT_FALSE(any_state_requires_grad(mean));
+    EXPECT_FALSE(any_state_requires_grad(other));
+  });
 }
 
 }  // namespace

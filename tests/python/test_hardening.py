@@ -147,3 +147,16 @@ def test_soak_short_keeps_memory_flat_and_values_exact(repo_dir):
     growth, _, same = soak.soak(30_000)
     assert same
     assert growth <= 4 << 20
+
+
+def test_inputs_that_require_grad_never_join_the_state_to_their_graph():
+    w = torch.randn(64, 32, requires_grad=True)
+    mean, acc = nm.MeanMetric(), nm.MulticlassAccuracy(num_classes=16)
+    for _ in range(3):
+        mean.update((w * 2)[:, ::2])  # non-contiguous: the ATen path
+        acc.update((w * 2)[:, ::2], torch.zeros(64, dtype=torch.long))
+    state = mean.state_dict()
+    state["total"] = state["total"].clone().requires_grad_()
+    mean.load_state_dict(state)
+    for metric in (mean, acc):
+        assert not any(t.requires_grad for t in metric.state_dict().values())
