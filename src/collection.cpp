@@ -17,6 +17,10 @@ UpdateArgs classification_args(const at::Tensor& preds, const at::Tensor& target
   return args;
 }
 
+// Whether `metric` has not counted anything yet. A meta state holds no count to read: it counts as
+// fresh, so that meta collections group as real ones do.
+bool never_updated(const Metric& metric) { return metric.device().is_meta() || metric.update_count() == 0; }
+
 }  // namespace
 
 MetricCollection::MetricCollection(MetricCollectionOptions options) : options_(options) {}
@@ -35,12 +39,12 @@ MetricCollection& MetricCollection::add(const std::string& name, std::shared_ptr
 void MetricCollection::join_group(size_t index) {
   auto& metric = *entries_[index].metric;
   const auto key = metric.sharing_key();
-  const bool can_share = options_.compute_groups() && !key.counts.empty() && metric.update_count() == 0;
+  const bool can_share = options_.compute_groups() && !key.counts.empty() && never_updated(metric);
   for (auto& group : groups_) {
     if (!can_share) break;
     auto& current = owner(group);
     const auto theirs = current.sharing_key();
-    if (theirs.counts != key.counts || current.device() != metric.device() || current.update_count() != 0) continue;
+    if (theirs.counts != key.counts || current.device() != metric.device() || !never_updated(current)) continue;
     if (key.level > theirs.level) {
       for (auto member : group.members) entries_[member].metric->share_state_of(metric);
       group.owner = index;

@@ -7,6 +7,7 @@
 
 #include <metrics/backend.h>
 
+#include "../aten_masks.h"
 #include "aggregation_cpu.h"
 
 namespace metrics::detail {
@@ -30,7 +31,7 @@ void two_sum_add(at::Tensor& sum, at::Tensor& compensation, const at::Tensor& x)
   const auto total = sum + x;
   const auto from_x = total - sum;
   auto error = (sum - (total - from_x)).add_(x - from_x);
-  compensation.add_(error.masked_fill_(at::isfinite(total).logical_not_(), 0));
+  compensation.add_(error.masked_fill_(non_finite_mask(total), 0));
   sum.copy_(total);
 }
 
@@ -69,9 +70,9 @@ void weighted_sum_on_aten(MetricState& state, WeightedSumSlots slots, const at::
                               : at::full_like(x, weight.scalar());
   at::Tensor bad, bad_counts;
   if (policy.checks()) {
-    const auto nan = at::isnan(x).logical_or_(at::isnan(w));
-    const auto infinite = at::isinf(w).logical_and_(nan.logical_not());
-    bad = nan.logical_or(infinite);
+    const auto nan = nan_mask(x).bitwise_or_(nan_mask(w));
+    const auto infinite = infinite_mask(w).bitwise_and_(nan.bitwise_not());
+    bad = nan.bitwise_or(infinite);
     bad_counts = at::stack({nan.sum(), infinite.sum()});
     const bool replace = policy.strategy == NanStrategy::Replace;
     x = x.masked_fill(bad, replace ? policy.replacement : 0.0);
@@ -95,7 +96,7 @@ void extremum_on_aten(MetricState& state, size_t slot, bool is_max, const at::Te
   auto x = value.to(extremum.scalar_type());
   at::Tensor bad;
   if (policy.checks()) {
-    bad = at::isnan(x);
+    bad = nan_mask(x);
     const double identity = is_max ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
     x = x.masked_fill(bad, policy.strategy == NanStrategy::Replace ? policy.replacement : identity);
   }

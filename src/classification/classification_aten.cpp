@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "kernels.h"
+#include "../aten_masks.h"
 
 namespace metrics::detail {
 namespace {
@@ -21,18 +22,18 @@ at::Tensor not_ignored(const at::Tensor& target, const ClassificationOptions& o)
 // The weight of each kept entry (0 for the others), in the counts' dtype.
 at::Tensor kept_weight(const ClassificationBatch& b, const at::Tensor& keep, const ClassificationOptions& o) {
   if (!b.weight) return keep.to(o.weighted() ? at::kDouble : at::kLong);
-  return b.weight->expand_as(keep).masked_fill(keep.logical_not(), 0.0);
+  return b.weight->expand_as(keep).masked_fill(keep.bitwise_not(), 0.0);
 }
 
 at::Tensor weight_ok(const ClassificationBatch& b, const at::Tensor& shape_like) {
   if (!b.weight) return at::ones_like(shape_like, at::kBool);
   // false for NaN, negative and infinite weights
-  return b.weight->ge(0).logical_and_(b.weight->le(std::numeric_limits<double>::max())).expand_as(shape_like);
+  return b.weight->ge(0).bitwise_and_(b.weight->le(std::numeric_limits<double>::max())).expand_as(shape_like);
 }
 
 at::Tensor bad_counts(const at::Tensor& valid, const at::Tensor& target_ok, const at::Tensor& pred_ok,
                       const at::Tensor& w_ok) {
-  const auto bad = [&](const at::Tensor& ok) { return valid.logical_and(ok.logical_not()).sum(); };
+  const auto bad = [&](const at::Tensor& ok) { return valid.bitwise_and(ok.bitwise_not()).sum(); };
   return bad_counts_tensor(bad(target_ok), bad(pred_ok), bad(w_ok));
 }
 
@@ -40,24 +41,24 @@ at::Tensor count_multiclass(const ClassificationBatch& b, const ClassificationOp
   const int64_t classes = o.num_classes();
   const auto& t = b.target;
   const auto valid = not_ignored(t, o);
-  const auto target_ok = t.ge(0).logical_and_(t.lt(classes));
+  const auto target_ok = t.ge(0).bitwise_and_(t.lt(classes));
   const auto tc = t.clamp(0, classes - 1);
   at::Tensor p, pred_ok;
   if (b.scores) {
-    pred_ok = at::isnan(b.preds).any(1).logical_not_();
+    pred_ok = nan_mask(b.preds).any(1).bitwise_not_();
     p = b.preds.argmax(1);
     if (o.top_k() > 1) {
       const auto xt = b.preds.gather(1, tc.unsqueeze(1));
       const auto before = at::arange(classes, t.options()).unsqueeze(0).lt(tc.unsqueeze(1));
-      const auto ahead = b.preds.gt(xt).sum(1).add_(b.preds.eq(xt).logical_and_(before).sum(1));
-      p = at::where(ahead.lt(o.top_k()).logical_and_(target_ok), tc, p);
+      const auto ahead = b.preds.gt(xt).sum(1).add_(b.preds.eq(xt).bitwise_and_(before).sum(1));
+      p = select(ahead.lt(o.top_k()).bitwise_and_(target_ok), tc, p);
     }
   } else {
-    pred_ok = b.preds.ge(0).logical_and_(b.preds.lt(classes));
+    pred_ok = b.preds.ge(0).bitwise_and_(b.preds.lt(classes));
     p = b.preds.clamp(0, classes - 1);
   }
   const auto w_ok = weight_ok(b, t);
-  const auto keep = valid.logical_and(target_ok).logical_and_(pred_ok).logical_and_(w_ok);
+  const auto keep = valid.bitwise_and(target_ok).bitwise_and_(pred_ok).bitwise_and_(w_ok);
   const auto w = kept_weight(b, keep, o);
   auto bad = bad_counts(valid, target_ok, pred_ok, w_ok);
   if (sink.layout == Layout::Matrix) {
@@ -81,29 +82,29 @@ at::Tensor count_entries(const ClassificationBatch& b, const ClassificationOptio
   const auto& t = b.target;
   const auto& x = b.preds;
   const auto valid = not_ignored(t, o);
-  const auto target_ok = t.eq(0).logical_or_(t.eq(1));
+  const auto target_ok = t.eq(0).bitwise_or_(t.eq(1));
   at::Tensor pred, pred_ok;
   if (b.scores) {
-    pred_ok = at::isnan(x).logical_not_();
-    const auto logits = x.lt(0).logical_or_(x.gt(1)).any();
+    pred_ok = nan_mask(x).bitwise_not_();
+    const auto logits = x.lt(0).bitwise_or_(x.gt(1)).any();
     const double logit_threshold = std::log(o.threshold() / (1.0 - o.threshold()));
-    pred = at::where(logits, x.gt(logit_threshold), x.gt(o.threshold()));
+    pred = select(logits, x.gt(logit_threshold), x.gt(o.threshold()));
   } else {
-    pred_ok = x.eq(0).logical_or_(x.eq(1));
+    pred_ok = x.eq(0).bitwise_or_(x.eq(1));
     pred = x.eq(1);
   }
   const auto per_row = b.weight && b.weight->dim() < t.dim();
   ClassificationBatch shaped = b;
   if (per_row) shaped.weight = b.weight->unsqueeze(1);
   const auto w_ok = weight_ok(shaped, t);
-  const auto keep = valid.logical_and(target_ok).logical_and_(pred_ok).logical_and_(w_ok);
+  const auto keep = valid.bitwise_and(target_ok).bitwise_and_(pred_ok).bitwise_and_(w_ok);
   const auto w = kept_weight(shaped, keep, o);
   const auto positive = t.eq(1);
   const auto cell = [&](const at::Tensor& is_target, const at::Tensor& is_pred) {
-    return w.mul(is_target.logical_and(is_pred)).sum(0);
+    return w.mul(is_target.bitwise_and(is_pred)).sum(0);
   };
-  const auto negative = positive.logical_not();
-  const auto predicted_negative = pred.logical_not();
+  const auto negative = positive.bitwise_not();
+  const auto predicted_negative = pred.bitwise_not();
   const auto tp = cell(positive, pred), fp = cell(negative, pred);
   const auto fn = cell(positive, predicted_negative), tn = cell(negative, predicted_negative);
   auto bad = bad_counts(valid, target_ok, pred_ok, w_ok);

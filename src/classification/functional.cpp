@@ -20,8 +20,8 @@ struct Doubles {
 Doubles as_double(const StatCounts& c) {
   Doubles d{c.tp.to(at::kDouble), c.fp.to(at::kDouble), c.tn.to(at::kDouble), c.fn.to(at::kDouble)};
   if (!c.tp.is_floating_point()) return d;
-  const auto largest = at::stack({d.tp.max(), d.fp.max(), d.tn.max(), d.fn.max()}).max();
-  const auto scale = at::exp2(std::get<1>(at::frexp(largest)).clamp_min(1).sub(1).neg().to(at::kDouble));
+  const auto largest = at::stack({d.tp.amax(), d.fp.amax(), d.tn.amax(), d.fn.amax()}).amax();
+  const auto scale = at::pow(2.0, largest.log2().floor_().clamp_min_(0).neg_());  // 2^k: exact
   for (auto* counts : {&d.tp, &d.fp, &d.tn, &d.fn}) *counts = *counts * scale;  // never in place: may be the state
   return d;
 }

@@ -1,0 +1,34 @@
+#pragma once
+
+// Element masks and selection for the ATen paths, written with ops that every backend has, the meta device
+// included (LibTorch lacks meta kernels for isnan, isinf and isfinite, which go through abs.out,
+// and for logical_and/or.out: bool masks combine with bitwise_* instead).
+
+#include <ATen/ATen.h>
+
+#include <limits>
+
+namespace metrics::detail {
+
+/// x is NaN (never for integer tensors).
+inline at::Tensor nan_mask(const at::Tensor& x) { return x.ne(x); }
+
+/// x is +inf or -inf.
+inline at::Tensor infinite_mask(const at::Tensor& x) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  return x.eq(kInf).bitwise_or_(x.eq(-kInf));
+}
+
+/// x is NaN, +inf or -inf: x - x is NaN exactly there, and 0 elsewhere.
+inline at::Tensor non_finite_mask(const at::Tensor& x) { return x.sub(x).ne(0); }
+
+/// at::where(condition, a, b). LibTorch 1.13 has no meta kernel for where, so on meta the same
+/// selection is spelled with arithmetic (it reads no value either way).
+inline at::Tensor select(const at::Tensor& condition, const at::Tensor& a, const at::Tensor& b) {
+  if (!condition.is_meta()) return at::where(condition, a, b);
+  const auto type = at::result_type(a, b);
+  const auto picked = a.to(type).mul(condition);
+  return picked.add_(b.to(type).mul(condition.bitwise_not()));
+}
+
+}  // namespace metrics::detail

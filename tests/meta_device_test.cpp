@@ -1,0 +1,151 @@
+// Every metric runs on the meta device: shapes and dtypes only, no values. An update that needed a
+// value on the host would fail here, so this proves the device path never reads one back.
+
+#include <ATen/ATen.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <metrics/aggregation.h>
+#include <metrics/classification.h>
+#include <metrics/collection.h>
+
+#include "test_support.h"
+
+namespace metrics {
+namespace {
+
+using Opts = ClassificationOptions;
+
+// UpdateArgs refer to their tensors: a case makes the tensors, and args() points at them.
+struct Inputs {
+  std::vector<at::Tensor> tensors;
+  c10::optional<double> scalar_weight;
+  UpdateArgs args() const {
+    UpdateArgs a;
+    for (const auto& t : tensors) a.positional.emplace_back(t);
+    if (scalar_weight) a.positional.emplace_back(*scalar_weight);
+    return a;
+  }
+};
+
+struct MetaCase {
+  std::string name;
+  std::function<std::shared_ptr<Metric>(at::Device)> make;
+  std::function<Inputs(at::Device)> inputs;
+};
+
+at::TensorOptions on(at::Device device, at::ScalarType dtype = at::kFloat) {
+  return at::TensorOptions().device(device).dtype(dtype);
+}
+
+std::vector<MetaCase> cases() {
+  std::vector<MetaCase> all;
+  const std::vector<std::pair<std::string, NanPolicy>> policies{{"warn", NanPolicy::warn()},
+                                                                {"error", NanPolicy::error()},
+                                                                {"ignore", NanPolicy::ignore()},
+                                                                {"disable", NanPolicy::disable()},
+                                                                {"replace", NanPolicy::replace(2.0)}};
+  for (const auto& [policy_name, policy] : policies) {
+    const auto o = [policy = policy](at::Device d) { return AggregationOptions().nan_policy(policy).device(d); };
+    const auto value = [](at::Device d) { return Inputs{{at::empty({64}, on(d))}, {}}; };
+    const auto weighted = [](at::Device d) { return Inputs{{at::empty({64}, on(d)), at::empty({64}, on(d))}, {}}; };
+    const auto scalar_weight = [](at::Device d) { return Inputs{{at::empty({64}, on(d))}, 0.5}; };
+    all.push_back({"Mean/" + policy_name, [o](at::Device d) { return std::make_shared<Mean>(o(d)); }, value});
+    all.push_back({"Mean/weighted/" + policy_name, [o](at::Device d) { return std::make_shared<Mean>(o(d)); }, weighted});
+    all.push_back({"Sum/scalar_weight/" + policy_name, [o](at::Device d) { return std::make_shared<Sum>(o(d)); },
+                   scalar_weight});
+    all.push_back({"Min/" + policy_name, [o](at::Device d) { return std::make_shared<Min>(o(d)); }, value});
+    all.push_back({"Max/" + policy_name, [o](at::Device d) { return std::make_shared<Max>(o(d)); }, value});
+  }
+  const auto labels = [](int64_t classes) {
+    return [classes](at::Device d) {
+      return Inputs{{at::empty({32, classes}, on(d)), at::empty({32}, on(d, at::kLong))}, {}};
+    };
+  };
+  const auto entries = [](std::vector<int64_t> shape, bool weighted) {
+    return [shape, weighted](at::Device d) {
+      Inputs inputs{{at::empty(shape, on(d)), at::empty(shape, on(d, at::kLong))}, {}};
+      if (weighted) inputs.tensors.push_back(at::empty({shape[0]}, on(d, at::kDouble)));
+      return inputs;
+    };
+  };
+  const std::vector<std::pair<std::string, Opts>> multiclass{
+      {"multiclass", Opts::multiclass(5)},
+      {"multiclass/top2", Opts::multiclass(5).top_k(2)},
+      {"multiclass/ignore", Opts::multiclass(5).ignore_index(0)},
+      {"multiclass/micro", Opts::multiclass(5).average(Average::Micro)},
+      {"multiclass/weighted", Opts::multiclass(5).average(Average::Weighted)}};
+  for (const auto& [name, opts] : multiclass) {
+    const auto o = opts;
+    const auto at_device = [o](at::Device d) { return Opts(o).device(d); };
+    all.push_back({"Accuracy/" + name, [=](at::Device d) { return std::make_shared<Accuracy>(at_device(d)); }, labels(5)});
+    all.push_back({"Precision/" + name, [=](at::Device d) { return std::make_shared<Precision>(at_device(d)); }, labels(5)});
+    all.push_back({"F1/" + name, [=](at::Device d) { return std::make_shared<F1Score>(at_device(d)); }, labels(5)});
+    all.push_back({"ConfusionMatrix/" + name, [=](at::Device d) { return std::make_shared<ConfusionMatrix>(at_device(d)); },
+                   labels(5)});
+  }
+  const std::vector<std::tuple<std::string, Opts, std::vector<int64_t>>> binary_like{
+      {"binary", Opts::binary(), {64}},
+      {"binary/weighted", Opts::binary().weighted(true), {64}},
+      {"binary/ignore", Opts::binary().ignore_index(-1), {64}},
+      {"multilabel", Opts::multilabel(4), {16, 4}},
+      {"multilabel/weighted", Opts::multilabel(4).weighted(true), {16, 4}}};
+  for (const auto& [name, opts, shape] : binary_like) {
+    const auto o = opts;
+    const auto at_device = [o](at::Device d) { return Opts(o).device(d); };
+    const auto args = entries(shape, o.weighted());
+    all.push_back({"Accuracy/" + name, [=](at::Device d) { return std::make_shared<Accuracy>(at_device(d)); }, args});
+    all.push_back({"Recall/" + name, [=](at::Device d) { return std::make_shared<Recall>(at_device(d)); }, args});
+    all.push_back({"StatScores/" + name, [=](at::Device d) { return std::make_shared<StatScores>(at_device(d)); }, args});
+    all.push_back({"ConfusionMatrix/" + name, [=](at::Device d) { return std::make_shared<ConfusionMatrix>(at_device(d)); },
+                   args});
+  }
+  return all;
+}
+
+TEST(MetaDevice, EveryMetricUpdatesMergesAndComputesOnMeta) {
+  for (const auto& c : cases()) {
+    SCOPED_TRACE(c.name);
+    const auto meta = c.make(at::kMeta);
+    const auto cpu = c.make(at::kCPU);
+    const auto meta_inputs = c.inputs(at::kMeta);
+    try {
+      meta->update(meta_inputs.args());
+      meta->update(meta_inputs.args());
+      const auto batch = meta->forward(meta_inputs.args());
+      auto other = meta->clone();
+      meta->merge(*other);
+      const auto value = meta->value();
+      EXPECT_TRUE(value.is_meta());
+      // The same metric on the CPU (from a zero batch) gives a value of the same shape and dtype.
+      auto zeros = c.inputs(at::kCPU);
+      for (auto& t : zeros.tensors) t = at::zeros_like(t);
+      cpu->update(zeros.args());
+      EXPECT_EQ(value.sizes(), cpu->value().sizes());
+      EXPECT_EQ(value.scalar_type(), cpu->value().scalar_type());
+      EXPECT_EQ(batch.sizes(), value.sizes());
+    } catch (const c10::Error& e) {
+      ADD_FAILURE() << e.what_without_backtrace();
+    }
+  }
+}
+
+TEST(MetaDevice, ACollectionUpdatesAndComputesOnMeta) {
+  const auto o = Opts::multiclass(5).device(at::kMeta);
+  MetricCollection collection;
+  collection.add("accuracy", std::make_shared<Accuracy>(o)).add("f1", std::make_shared<F1Score>(o));
+  collection.add("matrix", std::make_shared<ConfusionMatrix>(o));
+  const auto preds = at::empty({32, 5}, on(at::kMeta));
+  const auto target = at::empty({32}, on(at::kMeta, at::kLong));
+  const UpdateArgs args{{preds, target}};
+  collection.update(args);
+  collection.update(args);
+  for (const auto& [name, metric] : collection.forward(args)) EXPECT_TRUE(metric.is_meta()) << name;
+}
+
+}  // namespace
+}  // namespace metrics
