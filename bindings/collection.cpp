@@ -7,6 +7,12 @@
 namespace metrics::python {
 namespace {
 
+// Where arrays and lists given to update() go: the metrics' device (the CPU for an empty collection).
+at::Device device_of(const MetricCollection& self) {
+  const auto names = self.names();
+  return names.empty() ? at::Device(at::kCPU) : self.at(names.front()).device();
+}
+
 constexpr char kName[] = "MetricCollection";
 
 // name -> value in the order the metrics were added.
@@ -28,12 +34,12 @@ void init_collection(py::module_& m) {
       .def("add", [](MetricCollection& self, const std::string& name,
                      std::shared_ptr<Metric> metric) { self.add(name, std::move(metric)); })
       .def("update", [](MetricCollection& self, const py::args& args, const py::kwargs& kwargs) {
-             const PythonUpdateArgs converted(args, kwargs, kName);
+             const PythonUpdateArgs converted(args, kwargs, kName, device_of(self));
              py::gil_scoped_release release;
              self.update(converted.get());
            })
       .def("forward", [](MetricCollection& self, const py::args& args, const py::kwargs& kwargs) {
-             const PythonUpdateArgs converted(args, kwargs, kName);
+             const PythonUpdateArgs converted(args, kwargs, kName, device_of(self));
              return in_order(self, self.forward(converted.get()));
            })
       .def("compute", [](const MetricCollection& self) {

@@ -15,32 +15,55 @@ void raise_not_constructed(const py::handle& object) {
                        "(...)");
 }
 
-HostOrTensor::HostOrTensor(const py::handle& object, const std::string& metric, const char* argument) {
+HostOrTensor::HostOrTensor(const py::handle& object, const std::string& metric, const char* argument,
+                           at::Device device) {
   if (THPVariable_Check(object.ptr())) {
     tensor_ = THPVariable_Unpack(object.ptr());
     is_tensor_ = true;
     return;
   }
-  TORCH_CHECK_TYPE(is_number(object), metric, ".update: ", argument, " must be a torch.Tensor, a float or an int, got ",
+  if (is_number(object) || PyBool_Check(object.ptr())) {
+    scalar_ = object.cast<double>();
+    return;
+  }
+  // NumPy scalars and arrays, lists and tuples, as torch.as_tensor reads them. A 0-dim result is a
+  // host scalar, as a float is; anything else is copied to the metric's device (a host-to-device
+  // copy that count_syncs counts where the device is an accelerator).
+  const bool array_like = py::isinstance<py::list>(object) || py::isinstance<py::tuple>(object) ||
+                          py::hasattr(object, "__array_interface__");
+  TORCH_CHECK_TYPE(array_like, metric, ".update: ", argument,
+                   " must be a torch.Tensor, a number, a NumPy array or scalar, or a list, got ",
                    py::str(py::type::of(object)).cast<std::string>());
-  scalar_ = object.cast<double>();
+  at::Tensor host;
+  try {
+    host = THPVariable_Unpack(py::module_::import("torch").attr("as_tensor")(object).ptr());
+  } catch (const py::error_already_set& e) {
+    TORCH_CHECK_TYPE(false, metric, ".update: ", argument, " could not be read as a tensor: ", e.what());
+  }
+  if (host.dim() == 0) {
+    TORCH_CHECK_TYPE(!host.is_complex(), metric, ".update: ", argument, " is complex");
+    scalar_ = host.item<double>();
+    return;
+  }
+  tensor_ = host.to(device);
+  is_tensor_ = true;
 }
 
 PythonUpdateArgs::PythonUpdateArgs(const py::args& args, const py::kwargs& kwargs, const std::string& metric,
-                                   const std::vector<std::string>& parameters) {
+                                   at::Device device, const std::vector<std::string>& parameters) {
   auto given = args.size();
   while (given > 0 && args[given - 1].is_none()) --given;
   values_.reserve(given + kwargs.size());
   for (size_t i = 0; i < given; ++i) {
     const auto name = i < parameters.size() ? parameters[i] : "argument " + std::to_string(i + 1);
     TORCH_CHECK_TYPE(!args[i].is_none(), metric, ".update: ", name, " is None");
-    values_.emplace_back(args[i], metric, name.c_str());
+    values_.emplace_back(args[i], metric, name.c_str(), device);
     args_.positional.push_back(values_.back().arg());
   }
   for (const auto& [key, value] : kwargs) {
     if (value.is_none()) continue;
     const auto name = py::str(key).cast<std::string>();
-    values_.emplace_back(value, metric, name.c_str());
+    values_.emplace_back(value, metric, name.c_str(), device);
     args_.keywords.emplace_back(name, values_.back().arg());
   }
 }

@@ -27,13 +27,13 @@ void merge_state(Metric& self, const py::handle& incoming) {
 }
 
 void update(Metric& self, const py::args& args, const py::kwargs& kwargs) {
-  const PythonUpdateArgs converted(args, kwargs, self.name(), self.update_parameters());
+  const PythonUpdateArgs converted(args, kwargs, self.name(), self.device(), self.update_parameters());
   py::gil_scoped_release release;
   self.update(converted.get());
 }
 
 at::Tensor forward(Metric& self, const py::args& args, const py::kwargs& kwargs) {
-  const PythonUpdateArgs converted(args, kwargs, self.name(), self.update_parameters());
+  const PythonUpdateArgs converted(args, kwargs, self.name(), self.device(), self.update_parameters());
   return self.forward(converted.get());
 }
 

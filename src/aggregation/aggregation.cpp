@@ -22,6 +22,12 @@ bool is_floating(at::ScalarType type) {
   return type == at::kFloat || type == at::kDouble || type == at::kHalf || type == at::kBFloat16;
 }
 
+bool is_real(at::ScalarType type) { return is_floating(type) || at::isIntegralType(type, /*includeBool=*/true); }
+
+// Integer and bool tensors (a count of correct predictions, a mask as weights) are summed as
+// float64, as TorchMetrics casts them to its float dtype; floating tensors pass as they are.
+at::Tensor as_floating(const at::Tensor& t) { return is_floating(t.scalar_type()) ? t : t.to(at::kDouble); }
+
 void check_options(const std::string& metric, const AggregationOptions& options) {
   TORCH_CHECK_TYPE(options.dtype() == at::kDouble || options.dtype() == at::kFloat, metric,
                    ": dtype must be float64 or float32, got ", options.dtype());
@@ -31,8 +37,8 @@ void check_value(const std::string& metric, const ValueArg& value, at::Device st
   if (!value.is_tensor()) return;
   const auto& t = value.tensor();
   TORCH_CHECK_TYPE(t.defined(), metric, ".update: value is an undefined tensor");
-  TORCH_CHECK_TYPE(is_floating(t.scalar_type()), metric, ".update: value has dtype ", t.scalar_type(),
-                   "; expected float32, float64, float16 or bfloat16");
+  TORCH_CHECK_TYPE(is_real(t.scalar_type()), metric, ".update: value has dtype ", t.scalar_type(),
+                   "; expected a real (floating, integer or bool) tensor");
   TORCH_CHECK_VALUE(t.device() == state_device, metric, ".update: value is on ", t.device(),
                     " but the metric's state is on ", state_device, "; move the metric with .to(", t.device(), ")");
 }
@@ -43,8 +49,8 @@ void check_weight(const std::string& metric, const ValueArg& value, const ValueA
   TORCH_CHECK_VALUE(value.is_tensor(), metric, ".update: a weight tensor needs a value tensor, but value is a float");
   const auto& v = value.tensor();
   TORCH_CHECK_TYPE(w.defined(), metric, ".update: weight is an undefined tensor");
-  TORCH_CHECK_TYPE(is_floating(w.scalar_type()), metric, ".update: weight has dtype ", w.scalar_type(),
-                   "; expected a floating-point tensor");
+  TORCH_CHECK_TYPE(is_real(w.scalar_type()), metric, ".update: weight has dtype ", w.scalar_type(),
+                   "; expected a real (floating, integer or bool) tensor");
   TORCH_CHECK_VALUE(w.device() == v.device(), metric, ".update: weight is on ", w.device(), " but value is on ",
                     v.device());
   TORCH_CHECK_VALUE(at::is_expandable_to(w.sizes(), v.sizes()), metric, ".update: weight of shape ", w.sizes(),
@@ -110,7 +116,10 @@ void WeightedSumMetric::check_args(const ValueArg& value, const ValueArg& weight
 }
 
 void WeightedSumMetric::accumulate(const ValueArg& value, const ValueArg& weight) {
-  accumulate_weighted_sum(mutable_state(), {total_, compensation_}, value, weight, options_.nan_policy());
+  const auto v = value.is_tensor() ? as_floating(value.tensor()) : at::Tensor();
+  const auto w = weight.is_tensor() ? as_floating(weight.tensor()) : at::Tensor();
+  accumulate_weighted_sum(mutable_state(), {total_, compensation_}, v.defined() ? ValueArg(v) : value,
+                          w.defined() ? ValueArg(w) : weight, options_.nan_policy());
 }
 
 void WeightedSumMetric::update(const ValueArg& value, const ValueArg& weight) {
@@ -156,7 +165,8 @@ std::string ExtremumMetric::options_text() const { return describe(options_); }
 void ExtremumMetric::check_args(const ValueArg& value) const { check_value(name(), value, device()); }
 
 void ExtremumMetric::accumulate(const ValueArg& value) {
-  accumulate_extremum(mutable_state(), extremum_, is_max_, value, options_.nan_policy());
+  const auto v = value.is_tensor() ? as_floating(value.tensor()) : at::Tensor();
+  accumulate_extremum(mutable_state(), extremum_, is_max_, v.defined() ? ValueArg(v) : value, options_.nan_policy());
 }
 
 void ExtremumMetric::update(const ValueArg& value) {

@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include <limits>
+
 #include "kernels.h"
 
 namespace metrics {
@@ -17,6 +19,15 @@ bool is_score_type(at::ScalarType type) {
 at::Tensor as_long(const at::Tensor& t) { return t.scalar_type() == at::kLong ? t : t.to(at::kLong); }
 at::Tensor flat(const at::Tensor& t) { return t.dim() == 1 ? t : t.reshape({-1}); }
 
+// Binary and multilabel targets may be floats {0., 1.} (what BCEWithLogitsLoss takes). A float that
+// is not a whole number (0.5, NaN) becomes a label that is neither 0, 1 nor any ignore_index, so it
+// is counted as a bad target; whole numbers keep their value (-1. can be the ignore_index).
+at::Tensor target_labels(const at::Tensor& target) {
+  if (!target.is_floating_point()) return as_long(target);
+  const auto labels = target.to(at::kLong);
+  return labels.masked_fill_(labels.to(target.scalar_type()).ne(target), std::numeric_limits<int64_t>::min());
+}
+
 // (N, K, ...) -> (N * ..., K): the class or label dimension last, every other one flattened.
 at::Tensor classes_last(const at::Tensor& t, int64_t k) {
   return t.dim() == 2 ? t : t.movedim(1, -1).reshape({-1, k});
@@ -28,10 +39,12 @@ namespace detail {
 namespace {
 
 void check_tensors(const std::string& metric, const at::Tensor& preds, const at::Tensor& target,
-                   at::Device state_device) {
+                   at::Device state_device, bool binary_like) {
   TORCH_CHECK_TYPE(preds.defined() && target.defined(), metric, ".update: preds and target must be defined tensors");
-  TORCH_CHECK_TYPE(is_integral(target.scalar_type()), metric, ".update: target has dtype ", target.scalar_type(),
-                   "; expected an integer (or bool) tensor of class labels");
+  TORCH_CHECK_TYPE(is_integral(target.scalar_type()) || (binary_like && is_score_type(target.scalar_type())), metric,
+                   ".update: target has dtype ", target.scalar_type(),
+                   binary_like ? "; expected 0/1 labels as an integer, bool or floating tensor"
+                               : "; expected an integer (or bool) tensor of class labels");
   TORCH_CHECK_TYPE(is_score_type(preds.scalar_type()) || is_integral(preds.scalar_type()), metric,
                    ".update: preds has dtype ", preds.scalar_type(),
                    "; expected float32/float64/float16/bfloat16 scores or integer labels");
@@ -108,7 +121,7 @@ void check_shapes(const std::string& metric, const ClassificationOptions& o, con
 ClassificationBatch canonicalize(const std::string& metric, const ClassificationOptions& o, const at::Tensor& preds,
                                  const at::Tensor& target, const c10::optional<at::Tensor>& weight,
                                  at::Device state_device) {
-  check_tensors(metric, preds, target, state_device);
+  check_tensors(metric, preds, target, state_device, o.task() != Task::Multiclass);
   check_shapes(metric, o, preds, target);
   if (weight) check_weight(metric, o, *weight, target);
 
@@ -120,10 +133,10 @@ ClassificationBatch canonicalize(const std::string& metric, const Classification
   const bool multiclass_scores = o.task() == Task::Multiclass && preds.dim() == target.dim() + 1;
   if (o.task() == Task::Multilabel) {
     batch.preds = classes_last(p, o.num_classes());
-    batch.target = classes_last(as_long(target), o.num_classes());
+    batch.target = classes_last(target_labels(target), o.num_classes());
   } else {
     batch.preds = multiclass_scores ? classes_last(p, o.num_classes()) : flat(p);
-    batch.target = flat(as_long(target));
+    batch.target = flat(target_labels(target));
   }
   if (weight) batch.weight = canonical_weight(o, *weight, target);
   return batch;

@@ -1,0 +1,78 @@
+"""TorchMetrics' inputs, all without a sync: integer and bool values and weights, NumPy scalars
+and arrays, Python lists and bools, float {0., 1.} targets in binary and multilabel tasks. Values
+against numpy and sklearn."""
+
+import numpy as np
+import pytest
+import sklearn.metrics as skm
+import torch
+
+import nosync_metrics as nm
+
+
+def test_integer_and_bool_values_and_weights():
+    pred, y = torch.tensor([0, 1, 2, 1]), torch.tensor([0, 1, 1, 1])
+    correct = nm.SumMetric()
+    correct.update((pred == y).sum())  # an int64 0-dim tensor
+    correct.update(pred == y)  # a bool tensor
+    assert correct.compute().item() == 6.0
+
+    mean = nm.MeanMetric()
+    values, weights = np.array([2, 4, 6, 8]), np.array([True, False, True, True])
+    mean.update(torch.tensor(values, dtype=torch.int32), torch.tensor(weights))
+    assert mean.compute().item() == pytest.approx(np.average(values, weights=weights), rel=1e-15)
+
+    low = nm.MinMetric()
+    low.update(torch.tensor([5, -3, 9], dtype=torch.int16))
+    assert low.compute().item() == -3.0
+
+
+@pytest.mark.parametrize("scalar", [np.float32(2.5), np.float64(2.5), np.int64(2), np.bool_(True), True, 3])
+def test_numpy_scalars_and_python_bools_are_host_scalars(scalar):
+    total = nm.SumMetric()
+    total.update(scalar)
+    total.update(torch.ones(2), weight=scalar)
+    assert total.compute().item() == pytest.approx(float(scalar) + 2 * float(scalar))
+
+
+def test_numpy_arrays_and_lists():
+    rng = np.random.default_rng(0)
+    values, weights = rng.normal(size=50), rng.uniform(size=50)
+    mean = nm.MeanMetric()
+    mean.update(values, weights)  # NumPy arrays
+    mean.update(list(values[:10]), list(weights[:10]))  # lists
+    want = np.average(np.concatenate([values, values[:10]]), weights=np.concatenate([weights, weights[:10]]))
+    assert mean.compute().item() == pytest.approx(want, rel=1e-12)
+
+    acc = nm.MulticlassAccuracy(num_classes=3, average="micro")
+    preds, target = rng.integers(0, 3, 40), rng.integers(0, 3, 40)
+    acc.update(list(preds), target)
+    assert acc.compute().item() == pytest.approx(skm.accuracy_score(target, preds), rel=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_float_targets_in_binary_and_multilabel_tasks(dtype):
+    rng = np.random.default_rng(1)
+    probs, target = rng.uniform(size=(64, 3)), rng.integers(0, 2, (64, 3))
+    binary = nm.BinaryF1Score()
+    binary.update(torch.tensor(probs[:, 0]), torch.tensor(target[:, 0], dtype=dtype))
+    assert binary.compute().item() == pytest.approx(skm.f1_score(target[:, 0], probs[:, 0] > 0.5), rel=1e-6)
+
+    multilabel = nm.MultilabelAccuracy(num_labels=3, average="micro")
+    multilabel.update(torch.tensor(probs), torch.tensor(target, dtype=dtype))
+    assert multilabel.compute().item() == pytest.approx(((probs > 0.5) == target).mean(), rel=1e-6)
+
+
+def test_float_targets_that_are_not_labels_are_counted_as_bad_input():
+    acc = nm.BinaryAccuracy()
+    acc.update(torch.tensor([0.9, 0.2, 0.7, 0.1]), torch.tensor([1.0, 0.5, float("nan"), 0.0]))
+    with pytest.raises(ValueError, match="BinaryAccuracy: 2 targets not 0 or 1 in 1 update"):
+        acc.compute()
+    ignoring = nm.BinaryAccuracy(ignore_index=-1)
+    ignoring.update(torch.tensor([0.9, 0.2, 0.7]), torch.tensor([1.0, -1.0, 0.0]))
+    assert ignoring.compute().item() == 0.5  # -1. is the ignore_index, not a bad target
+
+
+def test_multiclass_targets_must_still_be_integers():
+    with pytest.raises(TypeError, match="MulticlassAccuracy.update: target has dtype Float; expected an integer"):
+        nm.MulticlassAccuracy(num_classes=3).update(torch.tensor([0, 1]), torch.tensor([0.0, 1.0]))
