@@ -192,8 +192,8 @@ void Metric::load_state_dict(const StateDict& dict) {
   const auto version = state.find(kVersionKey);
   if (version != state.end()) {
     const auto& v = version->second;
-    TORCH_CHECK_VALUE(v.defined() && !v.is_meta() && v.numel() == 1 && v.scalar_type() == at::kLong, name_, ".load_state_dict: '", kVersionKey,
-                      "' must be one int64");
+    TORCH_CHECK_VALUE(v.defined() && !v.is_meta() && v.numel() == 1 && v.scalar_type() == at::kLong, name_,
+                      ".load_state_dict: '", kVersionKey, "' must be one int64");
     const auto found = v.item<int64_t>();
     TORCH_CHECK_VALUE(found == kStateFormatVersion, name_, ".load_state_dict: the state is of format version ",
                       found, ", this build reads version ", kStateFormatVersion);

@@ -148,7 +148,8 @@ void MetricState::load_state_dict(const StateDict& dict, const std::string& metr
   const at::NoGradGuard no_grad;  // a dict tensor that requires grad must not make the state require it
   for (const auto& item : dict) {
     const auto& name = item.first;  // not a structured binding: clang before 16 cannot capture one
-    const bool known = std::any_of(entries_.begin(), entries_.end(), [&](const StateEntry& e) { return e.name == name; });
+    const bool known =
+        std::any_of(entries_.begin(), entries_.end(), [&](const StateEntry& e) { return e.name == name; });
     TORCH_CHECK_VALUE(known, metric, ".load_state_dict: unexpected key '", name, "'");
   }
   std::vector<at::Tensor> incoming;

@@ -431,7 +431,8 @@ TEST(AggregationBadInput, ClearErrorsAndStateUnchanged) {
                      "Mean.update: weight has dtype ComplexDouble");
   EXPECT_THROWS_WITH(mean.update(at::ones({2}, at::TensorOptions().device(at::kMeta))), c10::ValueError,
                      "Mean.update: value is on meta but the metric's state is on cpu");
-  EXPECT_THROWS_WITH(mean.update(2.0, floats({1})), c10::ValueError, "Mean.update: a weight tensor needs a value tensor");
+  EXPECT_THROWS_WITH(mean.update(2.0, floats({1})), c10::ValueError,
+                     "Mean.update: a weight tensor needs a value tensor");
   EXPECT_TRUE(states_equal(mean.state_dict(), before));
   EXPECT_EQ(mean.update_count(), 1);
 }

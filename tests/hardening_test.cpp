@@ -135,7 +135,8 @@ TEST(Aggregation, InfiniteWeightsAreCountedByKindAndKeptOut) {
     mean.update(doubles({1.0, 2.0, NAN, 4.0}), doubles({1.0, INFINITY, 1.0, 3.0}));
     mean.update(5.0, -INFINITY);
     EXPECT_TRUE(tensors_close(mean.value(), at::scalar_tensor((1.0 + 12.0) / 4.0, at::kDouble)));
-    EXPECT_THROWS_WITH(mean.check(), c10::Error, "Mean: 1 NaN values, 2 infinite weights in 2 updates, first at update 0");
+    EXPECT_THROWS_WITH(mean.check(), c10::Error,
+                       "Mean: 1 NaN values, 2 infinite weights in 2 updates, first at update 0");
   });
 }
 

@@ -42,6 +42,12 @@ at::TensorOptions on(at::Device device, at::ScalarType dtype = at::kFloat) {
   return at::TensorOptions().device(device).dtype(dtype);
 }
 
+// A MetaCase's make(): metric M built with options_at(device).
+template <class M, class OptionsAt>
+std::function<std::shared_ptr<Metric>(at::Device)> maker(OptionsAt options_at) {
+  return [options_at](at::Device d) { return std::make_shared<M>(options_at(d)); };
+}
+
 std::vector<MetaCase> cases() {
   std::vector<MetaCase> all;
   const std::vector<std::pair<std::string, NanPolicy>> policies{{"warn", NanPolicy::warn()},
@@ -54,12 +60,11 @@ std::vector<MetaCase> cases() {
     const auto value = [](at::Device d) { return Inputs{{at::empty({64}, on(d))}, {}}; };
     const auto weighted = [](at::Device d) { return Inputs{{at::empty({64}, on(d)), at::empty({64}, on(d))}, {}}; };
     const auto scalar_weight = [](at::Device d) { return Inputs{{at::empty({64}, on(d))}, 0.5}; };
-    all.push_back({"Mean/" + policy_name, [o](at::Device d) { return std::make_shared<Mean>(o(d)); }, value});
-    all.push_back({"Mean/weighted/" + policy_name, [o](at::Device d) { return std::make_shared<Mean>(o(d)); }, weighted});
-    all.push_back({"Sum/scalar_weight/" + policy_name, [o](at::Device d) { return std::make_shared<Sum>(o(d)); },
-                   scalar_weight});
-    all.push_back({"Min/" + policy_name, [o](at::Device d) { return std::make_shared<Min>(o(d)); }, value});
-    all.push_back({"Max/" + policy_name, [o](at::Device d) { return std::make_shared<Max>(o(d)); }, value});
+    all.push_back({"Mean/" + policy_name, maker<Mean>(o), value});
+    all.push_back({"Mean/weighted/" + policy_name, maker<Mean>(o), weighted});
+    all.push_back({"Sum/scalar_weight/" + policy_name, maker<Sum>(o), scalar_weight});
+    all.push_back({"Min/" + policy_name, maker<Min>(o), value});
+    all.push_back({"Max/" + policy_name, maker<Max>(o), value});
   }
   const auto labels = [](int64_t classes) {
     return [classes](at::Device d) {
@@ -82,11 +87,12 @@ std::vector<MetaCase> cases() {
   for (const auto& [name, opts] : multiclass) {
     const auto o = opts;
     const auto at_device = [o](at::Device d) { return Opts(o).device(d); };
-    all.push_back({"Accuracy/" + name, [=](at::Device d) { return std::make_shared<Accuracy>(at_device(d)); }, labels(5)});
-    all.push_back({"Precision/" + name, [=](at::Device d) { return std::make_shared<Precision>(at_device(d)); }, labels(5)});
-    all.push_back({"F1/" + name, [=](at::Device d) { return std::make_shared<F1Score>(at_device(d)); }, labels(5)});
-    all.push_back({"ConfusionMatrix/" + name, [=](at::Device d) { return std::make_shared<ConfusionMatrix>(at_device(d)); },
-                   labels(5)});
+    all.push_back({"Accuracy/" + name, maker<Accuracy>(at_device), labels(5)});
+    all.push_back({"Precision/" + name, maker<Precision>(at_device), labels(5)});
+    all.push_back({"Recall/" + name, maker<Recall>(at_device), labels(5)});
+    all.push_back({"F1/" + name, maker<F1Score>(at_device), labels(5)});
+    all.push_back({"StatScores/" + name, maker<StatScores>(at_device), labels(5)});
+    all.push_back({"ConfusionMatrix/" + name, maker<ConfusionMatrix>(at_device), labels(5)});
   }
   const std::vector<std::tuple<std::string, Opts, std::vector<int64_t>>> binary_like{
       {"binary", Opts::binary(), {64}},
@@ -98,11 +104,12 @@ std::vector<MetaCase> cases() {
     const auto o = opts;
     const auto at_device = [o](at::Device d) { return Opts(o).device(d); };
     const auto args = entries(shape, o.weighted());
-    all.push_back({"Accuracy/" + name, [=](at::Device d) { return std::make_shared<Accuracy>(at_device(d)); }, args});
-    all.push_back({"Recall/" + name, [=](at::Device d) { return std::make_shared<Recall>(at_device(d)); }, args});
-    all.push_back({"StatScores/" + name, [=](at::Device d) { return std::make_shared<StatScores>(at_device(d)); }, args});
-    all.push_back({"ConfusionMatrix/" + name, [=](at::Device d) { return std::make_shared<ConfusionMatrix>(at_device(d)); },
-                   args});
+    all.push_back({"Accuracy/" + name, maker<Accuracy>(at_device), args});
+    all.push_back({"Precision/" + name, maker<Precision>(at_device), args});
+    all.push_back({"Recall/" + name, maker<Recall>(at_device), args});
+    all.push_back({"F1/" + name, maker<F1Score>(at_device), args});
+    all.push_back({"StatScores/" + name, maker<StatScores>(at_device), args});
+    all.push_back({"ConfusionMatrix/" + name, maker<ConfusionMatrix>(at_device), args});
   }
   return all;
 }
