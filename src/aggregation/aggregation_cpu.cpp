@@ -27,6 +27,17 @@ struct SpanWeight {
   double operator()(int64_t i) const { return static_cast<double>(data[i]); }
 };
 
+// Knuth's TwoSum: sum + x exactly equals the new sum plus the returned error, at any magnitudes.
+template <typename T>
+inline void two_sum(T& sum, T& compensation, T x) {
+  const T total = sum + x;
+  if (std::isfinite(total)) {
+    const T from_x = total - sum;
+    compensation += (sum - (total - from_x)) + (x - from_x);
+  }
+  sum = total;
+}
+
 // A NaN value or weight, or an infinite weight, is bad: dropped and counted by kind, or replaced.
 template <Mode mode>
 inline void accumulate_one(double x, double w, double replacement, double& sx, double& sw, int64_t& nans,
@@ -49,24 +60,33 @@ inline void accumulate_one(double x, double w, double replacement, double& sx, d
   sw += w;
 }
 
-// Four independent lanes keep the additions from waiting on each other.
+// Four independent lanes keep the additions from waiting on each other. Lanes sum blocks of
+// kBlock entries; block sums are added with TwoSum, so the error does not grow with the batch
+// (torch.sum's pairwise sum grows as its log; a plain running sum, linearly).
 template <Mode mode, typename T, typename Weight>
 WeightedBatch sum_span(const T* x, Weight weight, int64_t n, double replacement) {
   constexpr int64_t kLanes = 4;
-  double sx[kLanes] = {}, sw[kLanes] = {};
+  constexpr int64_t kBlock = 256;
+  double total_x = 0.0, error_x = 0.0, total_w = 0.0, error_w = 0.0;
   int64_t nans[kLanes] = {}, infinite[kLanes] = {};
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    for (int64_t l = 0; l < kLanes; ++l) {
-      accumulate_one<mode>(static_cast<double>(x[i + l]), weight(i + l), replacement, sx[l], sw[l], nans[l],
-                           infinite[l]);
+  for (int64_t start = 0; start < n; start += kBlock) {
+    const int64_t end = std::min(n, start + kBlock);
+    double sx[kLanes] = {}, sw[kLanes] = {};
+    int64_t i = start;
+    for (; i + kLanes <= end; i += kLanes) {
+      for (int64_t l = 0; l < kLanes; ++l) {
+        accumulate_one<mode>(static_cast<double>(x[i + l]), weight(i + l), replacement, sx[l], sw[l], nans[l],
+                             infinite[l]);
+      }
     }
+    for (; i < end; ++i) {
+      accumulate_one<mode>(static_cast<double>(x[i]), weight(i), replacement, sx[0], sw[0], nans[0], infinite[0]);
+    }
+    two_sum(total_x, error_x, (sx[0] + sx[1]) + (sx[2] + sx[3]));
+    two_sum(total_w, error_w, (sw[0] + sw[1]) + (sw[2] + sw[3]));
   }
-  for (; i < n; ++i) {
-    accumulate_one<mode>(static_cast<double>(x[i]), weight(i), replacement, sx[0], sw[0], nans[0], infinite[0]);
-  }
-  return {(sx[0] + sx[1]) + (sx[2] + sx[3]), (sw[0] + sw[1]) + (sw[2] + sw[3]),
-          nans[0] + nans[1] + nans[2] + nans[3], infinite[0] + infinite[1] + infinite[2] + infinite[3]};
+  return {total_x + error_x, total_w + error_w, nans[0] + nans[1] + nans[2] + nans[3],
+          infinite[0] + infinite[1] + infinite[2] + infinite[3]};
 }
 
 template <typename T, typename Weight>
@@ -119,17 +139,6 @@ ExtremumBatch extremum_span(const T* x, int64_t n, const NanPolicy& policy) {
 template <typename T>
 ExtremumBatch extremum_span(const T* x, int64_t n, bool is_max, const NanPolicy& policy) {
   return is_max ? extremum_span<true>(x, n, policy) : extremum_span<false>(x, n, policy);
-}
-
-// Knuth's TwoSum: sum + x exactly equals the new sum plus the returned error, at any magnitudes.
-template <typename T>
-inline void two_sum(T& sum, T& compensation, T x) {
-  const T total = sum + x;
-  if (std::isfinite(total)) {
-    const T from_x = total - sum;
-    compensation += (sum - (total - from_x)) + (x - from_x);
-  }
-  sum = total;
 }
 
 }  // namespace

@@ -168,3 +168,20 @@ def test_hundred_million_samples_stay_exact():
         exact += float(np.sum(batch.numpy().astype(np.longdouble)))
         total += batch.numel()
     assert abs(m.compute().item() - exact / total) / (exact / total) <= 1e-12
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("kind", ["normal", "offset", "wide"])
+def test_within_batch_sum_is_at_least_as_exact_as_torch_sum(kind, seed):
+    rng = np.random.default_rng(seed)
+    n = 1 << 18
+    x = {"normal": rng.normal(size=n), "offset": rng.uniform(size=n) + 1e8,
+         "wide": rng.normal(size=n) * 10.0 ** rng.integers(-8, 9, n)}[kind]
+    exact = math.fsum(x)
+    total = nm.SumMetric()
+    total.update(torch.tensor(x))
+    ours = abs(total.compute().item() - exact)
+    theirs = abs(torch.tensor(x).sum().item() - exact)
+    assert ours <= theirs + 2 * np.finfo(np.float64).eps * abs(exact)
+    plain = abs(float(np.cumsum(x)[-1]) - exact)  # what a running sum loses, for scale
+    assert ours <= plain
