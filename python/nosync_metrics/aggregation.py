@@ -1,19 +1,43 @@
 """TorchMetrics' aggregators (MeanMetric, SumMetric, MinMetric, MaxMetric) on the C++ ones."""
 
+import numbers
+
+import torch
+
 from . import _C
-from .metric import _P, arg, metric_class
+from .metric import _P, arg, check_device, metric_class
 
 _PARAMETERS = [arg("nan_strategy", "warn"), arg("dtype", None, _P.KEYWORD_ONLY), arg("device", None, _P.KEYWORD_ONLY)]
+_WEIGHTED_UPDATE = [arg("value"), arg("weight", 1.0)]  # SumMetric's weight is ours: the sum of value * weight
+_UPDATE = [arg("value")]
+_UPDATE_DOC = ("Accumulates value (a tensor, a number, a NumPy array or a list){}. NaN values are handled by "
+               "nan_strategy. Never synchronizes.")
 
 
-def _aggregator(name, base, doc):
+def _construct(base):
     def construct(self, a):
-        base.__init__(self, a["nan_strategy"], dtype=a["dtype"], device=a["device"])
+        who = type(self).__name__
+        nan_strategy = a["nan_strategy"]
+        if isinstance(nan_strategy, bool) or not isinstance(nan_strategy, (str, numbers.Real)):
+            raise ValueError(f"{who}: nan_strategy must be 'error', 'warn', 'ignore', 'disable' or a float, "
+                             f"got {nan_strategy!r}")
+        if a["dtype"] is not None and not isinstance(a["dtype"], torch.dtype):
+            raise TypeError(f"{who}: dtype must be a torch.dtype, got {a['dtype']!r} ({type(a['dtype']).__name__})")
+        base.__init__(self, nan_strategy, dtype=a["dtype"], device=check_device(who, "device", a["device"]))
 
-    return metric_class(name, base, _PARAMETERS, construct, doc)
+    return construct
 
 
-MeanMetric = _aggregator("MeanMetric", _C.MeanMetric, _C.MeanMetric.__doc__)
-SumMetric = _aggregator("SumMetric", _C.SumMetric, _C.SumMetric.__doc__)
-MinMetric = _aggregator("MinMetric", _C.MinMetric, _C.MinMetric.__doc__)
-MaxMetric = _aggregator("MaxMetric", _C.MaxMetric, _C.MaxMetric.__doc__)
+def _aggregator(name, base, update, full_state_update):
+    # TorchMetrics 1.6's BaseAggregator: is_differentiable and higher_is_better None; Max and Min
+    # set full_state_update = True.
+    attributes = {"is_differentiable": None, "higher_is_better": None, "full_state_update": full_state_update}
+    doc = _UPDATE_DOC.format(", weighted by weight" if len(update) > 1 else "")
+    return metric_class(name, base, _PARAMETERS, _construct(base), base.__doc__, update=update, update_doc=doc,
+                        attributes=attributes, options={"nan_strategy": _P.empty})
+
+
+MeanMetric = _aggregator("MeanMetric", _C.MeanMetric, _WEIGHTED_UPDATE, False)
+SumMetric = _aggregator("SumMetric", _C.SumMetric, _WEIGHTED_UPDATE, False)
+MinMetric = _aggregator("MinMetric", _C.MinMetric, _UPDATE, True)
+MaxMetric = _aggregator("MaxMetric", _C.MaxMetric, _UPDATE, True)

@@ -4,18 +4,22 @@ nosync-metrics' C++ metrics.
 
 Beyond TorchMetrics, every class takes two keyword arguments: ``weighted=True`` accepts per-sample
 weights in ``update(preds, target, weight)``, and ``device`` places the state.
-``multidim_average`` accepts ``"global"`` only.
+``multidim_average`` accepts ``"global"`` only. As in TorchMetrics, the arguments are readable as
+attributes (``metric.num_classes``, ``metric.average``, ...), here read-only: they are the C++
+metric's options. Accuracy and StatScores take ``zero_division`` and, as TorchMetrics, never use it.
 """
 
 import inspect
 
 from . import _C
-from .metric import _P, metric_class
+from .metric import _P, CONSTANTS, check_bool, check_device, check_int, check_real, check_str, metric_class
 from .metric import arg as _arg
 
 
 _EXTRAS = [_arg("weighted", False, _P.KEYWORD_ONLY), _arg("device", None, _P.KEYWORD_ONLY)]
+# zero_division: keyword-only where TorchMetrics takes it in **kwargs, after validate_args in F1/F-beta.
 _ZERO_DIVISION = _arg("zero_division", 0, _P.KEYWORD_ONLY)
+_ZERO_DIVISION_POSITIONAL = _arg("zero_division", 0)
 
 # TorchMetrics 1.6's parameters of each task class, in its order.
 _SCORE_PARAMETERS = {
@@ -34,60 +38,109 @@ _CONFUSION_PARAMETERS = {
                    _arg("validate_args", True)],
 }
 _PREFIX = {"binary": "Binary", "multiclass": "Multiclass", "multilabel": "Multilabel"}
+_UPDATE = [_arg("preds"), _arg("target"), _arg("weight", None)]  # weight: with weighted=True only
+_UPDATE_DOC = ("Counts a batch: preds and target as TorchMetrics takes them, and with weighted=True a weight per "
+               "sample. Checks shapes, dtypes and devices; counts bad values on the device. Never synchronizes.")
+
+# TorchMetrics 1.6's class attributes of each family.
+_SCORE_ATTRIBUTES = {"is_differentiable": False, "higher_is_better": True, "full_state_update": False,
+                     "plot_lower_bound": 0.0, "plot_upper_bound": 1.0}
+_COUNT_ATTRIBUTES = {"is_differentiable": False, "higher_is_better": None, "full_state_update": False}
 
 
-def _options(task, arguments):
+def _checked(who, arguments):
+    """The arguments with their types checked (ValueError naming `who` and the argument, as TorchMetrics
+    raises), in the types the C++ options take; value ranges are checked in C++."""
+    a = dict(arguments)
+    for name in ("num_classes", "num_labels", "top_k"):
+        if name in a:
+            a[name] = check_int(who, name, a[name])
+    a["ignore_index"] = check_int(who, "ignore_index", a["ignore_index"], optional=True)
+    for name in ("threshold", "beta", "zero_division"):
+        if name in a:
+            a[name] = check_real(who, name, a[name])
+    for name in ("average", "normalize"):
+        if name in a:
+            check_str(who, name, a[name], optional=True)
+    if a.get("multidim_average", "global") != "global":
+        check_str(who, "multidim_average", a["multidim_average"])
+        if a["multidim_average"] == "samplewise":
+            raise ValueError(f"{who}: multidim_average='samplewise' is not supported: nosync-metrics counts "
+                             "globally (multidim_average='global')")
+    check_bool(who, "validate_args", a["validate_args"])
+    check_bool(who, "weighted", a["weighted"])
+    a["device"] = check_device(who, "device", a["device"])
+    return a
+
+
+def _options(who, task, arguments):
+    a = _checked(who, arguments)
     return _C.classification_options(
         task=task,
-        num_classes=arguments.get("num_classes", arguments.get("num_labels")),
-        threshold=arguments.get("threshold", 0.5),
-        top_k=arguments.get("top_k", 1),
-        average=arguments.get("average", "macro"),
-        multidim_average=arguments.get("multidim_average", "global"),
-        ignore_index=arguments.get("ignore_index"),
-        validate_args=arguments.get("validate_args", True),
-        zero_division=arguments.get("zero_division", 0),
-        weighted=arguments["weighted"],
-        device=arguments["device"],
+        num_classes=a.get("num_classes", a.get("num_labels")),
+        threshold=a.get("threshold", 0.5),
+        top_k=a.get("top_k", 1),
+        average=a.get("average", "macro"),
+        multidim_average=a.get("multidim_average", "global"),
+        ignore_index=a["ignore_index"],
+        validate_args=a["validate_args"],
+        zero_division=a.get("zero_division", 0),
+        weighted=a["weighted"],
+        device=a["device"],
     )
 
 
-def _task_class(name, base, task, parameters, construct, doc):
+def _task_class(name, base, task, parameters, construct, doc, attributes, options):
     """A subclass of the C++ metric `base` whose __init__ takes `parameters` (TorchMetrics' names)."""
     return metric_class(name, base, parameters, lambda self, arguments: construct(self, task, arguments), doc,
-                        shown_always=[p.name for p in parameters if p.default is _P.empty])
+                        shown_always=[p.name for p in parameters if p.default is _P.empty], update=_UPDATE,
+                        update_doc=_UPDATE_DOC, attributes=attributes, options=options)
 
 
 def _scores(self, base, task, arguments):
-    base.__init__(self, _options(task, arguments))
+    base.__init__(self, _options(type(self).__name__, task, arguments))
 
 
-def _define_family(family, base, doc, construct, leading=(), zero_division=True, parameters=None):
-    """The three task classes of one metric, e.g. BinaryAccuracy, MulticlassAccuracy, MultilabelAccuracy."""
+def _counts(self, base, task, arguments):
+    """StatScores and Accuracy: TorchMetrics takes zero_division (0 or 1) there and never uses it."""
+    who = type(self).__name__
+    if check_real(who, "zero_division", arguments["zero_division"]) not in (0, 1):
+        raise ValueError(f"{who}: zero_division must be 0 or 1, got {arguments['zero_division']}")
+    base.__init__(self, _options(who, task, dict(arguments, zero_division=0)))
+
+
+def _define_family(family, base, doc, construct, attributes, leading=(), zero_division=_ZERO_DIVISION,
+                   parameters=None, fixed=None):
+    """The three task classes of one metric, e.g. BinaryAccuracy, MulticlassAccuracy, MultilabelAccuracy.
+    Every TorchMetrics parameter is readable as an attribute; `fixed` adds attributes of fixed value."""
     parameters = parameters or _SCORE_PARAMETERS
     classes = {}
     for task, task_parameters in parameters.items():
-        extras = ([_ZERO_DIVISION] if zero_division else []) + _EXTRAS
-        name = _PREFIX[task] + family
-        classes[task] = _task_class(name, base, task, list(leading) + task_parameters + extras,
-                                    lambda self, t, a, b=base: construct(self, b, t, a), doc)
+        ours = list(leading) + task_parameters + ([zero_division] if zero_division else [])
+        options = {p.name: _P.empty for p in ours}
+        options.update(fixed or {})
+        classes[task] = _task_class(_PREFIX[task] + family, base, task, ours + _EXTRAS,
+                                    lambda self, t, a, b=base: construct(self, b, t, a), doc, attributes, options)
     return classes
 
 
 _STAT_SCORES = _define_family("StatScores", _C.StatScores, "[tp, fp, tn, fn, support] (TorchMetrics' StatScores).",
-                              _scores, zero_division=False)
+                              _counts, _COUNT_ATTRIBUTES)
 _ACCURACY = _define_family("Accuracy", _C.Accuracy, "Accuracy (TorchMetrics' semantics; macro by default).",
-                           _scores, zero_division=False)
-_PRECISION = _define_family("Precision", _C.Precision, "Precision tp / (tp + fp).", _scores)
-_RECALL = _define_family("Recall", _C.Recall, "Recall tp / (tp + fn).", _scores)
-_F1 = _define_family("F1Score", _C.F1Score, "F1 score.", _scores)
-_FBETA = _define_family("FBetaScore", _C.FBetaScore, "F-beta score.",
-                        lambda self, base, task, a: base.__init__(self, float(a["beta"]), _options(task, a)),
-                        leading=[_arg("beta")])
-_CONFUSION = _define_family("ConfusionMatrix", _C.ConfusionMatrix,
-                            "Confusion matrix: rows are targets, columns predictions.",
-                            lambda self, base, task, a: base.__init__(self, _options(task, a), a["normalize"]),
-                            zero_division=False, parameters=_CONFUSION_PARAMETERS)
+                           _counts, _SCORE_ATTRIBUTES)
+_PRECISION = _define_family("Precision", _C.Precision, "Precision tp / (tp + fp).", _scores, _SCORE_ATTRIBUTES)
+_RECALL = _define_family("Recall", _C.Recall, "Recall tp / (tp + fn).", _scores, _SCORE_ATTRIBUTES)
+_F1 = _define_family("F1Score", _C.F1Score, "F1 score.", _scores, _SCORE_ATTRIBUTES,
+                     zero_division=_ZERO_DIVISION_POSITIONAL, fixed={"beta": 1.0})
+_FBETA = _define_family(
+    "FBetaScore", _C.FBetaScore, "F-beta score.",
+    lambda self, base, task, a: base.__init__(self, check_real(type(self).__name__, "beta", a["beta"]),
+                                              _options(type(self).__name__, task, a)),
+    _SCORE_ATTRIBUTES, leading=[_arg("beta")], zero_division=_ZERO_DIVISION_POSITIONAL)
+_CONFUSION = _define_family(
+    "ConfusionMatrix", _C.ConfusionMatrix, "Confusion matrix: rows are targets, columns predictions.",
+    lambda self, base, task, a: base.__init__(self, _options(type(self).__name__, task, a), a["normalize"]),
+    _COUNT_ATTRIBUTES, zero_division=None, parameters=_CONFUSION_PARAMETERS)
 
 BinaryStatScores, MulticlassStatScores, MultilabelStatScores = _STAT_SCORES.values()
 BinaryAccuracy, MulticlassAccuracy, MultilabelAccuracy = _ACCURACY.values()
@@ -108,29 +161,35 @@ _WRAPPER_CONFUSION = [_arg("threshold", 0.5), _arg("num_classes", None), _arg("n
 
 
 def _task_wrapper(name, classes, parameters, doc):
-    """TorchMetrics' task wrapper: Accuracy(task="multiclass", num_classes=10) is a MulticlassAccuracy."""
+    """TorchMetrics' task wrapper: Accuracy(task="multiclass", num_classes=10) is a MulticlassAccuracy.
+    The task is matched in any case ("Multiclass", "BINARY"), as TorchMetrics matches it."""
     signature = inspect.Signature([_arg("cls"), _arg("task")] + parameters + [_P("kwargs", _P.VAR_KEYWORD)])
 
     def __new__(cls, *args, **kwargs):
-        bound = signature.bind(cls, *args, **kwargs)
+        try:
+            bound = signature.bind(cls, *args, **kwargs)
+        except TypeError as error:
+            raise TypeError(f"{name}: {error}") from None
         bound.apply_defaults()
         arguments = dict(bound.arguments)
         task = arguments.pop("task")
         extra = arguments.pop("kwargs")
         del arguments["cls"]
-        if task not in classes:
+        if not isinstance(task, str) or task.lower() not in classes:
             raise ValueError(f"{name}: task must be 'binary', 'multiclass' or 'multilabel', got {task!r}")
-        if task == "multiclass" and not isinstance(arguments["num_classes"], int):
-            raise ValueError(f"{name}: `num_classes` is expected to be `int` but {type(arguments['num_classes'])} was passed.")
-        if task == "multilabel" and not isinstance(arguments["num_labels"], int):
-            raise ValueError(f"{name}: `num_labels` is expected to be `int` but {type(arguments['num_labels'])} was passed.")
+        task = task.lower()
+        for needed, when in (("num_classes", "multiclass"), ("top_k", "multiclass"), ("num_labels", "multilabel")):
+            if task == when and needed in arguments and not isinstance(arguments[needed], int):
+                raise ValueError(f"{name}: `{needed}` is expected to be `int` but {type(arguments[needed])} was "
+                                 "passed.")
         target = classes[task]
         accepted = inspect.signature(target.__init__).parameters
         chosen = {k: v for k, v in arguments.items() if k in accepted}
         return target(**chosen, **extra)
 
     __new__.__signature__ = signature
-    return type(name, (), {"__new__": __new__, "__doc__": doc, "__module__": "nosync_metrics"})
+    # TorchMetrics' wrapper classes keep its Metric base's class attributes (None).
+    return type(name, (), {"__new__": __new__, "__doc__": doc, "__module__": "nosync_metrics", **CONSTANTS})
 
 
 StatScores = _task_wrapper("StatScores", _STAT_SCORES, _WRAPPER_SCORE, "StatScores(task=...): a task class.")

@@ -59,8 +59,13 @@ class Syncable:
 
     _sync_cache = None
 
+    def _distributed_available(self):
+        """Whether to reduce over ranks (TorchMetrics' distributed_available_fn); the subclass may narrow it."""
+        return dist_initialized()
+
     def _world_size(self):
-        return dist.get_world_size(self._sync_group()) if dist_initialized() else 1
+        available = dist_initialized() and self._distributed_available()
+        return dist.get_world_size(self._sync_group()) if available else 1
 
     def _synced_core(self):
         """A copy of the C++ metric or collection holding the state reduced over every rank."""
@@ -76,7 +81,7 @@ class Syncable:
                              "each state tensor with its declared reduction over torch.distributed")
         if self._sync_cache is not None:
             raise RuntimeError("The Metric has already been synced.")
-        available = dist_initialized() if distributed_available is None else distributed_available()
+        available = self._distributed_available() if distributed_available is None else distributed_available()
         if not should_sync or not available:
             return
         if process_group is not None:

@@ -1,22 +1,158 @@
 """What every nosync_metrics metric class adds to its C++ metric: TorchMetrics' constructor
-arguments (kept for clone() and repr()) and TorchMetrics' distributed behaviour."""
+arguments (kept for clone() and repr(), readable as attributes), TorchMetrics' class attributes,
+TorchMetrics' method signatures, argument errors that name the metric, and TorchMetrics'
+distributed behaviour."""
 
 import inspect
+import numbers
+from collections import namedtuple
+from collections.abc import Mapping
+
+import torch
 
 from . import _C
-from .distributed import Syncable
+from .distributed import Syncable, dist_initialized
 
 _P = inspect.Parameter
+_KEYWORD = _P.KEYWORD_ONLY
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
 def arg(name, default=_P.empty, kind=_P.POSITIONAL_OR_KEYWORD):
     return _P(name, kind, default=default)
 
 
-#: TorchMetrics' distributed keyword arguments, taken by every metric.
-DISTRIBUTED = [arg("sync_on_compute", True, _P.KEYWORD_ONLY), arg("dist_sync_on_step", False, _P.KEYWORD_ONLY),
-               arg("process_group", None, _P.KEYWORD_ONLY)]
+#: TorchMetrics' Metric keyword arguments (its ``**kwargs``), taken by every metric, with its defaults.
+METRIC_KWARGS = [arg("compute_on_cpu", False, _KEYWORD), arg("dist_sync_on_step", False, _KEYWORD),
+                 arg("process_group", None, _KEYWORD), arg("dist_sync_fn", None, _KEYWORD),
+                 arg("distributed_available_fn", None, _KEYWORD), arg("sync_on_compute", True, _KEYWORD),
+                 arg("compute_with_cache", True, _KEYWORD)]
 
+#: TorchMetrics' class attributes, and their values on its Metric base.
+CONSTANTS = {"is_differentiable": None, "higher_is_better": None, "full_state_update": None,
+             "plot_lower_bound": None, "plot_upper_bound": None, "plot_legend_name": None}
+
+
+# ---------------------------------------------------------------- argument checks, naming the metric
+
+def check_int(who, name, value, optional=False):
+    """`value` as an int that fits int64 (None passes where `optional`); ValueError otherwise, as
+    TorchMetrics raises for a wrong type (bool is not taken for an int)."""
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{who}: {name} must be an int{' or None' if optional else ''}, got {value!r} "
+                         f"({type(value).__name__})")
+    if not _INT64_MIN <= int(value) <= _INT64_MAX:
+        raise ValueError(f"{who}: {name} = {value} does not fit in a 64-bit integer")
+    return int(value)
+
+
+def check_real(who, name, value):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{who}: {name} must be a number, got {value!r} ({type(value).__name__})")
+    return float(value)
+
+
+def check_bool(who, name, value):
+    if not isinstance(value, bool):
+        raise ValueError(f"{who}: {name} must be a bool, got {value!r} ({type(value).__name__})")
+    return value
+
+
+def check_str(who, name, value, optional=False):
+    if not (isinstance(value, str) or (optional and value is None)):
+        raise ValueError(f"{who}: {name} must be a string{' or None' if optional else ''}, got {value!r} "
+                         f"({type(value).__name__})")
+    return value
+
+
+def check_device(who, name, value):
+    """None, or what torch.device() takes (a string, a torch.device, a CUDA index): the form the C++
+    constructor casts (the string itself, or a torch.device)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (str, torch.device, numbers.Integral)):
+        raise ValueError(f"{who}: {name} must be a device (a string, a torch.device or an index), got {value!r} "
+                         f"({type(value).__name__})")
+    try:
+        device = torch.device(value)
+    except (RuntimeError, TypeError, ValueError) as error:
+        raise ValueError(f"{who}: {name} {value!r} is not a device: {error}") from None
+    return value if isinstance(value, str) else device
+
+
+def check_metric_kwargs(who, arguments):
+    """TorchMetrics' Metric keyword arguments: every value it takes is taken (compute_on_cpu=True and
+    compute_with_cache=False give the same values: every state is a tensor and compute() is
+    idempotent); a custom dist_sync_fn is not supported."""
+    for name in ("compute_on_cpu", "dist_sync_on_step", "sync_on_compute", "compute_with_cache"):
+        check_bool(who, name, arguments[name])
+    if arguments["dist_sync_fn"] is not None:
+        raise ValueError(f"{who}: dist_sync_fn is not supported: nosync-metrics reduces every state with its own "
+                         "reduction over torch.distributed (leave dist_sync_fn=None)")
+    available = arguments["distributed_available_fn"]
+    if available is not None and not callable(available):
+        raise ValueError(f"{who}: distributed_available_fn must be callable or None, got {available!r}")
+
+
+def parse_to(who, args, kwargs):
+    """The device of nn.Module.to's forms (to(device), to(tensor), to(device=...)); None if none given.
+    A dtype is refused: a state's dtype is fixed when the metric is made."""
+    for value in list(args) + [kwargs.get("device"), kwargs.get("dtype")]:
+        if value is not None and (isinstance(value, bool) or not isinstance(
+                value, (str, numbers.Integral, torch.device, torch.dtype, torch.Tensor))):
+            raise ValueError(f"{who}.to: expected a device, a dtype or a tensor, got {value!r} "
+                             f"({type(value).__name__})")
+    try:
+        device, dtype, _, _ = torch._C._nn._parse_to(*args, **kwargs)
+    except (RuntimeError, TypeError) as error:
+        raise ValueError(f"{who}.to: {error}") from None
+    explicit = [a for a in args if isinstance(a, torch.dtype)] + [kwargs.get("dtype")]
+    if dtype is not None and any(d is not None for d in explicit):
+        raise ValueError(f"{who}.to: dtype={dtype} is not supported: the state's dtype is fixed when the metric is "
+                         "made (MeanMetric(dtype=...))")
+    return device
+
+
+# ---------------------------------------------------------------- state dicts as nn.Module gives them
+
+#: What load_state_dict returns, as torch.nn.Module.load_state_dict does.
+IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
+
+
+def load_state(who, load, current, state_dict, strict, assign):
+    """Loads `state_dict` with `load` (the C++ load, which checks every key before it changes any).
+    strict=False completes the dict from `current` (the state now) and drops unknown keys."""
+    if not isinstance(state_dict, Mapping):
+        raise TypeError(f"{who}.load_state_dict: expected state_dict to be dict-like, got {type(state_dict)}")
+    check_bool(f"{who}.load_state_dict", "strict", strict)
+    if assign:
+        raise ValueError(f"{who}.load_state_dict: assign=True is not supported: the values are copied into the "
+                         "metric's own state tensors")
+    if strict:
+        load(dict(state_dict))
+        return IncompatibleKeys([], [])
+    state = current()
+    missing = [key for key in state if key not in state_dict]
+    unexpected = [key for key in state_dict if key not in state]
+    state.update((key, value) for key, value in state_dict.items() if key in state)
+    load(state)
+    return IncompatibleKeys(missing, unexpected)
+
+
+def prefixed_state(who, state, destination, prefix):
+    """`state` under keys with `prefix`, written into `destination` where one is given."""
+    check_str(f"{who}.state_dict", "prefix", prefix)
+    if destination is None and not prefix:
+        return state
+    destination = {} if destination is None else destination
+    for key, value in state.items():
+        destination[prefix + key] = value
+    return destination
+
+
+# ---------------------------------------------------------------- the mixin in front of every C++ metric
 
 class PythonMetric(Syncable):
     """Mixed into every metric class in front of its C++ base.
@@ -25,6 +161,19 @@ class PythonMetric(Syncable):
     every rank (``sync_on_compute=True``, the default) and leaves the local state as it was;
     forward() returns the batch value over every rank with ``dist_sync_on_step=True``.
     """
+
+    # TorchMetrics' class attributes, with its Metric base's values; each class sets its own.
+    is_differentiable = None
+    higher_is_better = None
+    full_state_update = None
+    plot_lower_bound = None
+    plot_upper_bound = None
+    plot_legend_name = None
+
+    def __setattr__(self, name, value):
+        if name in CONSTANTS:
+            raise RuntimeError(f"{type(self).__name__}: Can't change const `{name}`.")
+        super().__setattr__(name, value)
 
     def _core_for_sync(self):
         return self
@@ -35,12 +184,25 @@ class PythonMetric(Syncable):
     def _sync_name(self):
         return self.metric_name
 
+    def _distributed_available(self):
+        return bool(self.distributed_available_fn())
+
+    @property
+    def update_called(self):
+        """Whether update() or forward() ran since the metric was made or last reset."""
+        return self.update_count > 0
+
     def compute(self):
+        """The value over every update since the last reset (over every rank under torch.distributed
+        with ``sync_on_compute=True``), on the metric's device. Raises or warns if an update counted
+        bad input."""
         if self.sync_on_compute and self._sync_cache is None and self._world_size() > 1:
             return self._synced_core().compute()
         return super().compute()
 
     def forward(self, *args, **kwargs):
+        """Accumulates the batch, as update() does, and returns the value of this batch alone (over
+        every rank with ``dist_sync_on_step=True``)."""
         if not (self.dist_sync_on_step and self._world_size() > 1):
             return super().forward(*args, **kwargs)
         batch = self.clone()
@@ -50,7 +212,63 @@ class PythonMetric(Syncable):
         return batch._synced_core().compute()
 
     def __call__(self, *args, **kwargs):
+        """forward(): accumulates the batch and returns its value."""
         return self.forward(*args, **kwargs)
+
+    def reset(self):
+        """Restores the state the metric was made with."""
+        super().reset()
+
+    def merge_state(self, incoming_state):
+        """Folds in `incoming_state`: a metric of the same class and options, a state dict from
+        state_dict(), or a list of them (all or nothing). The incoming metrics are unchanged."""
+        several = isinstance(incoming_state, (list, tuple))
+        items = [dict(i) if isinstance(i, Mapping) else i for i in (incoming_state if several else [incoming_state])]
+        for item in items:
+            if not isinstance(item, (_C.Metric, dict)):
+                raise ValueError(f"{type(self).__name__}.merge_state: incoming_state must be a metric, a state dict "
+                                 f"or a list of them, got {type(item)}")
+        super().merge_state(items if several else items[0])
+
+    def state_dict(self, destination=None, prefix="", keep_vars=False):
+        """name -> tensor: a copy of every state tensor and the metric's description; load_state_dict()
+        restores it exactly. `destination` and `prefix` work as in torch.nn.Module (keep_vars has no
+        effect: the copies are detached)."""
+        return prefixed_state(type(self).__name__, super().state_dict(), destination, prefix)
+
+    def load_state_dict(self, state_dict, strict=True, assign=False):
+        """Loads a dict from state_dict(), checking every key before changing any. With strict=False,
+        unknown keys are ignored and missing keys keep their current values. Returns
+        (missing_keys, unexpected_keys), as torch.nn.Module does."""
+        return load_state(type(self).__name__, super().load_state_dict, super().state_dict, state_dict, strict, assign)
+
+    def to(self, *args, **kwargs):
+        """Moves the state to a device, given as torch.nn.Module.to takes it (a device, a string, an
+        index, a tensor on that device); returns the metric."""
+        device = parse_to(type(self).__name__, args, kwargs)
+        if device is not None:
+            super().to(device)
+        return self
+
+    def cpu(self):
+        """to("cpu")."""
+        return self.to("cpu")
+
+    def cuda(self, device=None):
+        """to("cuda") (or to CUDA device `device`)."""
+        return self.to(torch.device("cuda", device) if isinstance(device, int) else device or "cuda")
+
+    def check(self):
+        """Raises or warns, as compute() would, if an update counted bad input."""
+        super().check()
+
+    def bad_input(self):
+        """What the updates counted as bad input: {"counts": {...}, "updates": n, "first_update": i}."""
+        return super().bad_input()
+
+    def lock_updates(self, on):
+        """Whether update() takes a lock, so that several threads may update at once (on from Python)."""
+        super().lock_updates(on)
 
     def clone(self):
         """A deep copy: same arguments, same state."""
@@ -71,25 +289,68 @@ class PythonMetric(Syncable):
         return f"{type(self).__name__}({shown})"
 
 
-def metric_class(name, base, parameters, construct, doc, shown_always=()):
-    """A class named `name` on the C++ metric `base`, whose __init__ takes `parameters`
-    (TorchMetrics' names and defaults) plus DISTRIBUTED, and calls construct(self, arguments)."""
-    signature = inspect.Signature([arg("self")] + list(parameters) + DISTRIBUTED)
+def _option(name, fixed=_P.empty):
+    """A read-only attribute: the constructor argument `name` (or the fixed value, as F1's beta = 1)."""
+    def get(self):
+        return self._arguments[name] if fixed is _P.empty else fixed
 
+    def refuse(self, value):
+        raise AttributeError(f"{type(self).__name__}: {name} is fixed when the metric is made (it is part of the "
+                             f"C++ metric's options); make a new metric with {name}={value!r}")
+
+    return property(get, refuse, doc=f"The {name} the metric was made with (read-only).")
+
+
+def _update_method(base, parameters, doc):
+    """update() with TorchMetrics' signature; the C++ update() reads the arguments."""
+    def update(self, *args, **kwargs):
+        base.update(self, *args, **kwargs)
+
+    update.__signature__ = inspect.Signature([arg("self")] + list(parameters))
+    update.__doc__ = doc
+    return update
+
+
+def _init_method(signature, construct):
+    """__init__ taking `signature`: checks TorchMetrics' Metric arguments, then construct(self, arguments)."""
     def __init__(self, *args, **kwargs):
-        bound = signature.bind(self, *args, **kwargs)
+        name = type(self).__name__
+        try:
+            bound = signature.bind(self, *args, **kwargs)
+        except TypeError as error:
+            raise TypeError(f"{name}: {error}") from None
         bound.apply_defaults()
         arguments = dict(bound.arguments)
         del arguments["self"]
+        unexpected = arguments.pop("kwargs")
+        if unexpected:
+            raise ValueError(f"{name}: unexpected keyword arguments: {', '.join(f'`{k}`' for k in sorted(unexpected))}")
+        check_metric_kwargs(name, arguments)
         construct(self, arguments)
         self.lock_updates(True)  # update() releases the GIL: Python threads may update at once
         self._arguments = arguments
-        self.sync_on_compute = bool(arguments["sync_on_compute"])
-        self.dist_sync_on_step = bool(arguments["dist_sync_on_step"])
-        self.process_group = arguments["process_group"]
+        for parameter in METRIC_KWARGS:
+            setattr(self, parameter.name, arguments[parameter.name])
+        self.distributed_available_fn = arguments["distributed_available_fn"] or dist_initialized
 
     __init__.__signature__ = signature
-    defaults = {p.name: p.default for p in signature.parameters.values() if p.name != "self"}
-    namespace = {"__init__": __init__, "__doc__": doc, "__module__": "nosync_metrics", "_defaults": defaults,
-                 "_shown_always": tuple(shown_always)}
+    return __init__
+
+
+def metric_class(name, base, parameters, construct, doc, shown_always=(), update=(), update_doc="", attributes=None,
+                 options=None):
+    """A class named `name` on the C++ metric `base`.
+
+    Its __init__ takes `parameters` (TorchMetrics' names and defaults) plus METRIC_KWARGS and calls
+    construct(self, arguments); update() shows the signature `update` and `update_doc`; `attributes` are TorchMetrics'
+    class attributes (is_differentiable, ...); `options` ({name: fixed value or _P.empty}) are the
+    constructor arguments readable as attributes (TorchMetrics' self.num_classes, ...).
+    """
+    signature = inspect.Signature([arg("self")] + list(parameters) + METRIC_KWARGS + [_P("kwargs", _P.VAR_KEYWORD)])
+    defaults = {p.name: p.default for p in signature.parameters.values() if p.name not in ("self", "kwargs")}
+    namespace = {"__init__": _init_method(signature, construct), "__doc__": doc, "__module__": "nosync_metrics",
+                 "_defaults": defaults, "_shown_always": tuple(shown_always),
+                 "update": _update_method(base, update, update_doc)}
+    namespace.update(attributes or {})
+    namespace.update({option: _option(option, fixed) for option, fixed in (options or {}).items()})
     return type(name, (PythonMetric, base), namespace)
