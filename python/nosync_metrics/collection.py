@@ -7,19 +7,29 @@ each distinct state is updated once per batch, and every state's arguments are c
 is counted into.
 
 Under torch.distributed, compute() returns the values over every rank when every member has
-``sync_on_compute=True`` (the default): the whole collection is reduced at once, one all-reduce per
-(reduction, dtype) of its states, after one small all-gather that checks that every rank holds the
-same metrics. sync(), unsync() and sync_context() work as on a metric.
+``sync_on_compute=True`` (the default) and every member's ``distributed_available_fn`` says so: the
+whole collection is reduced at once, one all-reduce per (reduction, dtype) of its states, after one
+small all-gather that checks that every rank holds the same metrics. sync(), unsync() and
+sync_context() work as on a metric.
+
+Keys are as in TorchMetrics: keys() and items() name the metrics with prefix and postfix (the names
+they were added under with ``keep_base=True``), and ``collection[key]`` takes either form.
 """
 
 from . import _C
-from .distributed import Syncable
+from .distributed import Syncable, dist_initialized
+from .metric import load_state, parse_to, prefixed_state
 
 
 class MetricCollection(Syncable):
+    """Named metrics updated and computed together (TorchMetrics' MetricCollection)."""
+
     def __init__(self, metrics, *additional_metrics, prefix=None, postfix=None, compute_groups=True):
         self.prefix = self._check_affix(prefix, "prefix")
         self.postfix = self._check_affix(postfix, "postfix")
+        if isinstance(compute_groups, (list, tuple)):
+            raise ValueError("MetricCollection: compute_groups given as a list of groups is not supported: the groups "
+                             f"are worked out from the metrics' options (give True or False), got {compute_groups!r}")
         self._compute_groups = bool(compute_groups)
         self._metrics = {}
         self._core = _C.MetricCollectionCore(self._compute_groups)
@@ -56,6 +66,14 @@ class MetricCollection(Syncable):
     def _key(self, name):
         return f"{self.prefix or ''}{name}{self.postfix or ''}"
 
+    def _base(self, key):
+        """The name a metric was added under, from a key with or without prefix and postfix."""
+        if self.prefix and key.startswith(self.prefix):
+            key = key[len(self.prefix):]
+        if self.postfix and key.endswith(self.postfix):
+            key = key[:-len(self.postfix)]
+        return key
+
     def _keyed(self, values):
         return {self._key(name): value for name, value in values.items()}
 
@@ -84,22 +102,43 @@ class MetricCollection(Syncable):
     __call__ = forward
 
     def reset(self):
+        """Resets every metric."""
         self._core.reset()
 
-    def to(self, device):
-        self._core.to(device)
+    def to(self, *args, **kwargs):
+        """Moves every metric's state to a device, given as torch.nn.Module.to takes it; returns the collection."""
+        device = parse_to("MetricCollection", args, kwargs)
+        if device is not None:
+            self._core.to(device)
         return self
 
-    def state_dict(self):
-        """"<name>.<state>" -> tensor, for every metric."""
-        return self._core.state_dict()
+    def state_dict(self, destination=None, prefix="", keep_vars=False):
+        """"<name>.<state>" -> tensor, for every metric (`destination` and `prefix` as in torch.nn.Module)."""
+        return prefixed_state("MetricCollection", self._core.state_dict(), destination, prefix)
 
-    def load_state_dict(self, state_dict):
-        """Checks every part before loading any: a bad dict changes nothing."""
-        self._core.load_state_dict(state_dict)
+    def load_state_dict(self, state_dict, strict=True, assign=False):
+        """Checks every part before loading any: a bad dict changes nothing. With strict=False, unknown
+        keys are ignored and missing keys keep their current values. Returns (missing_keys, unexpected_keys)."""
+        return load_state("MetricCollection", self._core.load_state_dict, lambda: self._state_for(state_dict),
+                          state_dict, strict, assign)
+
+    def _state_for(self, state_dict):
+        """The current state, where a metric's key is missing from `state_dict` but a metric of its
+        compute group has it, taking that (the state they share) instead."""
+        state = self._core.state_dict()
+        for group in self._core.groups():
+            for name in group:
+                for key in [k for k in state if k.startswith(name + ".") and k not in state_dict]:
+                    part = key[len(name) + 1:]
+                    given = [state_dict[f"{o}.{part}"] for o in group if f"{o}.{part}" in state_dict]
+                    if given and not part.startswith("_"):  # "_metric", "_version" describe each metric
+                        state[key] = given[0]
+        return state
 
     def merge_state(self, other):
         """Folds in a collection with the same metrics and groups; `other` is unchanged."""
+        if not isinstance(other, MetricCollection):
+            raise ValueError(f"MetricCollection.merge_state: other must be a MetricCollection, got {type(other)}")
         self._core.merge(other._core)
 
     def clone(self, prefix=None, postfix=None):
@@ -129,6 +168,9 @@ class MetricCollection(Syncable):
     def _sync_name(self):
         return "MetricCollection"
 
+    def _distributed_available(self):
+        return dist_initialized() and all(m._distributed_available() for m in self._metrics.values())
+
     def check(self):
         """Raises or warns if any metric's update() counted bad input."""
         self._core.check()
@@ -138,19 +180,33 @@ class MetricCollection(Syncable):
         """{group: [names]}: the metrics that share a state, as TorchMetrics reports them."""
         return dict(enumerate(list(g) for g in self._core.groups()))
 
-    def keys(self):
-        return [self._key(name) for name in self._metrics]
+    def _renamed(self):
+        return {self._key(name): metric for name, metric in self._metrics.items()}
 
-    def values(self):
-        return list(self._metrics.values())
+    def keys(self, keep_base=False):
+        """The metrics' keys, with prefix and postfix (the names they were added under with keep_base=True)."""
+        return self._metrics.keys() if keep_base else self._renamed().keys()
 
-    def items(self):
-        return [(self._key(name), metric) for name, metric in self._metrics.items()]
+    def items(self, keep_base=False, copy_state=True):
+        """(key, metric) pairs, as keys() names them. copy_state has no effect: metrics that share a
+        state always read it in place."""
+        return self._metrics.items() if keep_base else self._renamed().items()
 
-    def __getitem__(self, name):
-        return self._metrics[name]
+    def values(self, copy_state=True):
+        """The metrics, in the order they were added (copy_state has no effect, as in items())."""
+        return self._metrics.values()
+
+    def __getitem__(self, key, copy_state=True):
+        """The metric under `key`, given with or without prefix and postfix (as TorchMetrics strips them)."""
+        if not isinstance(key, str):
+            raise KeyError(f"MetricCollection: keys are strings, got {key!r}")
+        for name in (self._base(key), key):
+            if name in self._metrics:
+                return self._metrics[name]
+        raise KeyError(f"MetricCollection: no metric under {key!r}; its keys are {list(self.keys())}")
 
     def __contains__(self, name):
+        """Whether a metric was added under `name` (without prefix and postfix, as in TorchMetrics)."""
         return name in self._metrics
 
     def __iter__(self):
