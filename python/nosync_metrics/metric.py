@@ -303,8 +303,10 @@ def _option(name, fixed=_P.empty):
 
 def _update_method(base, parameters, doc):
     """update() with TorchMetrics' signature; the C++ update() reads the arguments."""
+    cpp_update = base.update
+
     def update(self, *args, **kwargs):
-        base.update(self, *args, **kwargs)
+        cpp_update(self, *args, **kwargs)
 
     update.__signature__ = inspect.Signature([arg("self")] + list(parameters))
     update.__doc__ = doc
