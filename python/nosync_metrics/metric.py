@@ -328,7 +328,12 @@ def _init_method(signature, construct):
         if unexpected:
             raise ValueError(f"{name}: unexpected keyword arguments: {', '.join(f'`{k}`' for k in sorted(unexpected))}")
         check_metric_kwargs(name, arguments)
-        construct(self, arguments)
+        try:
+            construct(self, arguments)
+        except (ValueError, TypeError) as error:  # a C++ check that names the option but not the metric
+            if str(error).startswith((name, name.removesuffix("Metric"))):
+                raise
+            raise type(error)(f"{name}: {error}") from None
         self.lock_updates(True)  # update() releases the GIL: Python threads may update at once
         self._arguments = arguments
         for parameter in METRIC_KWARGS:
