@@ -252,3 +252,27 @@ TEST(Autograd, InputsThatRequireGradNeverJoinTheStateToTheirGraph) {
 
 }  // namespace
 }  // namespace metrics
+
+namespace metrics {
+namespace {
+
+TEST(Aggregation, HostScalarsBeyondAFloat32StateAreRefusedOrInfinityAlikeOnBothPaths) {
+  const auto f32 = AggregationOptions().dtype(at::kFloat);
+  EXPECT_THROWS_WITH(Min(AggregationOptions(f32).nan_policy(NanPolicy::replace(-1e300))), c10::ValueError,
+                     "Min: nan_strategy = -1e+300 is beyond the range of the float32 state");
+  on_both_paths([&] {
+    Sum sum(f32);
+    const auto before = sum.state_dict();
+    EXPECT_THROWS_WITH(sum.update(at::ones({2, 2}).t(), -1e300), c10::ValueError,
+                       "Sum.update: weight = -1e+300 is beyond the range of the float32 state");
+    EXPECT_TRUE(states_equal(sum.state_dict(), before));
+    sum.update(1e300);  // a value: stored as float32 stores it
+    EXPECT_EQ(sum.value().item<float>(), INFINITY);
+    Max high(f32);
+    high.update(1e300);
+    EXPECT_EQ(high.value().item<float>(), INFINITY);
+  });
+}
+
+}  // namespace
+}  // namespace metrics

@@ -4,6 +4,7 @@
 #include <ATen/ExpandUtils.h>
 #include <ATen/record_function.h>
 
+#include <cmath>
 #include <limits>
 #include <sstream>
 #include <string>
@@ -28,9 +29,18 @@ bool is_real(at::ScalarType type) { return is_floating(type) || at::isIntegralTy
 // float64, as TorchMetrics casts them to its float dtype; floating tensors pass as they are.
 at::Tensor as_floating(const at::Tensor& t) { return is_floating(t.scalar_type()) ? t : t.to(at::kDouble); }
 
+// Whether host scalar `v` (finite) lies beyond what a float32 state holds.
+bool beyond_float32(double v, at::ScalarType state) {
+  return state == at::kFloat && std::isfinite(v) && std::abs(v) > std::numeric_limits<float>::max();
+}
+
 void check_options(const std::string& metric, const AggregationOptions& options) {
   TORCH_CHECK_TYPE(options.dtype() == at::kDouble || options.dtype() == at::kFloat, metric,
                    ": dtype must be float64 or float32, got ", options.dtype());
+  const auto& policy = options.nan_policy();
+  TORCH_CHECK_VALUE(policy.strategy != NanStrategy::Replace || !beyond_float32(policy.replacement, options.dtype()),
+                    metric, ": nan_strategy = ", policy.replacement,
+                    " is beyond the range of the float32 state; use dtype float64");
 }
 
 void check_value(const std::string& metric, const ValueArg& value, at::Device state_device) {
@@ -43,7 +53,9 @@ void check_value(const std::string& metric, const ValueArg& value, at::Device st
                     " but the metric's state is on ", state_device, "; move the metric with .to(", t.device(), ")");
 }
 
-void check_weight(const std::string& metric, const ValueArg& value, const ValueArg& weight) {
+void check_weight(const std::string& metric, const ValueArg& value, const ValueArg& weight, at::ScalarType state) {
+  TORCH_CHECK_VALUE(weight.is_tensor() || !beyond_float32(weight.scalar(), state), metric, ".update: weight = ",
+                    weight.scalar(), " is beyond the range of the float32 state; use dtype float64");
   if (!weight.is_tensor()) return;
   const auto& w = weight.tensor();
   TORCH_CHECK_VALUE(value.is_tensor(), metric, ".update: a weight tensor needs a value tensor, but value is a float");
@@ -112,7 +124,7 @@ std::string WeightedSumMetric::options_text() const { return describe(options_);
 
 void WeightedSumMetric::check_args(const ValueArg& value, const ValueArg& weight) const {
   check_value(name(), value, device());
-  check_weight(name(), value, weight);
+  check_weight(name(), value, weight, options_.dtype());
 }
 
 void WeightedSumMetric::accumulate(const ValueArg& value, const ValueArg& weight) {

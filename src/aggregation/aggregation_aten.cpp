@@ -20,6 +20,14 @@ bool takes_cpu_fast_path(const at::Tensor& value, const ValueArg& weight) {
   return w.is_cpu() && w.is_contiguous() && w.sizes() == value.sizes();
 }
 
+// A host value (or value times weight) as a `dtype` value, rounded as the CPU path's store rounds
+// it: beyond float32's range it is +-inf, where ATen's checked conversion would throw. (Weights and
+// replacements beyond the state's range are refused up front.)
+double as_state_scalar(double v, at::ScalarType dtype) {
+  if (dtype != at::kFloat || !(std::abs(v) > std::numeric_limits<float>::max())) return v;
+  return std::copysign(std::numeric_limits<double>::infinity(), v);
+}
+
 // Ends an update whose bad entries the host counted, by kind.
 void finish(MetricState& state, const NanPolicy& policy, c10::ArrayRef<int64_t> bad) {
   if (policy.counts()) return state.finish_update(bad);
@@ -44,7 +52,8 @@ void add_host_batch(MetricState& state, WeightedSumSlots slots, const double* ba
     return;
   }
   auto device_batch = at::empty({width}, total.options());
-  for (int64_t k = 0; k < width; ++k) device_batch.narrow(0, k, 1).fill_(batch[k]);
+  const auto dtype = total.scalar_type();
+  for (int64_t k = 0; k < width; ++k) device_batch.narrow(0, k, 1).fill_(as_state_scalar(batch[k], dtype));
   two_sum_add(total, compensation, device_batch);
 }
 
@@ -86,7 +95,7 @@ void weighted_sum_on_aten(MetricState& state, WeightedSumSlots slots, const at::
 
 void fold_extremum_on_device(at::Tensor& extremum, const cpu::ExtremumBatch& batch, bool is_max) {
   const double v = batch.saw_nan ? std::numeric_limits<double>::quiet_NaN() : batch.value;
-  const auto other = at::full({1}, v, extremum.options());
+  const auto other = at::full({1}, as_state_scalar(v, extremum.scalar_type()), extremum.options());
   is_max ? at::maximum_out(extremum, extremum, other) : at::minimum_out(extremum, extremum, other);
 }
 
