@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite from a fresh clone: installs what is missing, builds everything, runs the
 # C++ tests (GoogleTest, the find_package consumer, the examples, a smoke pass of the benchmarks)
-# through ctest and the Python tests through pytest, then prints "N passed, N failed".
+# through ctest and the Python tests through pytest; then the same C++ and Python tests again
+# with AddressSanitizer and UndefinedBehaviorSanitizer (build-asan); then prints "N passed, N failed".
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
@@ -10,49 +11,88 @@ bash scripts/install-deps.sh || exit 1
 configure -DMETRICS_WERROR=ON || exit 1
 cmake --build "$METRICS_BUILD_DIR" || exit 1
 
-rm -rf "$METRICS_BUILD_DIR/gtest"
-ctest --test-dir "$METRICS_BUILD_DIR" -j2 --output-on-failure 2>&1 | tee "$METRICS_BUILD_DIR/ctest.log"
+passed=0
+failed=0
 
-# Every ctest entry counts once, except the GoogleTest binaries (each writes gtest/<entry>.xml),
-# whose tests are counted from their XML reports.
-gtest_binaries=(metrics_tests naive_metrics_tests)
-entries=$(grep -E 'Test +#[0-9]+: ' "$METRICS_BUILD_DIR/ctest.log")
-for binary in "${gtest_binaries[@]}"; do entries=$(grep -v " $binary " <<<"$entries"); done
-cpp_passed=$(grep -c ' Passed' <<<"$entries")
-cpp_failed=$(grep -vc ' Passed' <<<"$entries")
-for binary in "${gtest_binaries[@]}"; do
-  xml="$METRICS_BUILD_DIR/gtest/$binary.xml"
-  if [ ! -f "$xml" ]; then
-    echo "test.sh: $binary wrote no report (did it crash?)" >&2
-    cpp_failed=$((cpp_failed + 1))
-    continue
+# Runs ctest in build dir $1 (extra ctest arguments after it) and adds its results: every entry
+# counts once, except the GoogleTest binaries (each writes gtest/<entry>.xml), whose tests are
+# counted from their XML reports.
+run_ctest() {
+  local dir=$1
+  shift
+  rm -rf "$dir/gtest"
+  ctest --test-dir "$dir" --output-on-failure "$@" 2>&1 | tee "$dir/ctest.log"
+  local gtest_binaries=(metrics_tests naive_metrics_tests) entries binary
+  entries=$(grep -E 'Test +#[0-9]+: ' "$dir/ctest.log")
+  for binary in "${gtest_binaries[@]}"; do entries=$(grep -v " $binary " <<<"$entries"); done
+  passed=$((passed + $(grep -c ' Passed' <<<"$entries")))
+  failed=$((failed + $(grep -vc ' Passed' <<<"$entries")))
+  for binary in "${gtest_binaries[@]}"; do
+    grep -qE "Test +#[0-9]+: $binary " "$dir/ctest.log" || continue
+    local xml="$dir/gtest/$binary.xml" header total failures
+    if [ ! -f "$xml" ]; then
+      echo "test.sh: $dir: $binary wrote no report (did it crash?)" >&2
+      failed=$((failed + 1))
+      continue
+    fi
+    header=$(grep -m1 -o '<testsuites [^>]*>' "$xml")
+    total=$(grep -oE ' tests="[0-9]+"' <<<"$header" | grep -oE '[0-9]+')
+    failures=$(grep -oE ' failures="[0-9]+"' <<<"$header" | grep -oE '[0-9]+')
+    passed=$((passed + total - failures))
+    failed=$((failed + failures))
+  done
+  if grep -q "No tests were found" "$dir/ctest.log"; then
+    echo "test.sh: $dir: ctest ran no tests" >&2
+    failed=$((failed + 1))
   fi
-  header=$(grep -m1 -o '<testsuites [^>]*>' "$xml")
-  total=$(grep -oE ' tests="[0-9]+"' <<<"$header" | grep -oE '[0-9]+')
-  failures=$(grep -oE ' failures="[0-9]+"' <<<"$header" | grep -oE '[0-9]+')
-  cpp_passed=$((cpp_passed + total - failures))
-  cpp_failed=$((cpp_failed + failures))
-done
-if grep -q "No tests were found" "$METRICS_BUILD_DIR/ctest.log"; then
-  echo "test.sh: ctest ran no tests" >&2
-  cpp_failed=$((cpp_failed + 1))
-fi
+}
 
-py_passed=0
-py_failed=0
-if [ -d tests/python ]; then
-  PYTHONPATH="$METRICS_BUILD_DIR/python" "$PYTHON" -m pytest tests/python -q -p no:cacheprovider 2>&1 |
-    tee "$METRICS_BUILD_DIR/pytest.log"
-  summary=$(tail -n 1 "$METRICS_BUILD_DIR/pytest.log")
+# Runs pytest with the package from build dir $1 (environment assignments after it, for env) and
+# adds its results.
+run_pytest() {
+  local dir=$1 summary py_passed py_failed
+  shift
+  env "$@" PYTHONPATH="$dir/python" "$PYTHON" -m pytest tests/python -q -p no:cacheprovider 2>&1 |
+    tee "$dir/pytest.log"
+  summary=$(tail -n 1 "$dir/pytest.log")
   py_passed=$(grep -oE '[0-9]+ passed' <<<"$summary" | grep -oE '[0-9]+' || echo 0)
   py_failed=$(grep -oE '[0-9]+ (failed|errors?)' <<<"$summary" | awk '{n += $1} END {print n + 0}')
   if [ "$py_passed" -eq 0 ] && [ "$py_failed" -eq 0 ]; then
-    echo "test.sh: pytest ran no tests" >&2
+    echo "test.sh: $dir: pytest ran no tests" >&2
     py_failed=1
   fi
-fi
+  passed=$((passed + py_passed))
+  failed=$((failed + py_failed))
+}
 
-passed=$((cpp_passed + py_passed))
-failed=$((cpp_failed + py_failed))
+# A build that fails counts as one failed test, with its log named, and the suite goes on.
+build_or_fail() {
+  local dir=$1 what=$2
+  shift 2
+  mkdir -p "$dir"
+  echo "test.sh: building $dir (the $what build; log in $dir/build.log)"
+  if "$@" >"$dir/build.log" 2>&1 && cmake --build "$dir" >>"$dir/build.log" 2>&1; then return 0; fi
+  tail -n 30 "$dir/build.log"
+  echo "test.sh: the $what build failed; its log is $dir/build.log" >&2
+  failed=$((failed + 1))
+  return 1
+}
+
+run_ctest "$METRICS_BUILD_DIR" -j2
+[ -d tests/python ] && run_pytest "$METRICS_BUILD_DIR"
+echo "test.sh: release build: $passed passed, $failed failed"
+
+# The same C++ tests, and the Python tests, with AddressSanitizer and UBSan in our code (LibTorch
+# is not instrumented); ctest sets ASAN/LSAN/UBSAN_OPTIONS (CMakeLists.txt). Python needs ASan's
+# runtime preloaded (scripts/env.sh, asan_preload); CPython's own allocations live until exit by
+# design, so leak detection is off there.
+before_passed=$passed before_failed=$failed
+if build_or_fail "$METRICS_ASAN_BUILD_DIR" "sanitized (ASan + UBSan)" configure_sanitized; then
+  run_ctest "$METRICS_ASAN_BUILD_DIR" -j2
+  [ -d tests/python ] && run_pytest "$METRICS_ASAN_BUILD_DIR" LD_PRELOAD="$(asan_preload)" \
+    ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1
+fi
+echo "test.sh: sanitized build: $((passed - before_passed)) passed, $((failed - before_failed)) failed"
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
