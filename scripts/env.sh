@@ -1,7 +1,8 @@
-# Sourced by the scripts: one build directory (and one for the sanitized tests), ccache on,
-# Debian's interpreter (the only one that sees Debian's torch).
+# Sourced by the scripts: one build directory (and one each for the sanitized tests and the
+# fuzzer), ccache on, Debian's interpreter (the only one that sees Debian's torch).
 export METRICS_BUILD_DIR="${METRICS_BUILD_DIR:-build}"
 export METRICS_ASAN_BUILD_DIR="${METRICS_ASAN_BUILD_DIR:-build-asan}"
+export METRICS_FUZZ_BUILD_DIR="${METRICS_FUZZ_BUILD_DIR:-build-fuzz}"
 export PYTHON="${PYTHON:-/usr/bin/python3}"
 export CCACHE_SLOPPINESS="${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime}"
 
@@ -15,6 +16,13 @@ configure_sanitized() {
   METRICS_BUILD_DIR="$METRICS_ASAN_BUILD_DIR" configure -DMETRICS_SANITIZE=address,undefined \
     -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" -DMETRICS_BUILD_BENCH=OFF -DMETRICS_BUILD_EXAMPLES=OFF \
     -DMETRICS_INSTALL=OFF "$@"
+}
+
+# The library and the libFuzzer target, with clang: fuzzing, ASan and UBSan instrumentation.
+configure_fuzz() {
+  CC=clang CXX=clang++ METRICS_BUILD_DIR="$METRICS_FUZZ_BUILD_DIR" configure -DMETRICS_FUZZ=ON \
+    -DMETRICS_SANITIZE=address,undefined -DMETRICS_BUILD_TESTS=OFF -DMETRICS_BUILD_BENCH=OFF \
+    -DMETRICS_BUILD_PYTHON=OFF -DMETRICS_BUILD_EXAMPLES=OFF -DMETRICS_INSTALL=OFF "$@"
 }
 
 # LD_PRELOAD for Python with the sanitized extension: ASan's runtime must be the first library

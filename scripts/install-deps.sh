@@ -14,6 +14,7 @@ packages=(
   libopenblas0-pthread  # recommended by libtorch; without it matmuls fall back to reference BLAS
   libeigen3-dev libgtest-dev libgmock-dev libbenchmark-dev
   libgloo-dev  # the gloo headers that c10d's ProcessGroupGloo includes (the C++ sync tests)
+  clang libclang-rt-dev  # the fuzz build: clang, and its runtimes (libFuzzer, ASan, UBSan)
   python3-pytest python3-numpy python3-sklearn python3-torchvision python3-matplotlib
 )
 

@@ -2,7 +2,8 @@
 # The whole test suite from a fresh clone: installs what is missing, builds everything, runs the
 # C++ tests (GoogleTest, the find_package consumer, the examples, a smoke pass of the benchmarks)
 # through ctest and the Python tests through pytest; then the same C++ and Python tests again
-# with AddressSanitizer and UndefinedBehaviorSanitizer (build-asan); then prints "N passed, N failed".
+# with AddressSanitizer and UndefinedBehaviorSanitizer (build-asan), and a bounded libFuzzer run
+# (build-fuzz, $METRICS_FUZZ_SECONDS seconds, 60 by default); then prints "N passed, N failed".
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
@@ -80,7 +81,7 @@ build_or_fail() {
 
 run_ctest "$METRICS_BUILD_DIR" -j2
 [ -d tests/python ] && run_pytest "$METRICS_BUILD_DIR"
-echo "test.sh: release build: $passed passed, $failed failed"
+echo "test.sh: release build: $passed passed, $failed failed (${SECONDS} s so far)"
 
 # The same C++ tests, and the Python tests, with AddressSanitizer and UBSan in our code (LibTorch
 # is not instrumented); ctest sets ASAN/LSAN/UBSAN_OPTIONS (CMakeLists.txt). Python needs ASan's
@@ -92,7 +93,21 @@ if build_or_fail "$METRICS_ASAN_BUILD_DIR" "sanitized (ASan + UBSan)" configure_
   [ -d tests/python ] && run_pytest "$METRICS_ASAN_BUILD_DIR" LD_PRELOAD="$(asan_preload)" \
     ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1
 fi
-echo "test.sh: sanitized build: $((passed - before_passed)) passed, $((failed - before_failed)) failed"
+echo "test.sh: sanitized build: $((passed - before_passed)) passed, $((failed - before_failed)) failed" \
+  "(${SECONDS} s so far)"
+
+# A bounded fuzzing run (fuzz/run.sh) counts as one test; it prints how many executions ran.
+if build_or_fail "$METRICS_FUZZ_BUILD_DIR" "fuzz (clang)" configure_fuzz \
+  -DMETRICS_FUZZ_SECONDS="${METRICS_FUZZ_SECONDS:-60}"; then
+  run_ctest "$METRICS_FUZZ_BUILD_DIR" --verbose >/dev/null  # the whole output is in ctest.log
+  if grep -qE 'Test +#[0-9]+: fuzz_metrics +\.+ +Passed' "$METRICS_FUZZ_BUILD_DIR/ctest.log"; then
+    grep -E 'Test +#[0-9]+: fuzz_metrics ' "$METRICS_FUZZ_BUILD_DIR/ctest.log"
+  else
+    tail -n 80 "$METRICS_FUZZ_BUILD_DIR/ctest.log"
+  fi
+  grep -hoE 'fuzz_metrics: [0-9]+ executions.*' "$METRICS_FUZZ_BUILD_DIR/ctest.log" | tail -n 1
+fi
+echo "test.sh: fuzz build and run done (${SECONDS} s so far)"
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -1,0 +1,426 @@
+#include "reference.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "fuzz_check.h"
+
+namespace fuzz {
+namespace {
+
+using metrics::NanStrategy;
+
+constexpr double kFloatMax = std::numeric_limits<float>::max();
+
+bool same_or_both_nan(long double a, long double b) { return (std::isnan(a) && std::isnan(b)) || a == b; }
+
+// |got - want| within tol; non-finite values must match exactly (NaN matching NaN).
+bool close(long double got, long double want, long double tol) {
+  if (!std::isfinite(want) || !std::isfinite(got)) return same_or_both_nan(got, want);
+  return std::fabs(got - want) <= tol;
+}
+
+std::vector<double> as_doubles(const at::Tensor& t) {
+  const auto host = t.to(at::kDouble).contiguous();
+  return std::vector<double>(host.data_ptr<double>(), host.data_ptr<double>() + host.numel());
+}
+
+std::vector<int64_t> as_longs(const at::Tensor& t) {
+  const auto host = t.to(at::kLong).contiguous();
+  return std::vector<int64_t>(host.data_ptr<int64_t>(), host.data_ptr<int64_t>() + host.numel());
+}
+
+// Labels from a target tensor: a float target (binary and multilabel take {0., 1.}) keeps its
+// whole numbers; any other float (0.5, NaN, inf, beyond int64) is a label no class or ignore_index has.
+std::vector<int64_t> target_labels(const at::Tensor& t) {
+  if (!t.is_floating_point()) return as_longs(t);
+  std::vector<int64_t> labels;
+  for (double v : as_doubles(t)) {
+    const bool whole = std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 9.2e18;
+    labels.push_back(whole ? static_cast<int64_t>(v) : std::numeric_limits<int64_t>::min());
+  }
+  return labels;
+}
+
+// NaN, negative and infinite weights are bad input.
+bool weight_ok(double w) { return w >= 0 && w <= std::numeric_limits<double>::max(); }
+
+// Whether narrowing `x` to float32 keeps x * other: not beyond float32's range, and not so small
+// that it becomes 0 where `other` is infinite (inf * 0 is NaN).
+bool fits_float(double x, double other) {
+  if (!std::isfinite(x)) return true;
+  if (std::fabs(x) > kFloatMax) return false;
+  return std::isfinite(other) || x == 0 || std::fabs(x) >= std::numeric_limits<float>::min();
+}
+
+bool is_extremum(AggKind kind) { return kind == AggKind::Min || kind == AggKind::Max; }
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------- tally
+
+void Tally::record(const std::vector<int64_t>& update_counts, bool tracked) {
+  const int64_t index = updates++;
+  if (!tracked) return;
+  if (counts.empty()) counts.assign(update_counts.size(), 0);
+  bool any = false;
+  for (size_t k = 0; k < update_counts.size(); ++k) {
+    counts[k] += update_counts[k];
+    any = any || update_counts[k] != 0;
+  }
+  if (!any) return;
+  ++bad_updates;
+  if (first_bad < 0) first_bad = index;
+}
+
+void Tally::merge(const Tally& other, bool appended) {
+  if (counts.empty()) counts.assign(other.counts.size(), 0);
+  for (size_t k = 0; k < other.counts.size(); ++k) counts[k] += other.counts[k];
+  bad_updates += other.bad_updates;
+  if (other.first_bad >= 0) {
+    const int64_t theirs = appended ? other.first_bad + updates : other.first_bad;
+    first_bad = first_bad < 0 ? theirs : std::min(first_bad, theirs);
+  }
+  updates += other.updates;
+}
+
+void expect_tally(const metrics::Metric& metric, const Tally& tally) {
+  FUZZ_CHECK(metric.update_count() == tally.updates, metric.name(), ": update_count ", metric.update_count(),
+             ", expected ", tally.updates);
+  const auto report = metric.bad_input_report();
+  FUZZ_CHECK(report.bad_updates == tally.bad_updates && report.first_bad_update == tally.first_bad,
+             metric.name(), ": bad input in ", report.bad_updates, " updates, first at ", report.first_bad_update,
+             "; expected ", tally.bad_updates, ", first at ", tally.first_bad);
+  if (!metric.state().tracks_bad_input()) return;
+  FUZZ_CHECK(report.counts.size() == tally.counts.size() || tally.counts.empty(), metric.name(), ": ",
+             report.counts.size(), " bad-input kinds");
+  for (size_t k = 0; k < report.counts.size(); ++k) {
+    const int64_t want = tally.counts.empty() ? 0 : tally.counts[k];
+    FUZZ_CHECK(report.counts[k].second == want, metric.name(), ": ", report.counts[k].second, " ",
+               report.counts[k].first, ", expected ", want);
+  }
+}
+
+// ---------------------------------------------------------------------------------- aggregation
+
+AggReference::AggReference(const Config& c) : config(c) { reset(); }
+
+void AggReference::reset() {
+  tally = Tally{};
+  sum_wx = sum_w = scale_wx = scale_w = 0;
+  extremum = config.agg == AggKind::Max ? -std::numeric_limits<double>::infinity()
+                                        : std::numeric_limits<double>::infinity();
+  comparable = true;
+}
+
+void AggReference::update(const at::Tensor& value, double scalar, const at::Tensor& weight, double weight_scalar) {
+  const auto& policy = config.agg_options.nan_policy();
+  const bool float32 = config.agg_options.dtype() == at::kFloat;
+  const bool extremum_kind = is_extremum(config.agg);
+  const auto xs = value.defined() ? as_doubles(value) : std::vector<double>{scalar};
+  std::vector<double> ws(xs.size(), weight_scalar);
+  if (weight.defined() && !extremum_kind) ws = as_doubles(weight.expand(value.sizes()));
+  int64_t nans = 0, infinite_weights = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    double x = xs[i], w = extremum_kind ? 1.0 : ws[i];
+    // Bad: a NaN value or weight, or (Mean, Sum) an infinite weight.
+    const bool nan = std::isnan(x) || std::isnan(w);
+    const bool infinite = std::isinf(w);
+    if (policy.checks() && (nan || infinite)) {
+      if (policy.strategy != NanStrategy::Replace) {
+        nans += nan;
+        infinite_weights += !nan;
+        continue;
+      }
+      x = policy.replacement;
+      w = 1.0;
+    }
+    if (extremum_kind) {
+      const double v = float32 ? static_cast<double>(static_cast<float>(x)) : x;
+      if (std::isnan(v) || std::isnan(extremum)) {
+        extremum = std::numeric_limits<double>::quiet_NaN();
+      } else {
+        extremum = config.agg == AggKind::Max ? std::max(extremum, v) : std::min(extremum, v);
+      }
+      continue;
+    }
+    // A float32 state narrows the value (ATen path) or the batch sum (CPU path): the two agree
+    // only for values float32 holds.
+    const long double product = static_cast<long double>(x) * w;
+    if (float32 && (!fits_float(x, w) || !fits_float(w, x) || (std::isfinite(product) && std::fabs(product) > kFloatMax))) {
+      comparable = false;
+    }
+    sum_wx += product;
+    sum_w += w;
+    if (std::isfinite(product)) scale_wx += std::fabs(product);
+    if (std::isfinite(w)) scale_w += std::fabs(w);
+  }
+  // Beyond this a partial sum may overflow in one order and not in another.
+  const long double limit = float32 ? 1e37L : 1e300L;
+  if (scale_wx > limit || scale_w > limit) comparable = false;
+  tally.record(extremum_kind ? std::vector<int64_t>{nans} : std::vector<int64_t>{nans, infinite_weights},
+               policy.counts());
+}
+
+void AggReference::merge(const AggReference& other, bool appended) {
+  tally.merge(other.tally, appended);
+  sum_wx += other.sum_wx;
+  sum_w += other.sum_w;
+  scale_wx += other.scale_wx;
+  scale_w += other.scale_w;
+  comparable = comparable && other.comparable;
+  const long double limit = config.agg_options.dtype() == at::kFloat ? 1e37L : 1e300L;
+  if (scale_wx > limit || scale_w > limit) comparable = false;
+  if (std::isnan(other.extremum) || std::isnan(extremum)) {
+    extremum = std::numeric_limits<double>::quiet_NaN();
+  } else {
+    extremum = config.agg == AggKind::Max ? std::max(extremum, other.extremum) : std::min(extremum, other.extremum);
+  }
+}
+
+namespace {
+
+long double agg_rtol(const Config& c) { return c.agg_options.dtype() == at::kFloat ? 1e-5L : 1e-12L; }
+long double agg_atol(const Config& c) { return c.agg_options.dtype() == at::kFloat ? 1e-30L : 1e-300L; }
+
+}  // namespace
+
+void AggReference::expect_state(const metrics::Metric& metric) const {
+  expect_tally(metric, tally);
+  const auto dict = metric.state_dict();
+  if (is_extremum(config.agg)) {
+    const auto got = as_doubles(dict.at(config.agg == AggKind::Max ? "max_value" : "min_value"))[0];
+    FUZZ_CHECK(same_or_both_nan(got, extremum), metric.name(), ": state holds ", got, ", expected ", extremum);
+    return;
+  }
+  if (!comparable) return;
+  const auto total = as_doubles(dict.at("total"));
+  const auto compensation = as_doubles(dict.at("compensation"));
+  const long double wx = static_cast<long double>(total[0]) + compensation[0];
+  FUZZ_CHECK(close(wx, sum_wx, agg_rtol(config) * scale_wx + agg_atol(config)), metric.name(), ": sum of w*x is ",
+             static_cast<double>(wx), ", expected ", static_cast<double>(sum_wx), " (scale ",
+             static_cast<double>(scale_wx), ")");
+  if (total.size() < 2) return;
+  const long double w = static_cast<long double>(total[1]) + compensation[1];
+  FUZZ_CHECK(close(w, sum_w, agg_rtol(config) * scale_w + agg_atol(config)), metric.name(), ": sum of weights is ",
+             static_cast<double>(w), ", expected ", static_cast<double>(sum_w));
+}
+
+void AggReference::expect_value(const at::Tensor& value) const {
+  FUZZ_CHECK(value.dim() == 0 && value.scalar_type() == config.agg_options.dtype(), "value is ",
+             value.scalar_type(), value.sizes(), ", expected a ", config.agg_options.dtype(), " scalar");
+  const long double got = value.to(at::kDouble).item<double>();
+  if (is_extremum(config.agg)) {
+    FUZZ_CHECK(same_or_both_nan(got, extremum), "value ", static_cast<double>(got), ", expected ", extremum);
+    return;
+  }
+  if (!comparable) return;
+  const long double rtol = agg_rtol(config), atol = agg_atol(config);
+  if (config.agg == AggKind::Sum) {
+    FUZZ_CHECK(close(got, sum_wx, rtol * scale_wx + atol), "value ", static_cast<double>(got), ", expected ",
+               static_cast<double>(sum_wx));
+    return;
+  }
+  // The mean is ill-conditioned where the weights cancel: compare only where they do not.
+  if (!std::isfinite(sum_w) || std::fabs(sum_w) <= 1e3L * (rtol * scale_w + atol)) return;
+  const long double want = sum_wx / sum_w;
+  if (std::fabs(want) > (config.agg_options.dtype() == at::kFloat ? 1e37L : 1e300L)) return;  // may overflow
+  const long double tol = (rtol * scale_wx + atol) / std::fabs(sum_w) + std::fabs(want) * 4 * rtol * scale_w / std::fabs(sum_w);
+  FUZZ_CHECK(close(got, want, tol), "mean ", static_cast<double>(got), ", expected ", static_cast<double>(want));
+}
+
+}  // namespace fuzz
+
+// ------------------------------------------------------------------------------- classification
+
+namespace fuzz {
+namespace {
+
+using metrics::Average;
+using metrics::Normalize;
+using metrics::Task;
+
+bool multiclass(const Config& c) { return c.cls_options.task() == Task::Multiclass; }
+
+// The threshold a score is compared with, in the precision of the scores (float32 for float32,
+// float16 and bfloat16; float64 for float64), in logit space for a batch with a score outside [0, 1].
+double threshold_for(const std::vector<double>& scores, double threshold, bool float64) {
+  const bool logits = std::any_of(scores.begin(), scores.end(), [](double x) { return x < 0 || x > 1; });
+  const double t = logits ? std::log(threshold / (1.0 - threshold)) : threshold;
+  return float64 ? t : static_cast<double>(static_cast<float>(t));
+}
+
+// The first maximum of a row, -1 if the row has a NaN; the target instead when top_k > 1 ranks
+// it among the k highest (ties towards the lower index).
+int64_t predicted_class(const std::vector<double>& row, int64_t target, int64_t top_k) {
+  int64_t best = 0;
+  for (size_t c = 0; c < row.size(); ++c) {
+    if (std::isnan(row[c])) return -1;
+    if (row[c] > row[best]) best = static_cast<int64_t>(c);
+  }
+  if (top_k > 1 && target >= 0) {
+    int64_t ahead = 0;
+    for (size_t c = 0; c < row.size(); ++c) {
+      ahead += row[c] > row[target] || (row[c] == row[target] && static_cast<int64_t>(c) < target);
+    }
+    if (ahead < top_k) return target;
+  }
+  return best;
+}
+
+}  // namespace
+
+ClsReference::ClsReference(const Config& c) : config(c), classes(c.cls_options.num_classes()) { reset(); }
+
+void ClsReference::reset() {
+  tally = Tally{};
+  cells.assign(multiclass(config) ? classes * classes : classes * 4, 0.0L);
+  scale = 0;
+  comparable = true;
+}
+
+// Past 1e300 the float64 counts may overflow in one order of additions and not in another.
+void ClsReference::add(size_t cell, double weight) {
+  cells[cell] += weight;
+  scale += weight;
+  if (scale > 1e300L) comparable = false;
+}
+
+void ClsReference::update(const at::Tensor& preds, const at::Tensor& target, const c10::optional<at::Tensor>& weight) {
+  const auto& o = config.cls_options;
+  Batch b;
+  b.target = target_labels(target);
+  b.samples = target.size(0);
+  b.weighted = weight.has_value();
+  if (weight) {
+    b.weight = as_doubles(*weight);
+    b.per_sample = weight->sizes() != target.sizes();
+  }
+  b.scores = at::isFloatingType(preds.scalar_type());
+  if (b.scores) b.score = as_doubles(preds);
+  else b.label = as_longs(preds);
+  std::vector<int64_t> bad(3, 0);
+  if (!b.target.empty()) {
+    if (o.task() == Task::Multiclass) {
+      count_rows(b, bad);
+    } else {
+      const double threshold = b.scores ? threshold_for(b.score, o.threshold(), preds.scalar_type() == at::kDouble) : 0;
+      count_entries(b, threshold, bad);
+    }
+  }
+  tally.record(bad, o.validate_args());
+}
+
+double ClsReference::Batch::weight_of(int64_t flat) const {
+  if (!weighted) return 1.0;
+  if (!per_sample) return weight[flat];
+  return weight[flat / (static_cast<int64_t>(target.size()) / samples)];
+}
+
+void ClsReference::count_rows(const Batch& b, std::vector<int64_t>& bad) {
+  const auto& o = config.cls_options;
+  const int64_t rows = static_cast<int64_t>(b.target.size());
+  const int64_t rest = rows / b.samples;  // positions per sample beyond the batch dimension
+  std::vector<double> row(classes);
+  for (int64_t i = 0; i < rows; ++i) {
+    const int64_t t = b.target[i];
+    if (o.ignore_index() && t == *o.ignore_index()) continue;
+    const bool target_ok = t >= 0 && t < classes;
+    int64_t p;
+    if (b.scores) {
+      const int64_t n = i / rest, r = i % rest;
+      for (int64_t c = 0; c < classes; ++c) row[c] = b.score[(n * classes + c) * rest + r];
+      p = predicted_class(row, target_ok ? t : -1, o.top_k());
+    } else {
+      p = b.label[i] >= 0 && b.label[i] < classes ? b.label[i] : -1;
+    }
+    const double w = b.weight_of(i);
+    const bool w_ok = !b.weighted || weight_ok(w);
+    bad[0] += !target_ok;
+    bad[1] += p < 0;
+    bad[2] += !w_ok;
+    if (target_ok && p >= 0 && w_ok) add(t * classes + p, w);
+  }
+}
+
+void ClsReference::count_entries(const Batch& b, double threshold, std::vector<int64_t>& bad) {
+  const auto& o = config.cls_options;
+  const int64_t entries = static_cast<int64_t>(b.target.size());
+  const int64_t labels = o.task() == Task::Binary ? 1 : classes;
+  const int64_t rest = entries / (b.samples * labels);  // multilabel: positions beyond (N, L)
+  for (int64_t i = 0; i < entries; ++i) {
+    const int64_t t = b.target[i];
+    if (o.ignore_index() && t == *o.ignore_index()) continue;
+    const int64_t label = labels == 1 ? 0 : (i / rest) % labels;
+    const bool target_ok = t == 0 || t == 1;
+    const bool pred_ok = b.scores ? !std::isnan(b.score[i]) : b.label[i] == 0 || b.label[i] == 1;
+    const bool predicted = b.scores ? b.score[i] > threshold : b.label[i] == 1;
+    const double w = b.weight_of(i);
+    const bool w_ok = !b.weighted || weight_ok(w);
+    bad[0] += !target_ok;
+    bad[1] += !pred_ok;
+    bad[2] += !w_ok;
+    if (target_ok && pred_ok && w_ok) add(label * 4 + 2 * t + predicted, w);
+  }
+}
+
+void ClsReference::merge(const ClsReference& other, bool appended) {
+  tally.merge(other.tally, appended);
+  for (size_t i = 0; i < cells.size(); ++i) cells[i] += other.cells[i];
+  scale += other.scale;
+  comparable = comparable && other.comparable && scale <= 1e300L;
+}
+
+ClsReference::Counts ClsReference::counts() const {
+  const int64_t c_count = multiclass(config) ? classes : (config.cls_options.task() == Task::Binary ? 1 : classes);
+  Counts c{std::vector<long double>(c_count), std::vector<long double>(c_count), std::vector<long double>(c_count),
+           std::vector<long double>(c_count)};
+  if (!multiclass(config)) {
+    for (int64_t l = 0; l < c_count; ++l) {
+      c.tn[l] = cells[l * 4], c.fp[l] = cells[l * 4 + 1], c.fn[l] = cells[l * 4 + 2], c.tp[l] = cells[l * 4 + 3];
+    }
+    return c;
+  }
+  for (int64_t t = 0; t < classes; ++t) {
+    for (int64_t p = 0; p < classes; ++p) {
+      const long double n = cells[t * classes + p];
+      for (int64_t k = 0; k < classes; ++k) {
+        if (t == k && p == k) c.tp[k] += n;
+        else if (p == k) c.fp[k] += n;
+        else if (t == k) c.fn[k] += n;
+        else c.tn[k] += n;
+      }
+    }
+  }
+  return c;
+}
+
+long double ClsReference::count_tolerance() const { return config.cls_options.weighted() ? 1e-10L * scale : 0; }
+
+void ClsReference::expect_state(const metrics::ClassificationMetric& metric) const {
+  expect_tally(metric, tally);
+  if (!comparable) return;
+  const auto want = counts();
+  const auto got = metric.stat_counts();
+  const std::pair<const char*, std::pair<const at::Tensor*, const std::vector<long double>*>> parts[] = {
+      {"tp", {&got.tp, &want.tp}}, {"fp", {&got.fp, &want.fp}}, {"tn", {&got.tn, &want.tn}}, {"fn", {&got.fn, &want.fn}}};
+  for (const auto& [name, pair] : parts) {
+    const auto values = as_doubles(*pair.first);
+    FUZZ_CHECK(values.size() == pair.second->size(), metric.name(), ": ", name, " has ", values.size(), " classes");
+    for (size_t k = 0; k < values.size(); ++k) {
+      FUZZ_CHECK(close(values[k], (*pair.second)[k], count_tolerance()), metric.name(), ": ", name, "[", k, "] is ",
+                 values[k], ", expected ", static_cast<double>((*pair.second)[k]), "; all: ", *pair.first);
+    }
+  }
+  if (metric.layout() != metrics::CountLayout::Matrix) return;
+  const auto matrix = as_doubles(metric.confusion_matrix());
+  for (size_t i = 0; i < cells.size(); ++i) {
+    FUZZ_CHECK(close(matrix[i], cells[i], count_tolerance()), metric.name(), ": confmat cell ", i, " is ", matrix[i],
+               ", expected ", static_cast<double>(cells[i]));
+  }
+}
+
+}  // namespace fuzz
