@@ -11,11 +11,12 @@ configure() {
 }
 
 # The library, the C++ tests and the Python extension with AddressSanitizer and
-# UndefinedBehaviorSanitizer (GCC), at -O1: an ASan build's usual level, and a quicker compile.
+# UndefinedBehaviorSanitizer (GCC), at -O1 (an ASan build's usual level, and a quicker compile),
+# and with the check for concurrent updates of one metric (METRICS_CHECK_THREADS) on.
 configure_sanitized() {
   METRICS_BUILD_DIR="$METRICS_ASAN_BUILD_DIR" configure -DMETRICS_SANITIZE=address,undefined \
-    -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" -DMETRICS_BUILD_BENCH=OFF -DMETRICS_BUILD_EXAMPLES=OFF \
-    -DMETRICS_INSTALL=OFF "$@"
+    -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" -DMETRICS_CHECK_THREADS=ON -DMETRICS_BUILD_BENCH=OFF \
+    -DMETRICS_BUILD_EXAMPLES=OFF -DMETRICS_INSTALL=OFF "$@"
 }
 
 # The library and the libFuzzer target, with clang: fuzzing, ASan and UBSan instrumentation.

@@ -48,14 +48,24 @@ run_ctest() {
   fi
 }
 
-# Runs pytest with the package from build dir $1 (environment assignments after it, for env) and
-# adds its results.
+# Runs pytest with the package from build dir $1 and adds its results; arguments after it are
+# environment assignments (for env), then "--" and pytest options. A run that ends without
+# pytest's summary (a sanitizer abort, a crash) counts as one failure, with the log's last lines.
 run_pytest() {
   local dir=$1 summary py_passed py_failed
   shift
-  env "$@" PYTHONPATH="$dir/python" "$PYTHON" -m pytest tests/python -q -p no:cacheprovider 2>&1 |
+  local assignments=()
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do assignments+=("$1"); shift; done
+  [ $# -gt 0 ] && shift
+  env "${assignments[@]}" PYTHONPATH="$dir/python" "$PYTHON" -m pytest tests/python -q -p no:cacheprovider "$@" 2>&1 |
     tee "$dir/pytest.log"
   summary=$(tail -n 1 "$dir/pytest.log")
+  if ! grep -qE '[0-9]+ (passed|failed|errors?|skipped)' <<<"$summary"; then
+    grep -m1 -A3 -E 'ERROR: (Address|Leak)Sanitizer|runtime error' "$dir/pytest.log" >&2
+    echo "test.sh: $dir: pytest did not finish (crashed?); see $dir/pytest.log" >&2
+    failed=$((failed + 1))
+    return
+  fi
   py_passed=$(grep -oE '[0-9]+ passed' <<<"$summary" | grep -oE '[0-9]+' || echo 0)
   py_failed=$(grep -oE '[0-9]+ (failed|errors?)' <<<"$summary" | awk '{n += $1} END {print n + 0}')
   if [ "$py_passed" -eq 0 ] && [ "$py_failed" -eq 0 ]; then
@@ -86,12 +96,13 @@ echo "test.sh: release build: $passed passed, $failed failed (${SECONDS} s so fa
 # The same C++ tests, and the Python tests, with AddressSanitizer and UBSan in our code (LibTorch
 # is not instrumented); ctest sets ASAN/LSAN/UBSAN_OPTIONS (CMakeLists.txt). Python needs ASan's
 # runtime preloaded (scripts/env.sh, asan_preload); CPython's own allocations live until exit by
-# design, so leak detection is off there.
+# design, so leak detection is off there. --capture=sys: a sanitizer report goes to the log, not
+# into pytest's captured output, which an abort would lose.
 before_passed=$passed before_failed=$failed
 if build_or_fail "$METRICS_ASAN_BUILD_DIR" "sanitized (ASan + UBSan)" configure_sanitized; then
   run_ctest "$METRICS_ASAN_BUILD_DIR" -j2
   [ -d tests/python ] && run_pytest "$METRICS_ASAN_BUILD_DIR" LD_PRELOAD="$(asan_preload)" \
-    ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1
+    ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 -- --capture=sys
 fi
 echo "test.sh: sanitized build: $((passed - before_passed)) passed, $((failed - before_failed)) failed" \
   "(${SECONDS} s so far)"
