@@ -23,15 +23,22 @@ namespace py = pybind11;
 bool constructed(const py::handle& object);
 [[noreturn]] void raise_not_constructed(const py::handle& object);
 
-/// Loads a metric or a collection as pybind11 does, then refuses one that was never constructed
+/// Raises the TypeError of raise_not_constructed when `source` is a T that was never constructed.
+/// It must run before pybind11's own load, which gives such an instance a T-sized value that is
+/// later freed as the subclass (a sized delete of the wrong size).
+template <class T>
+void refuse_unconstructed(py::handle source) {
+  if (!source.is_none() && py::isinstance<T>(source) && !constructed(source)) raise_not_constructed(source);
+}
+
+/// Loads a metric or a collection as pybind11 does, after refusing one that was never constructed
 /// (TypeError naming its class), wherever it is taken: as self or as an argument.
 template <class T>
 class ConstructedCaster : public py::detail::type_caster_base<T> {
  public:
   bool load(py::handle source, bool convert) {
-    if (!py::detail::type_caster_base<T>::load(source, convert)) return false;
-    if (!source.is_none() && !constructed(source)) raise_not_constructed(source);
-    return true;
+    refuse_unconstructed<T>(source);
+    return py::detail::type_caster_base<T>::load(source, convert);
   }
 };
 
@@ -131,9 +138,7 @@ class type_caster<std::shared_ptr<metrics::Metric>>
     : public copyable_holder_caster<metrics::Metric, std::shared_ptr<metrics::Metric>> {
  public:
   bool load(handle source, bool convert) {
-    if (!source.is_none() && isinstance<metrics::Metric>(source) && !metrics::python::constructed(source)) {
-      metrics::python::raise_not_constructed(source);
-    }
+    metrics::python::refuse_unconstructed<metrics::Metric>(source);
     return copyable_holder_caster::load(source, convert);
   }
 };
