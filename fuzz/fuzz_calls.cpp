@@ -236,17 +236,6 @@ std::vector<int64_t> broadcastable_shape(Source& in, const std::vector<int64_t>&
   return shape;
 }
 
-// Known finding F4 (reported to the library's owner): for a float32 Mean or Sum, a weight tensor
-// entry beyond float32's range is an infinite weight (bad input) on the ATen path and a finite one
-// on the CPU path. Such calls are skipped; remove this with the fix.
-bool finding_f4(const Config& c, const at::Tensor& weight) {
-  if (c.agg_options.dtype() != at::kFloat || !weight.defined() || !at::isFloatingType(weight.scalar_type())) {
-    return false;
-  }
-  const auto w = weight.to(at::kDouble).abs();
-  return w.gt(std::numeric_limits<float>::max()).logical_and(w.lt(std::numeric_limits<double>::infinity())).any().item<bool>();
-}
-
 Call draw_aggregation_call(Source& in, const Config& c) {
   const bool extremum = c.agg == AggKind::Min || c.agg == AggKind::Max;
   at::Tensor value, weight;
@@ -270,7 +259,6 @@ Call draw_aggregation_call(Source& in, const Config& c) {
   Call call;
   call.rejected = (weight.defined() && (!value.defined() || !at::is_expandable_to(weight.sizes(), value.sizes()))) ||
                   (!extremum && beyond_float32(weight_scalar, c.agg_options.dtype())) || form == Form::Broken;
-  call.skip = finding_f4(c, weight);
   call.text = args_text({{"value", value}, {"weight", weight}}, form, broken);
   if (!value.defined()) call.text += c10::str(" value ", scalar);
   if (weight_mode == 2) call.text += c10::str(" weight ", weight_scalar);

@@ -34,8 +34,6 @@ struct Call {
   std::string text;
   /// The documented metadata checks reject the arguments (values never make an error).
   bool rejected = false;
-  /// Not run: arguments of a known finding that would stop the fuzzer (see draw_call).
-  bool skip = false;
   /// Runs update (forward = false) or forward; returns forward's batch value.
   std::function<at::Tensor(metrics::Metric& metric, bool forward)> run;
   std::function<void(AggReference&)> apply_agg;

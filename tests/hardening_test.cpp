@@ -274,5 +274,25 @@ TEST(Aggregation, HostScalarsBeyondAFloat32StateAreRefusedOrInfinityAlikeOnBothP
   });
 }
 
+// Weight tensors are judged and multiplied at the widest dtype given, on both paths: a float64
+// weight beyond float32's range is a finite weight (the float32 sum overflows to inf), and a
+// float64 value beyond it with weight 0 adds nothing.
+TEST(Aggregation, Float64InputBeyondAFloat32StateIsJudgedBeforeNarrowingOnBothPaths) {
+  const auto f32 = AggregationOptions().dtype(at::kFloat).nan_policy(NanPolicy::error());
+  on_both_paths([&] {
+    Sum overflowing(f32);
+    overflowing.update(at::ones({2, 2}, at::kDouble), at::full({2, 2}, 1e300, at::kDouble));
+    EXPECT_EQ(overflowing.value().item<float>(), INFINITY);
+    EXPECT_NO_THROW(overflowing.check());
+    Mean weighted_out(f32);
+    weighted_out.update(doubles({1e300, 2.0}), doubles({0.0, 1.0}));
+    EXPECT_EQ(weighted_out.value().item<float>(), 2.0f);
+  });
+  Sum broadcast(f32);  // a weight of another shape always takes the ATen path
+  broadcast.update(at::ones({2, 2}, at::kDouble), at::full({2}, 1e300, at::kDouble));
+  EXPECT_EQ(broadcast.value().item<float>(), INFINITY);
+  EXPECT_NO_THROW(broadcast.check());
+}
+
 }  // namespace
 }  // namespace metrics

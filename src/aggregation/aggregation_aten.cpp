@@ -71,12 +71,24 @@ void weighted_sum_of_host_value(MetricState& state, WeightedSumSlots slots, doub
   state.finish_update();
 }
 
+// The dtype a batch is judged and multiplied in: the widest floating dtype among the state's, the
+// value's and the weight's, as the CPU path reads everything as double. A float64 weight of 1e300
+// for a float32 state is then a finite weight on both paths, never inf after narrowing.
+at::ScalarType batch_dtype(const at::Tensor& total, const at::Tensor& value, const ValueArg& weight) {
+  auto dtype = total.scalar_type();
+  if (at::isFloatingType(value.scalar_type())) dtype = at::promote_types(dtype, value.scalar_type());
+  if (weight.is_tensor() && at::isFloatingType(weight.tensor().scalar_type())) {
+    dtype = at::promote_types(dtype, weight.tensor().scalar_type());
+  }
+  return dtype;
+}
+
 void weighted_sum_on_aten(MetricState& state, WeightedSumSlots slots, const at::Tensor& value,
                           const ValueArg& weight, const NanPolicy& policy) {
   auto& total = state[slots.total];
-  auto x = value.to(total.scalar_type());
-  auto w = weight.is_tensor() ? weight.tensor().to(total.scalar_type()).expand_as(x)
-                              : at::full_like(x, weight.scalar());
+  const auto dtype = batch_dtype(total, value, weight);
+  auto x = value.to(dtype);
+  auto w = weight.is_tensor() ? weight.tensor().to(dtype).expand_as(x) : at::full_like(x, weight.scalar());
   at::Tensor bad, bad_counts;
   if (policy.checks()) {
     const auto nan = nan_mask(x).bitwise_or_(nan_mask(w));
@@ -89,7 +101,7 @@ void weighted_sum_on_aten(MetricState& state, WeightedSumSlots slots, const at::
   }
   const auto weighted = (x * w).sum();
   const auto batch = total.size(0) == 2 ? at::stack({weighted, w.sum()}) : weighted.reshape({1});
-  two_sum_add(total, state[slots.compensation], batch);
+  two_sum_add(total, state[slots.compensation], batch.to(total.scalar_type()));
   policy.counts() ? state.finish_update(bad_counts) : state.finish_update();
 }
 
