@@ -27,7 +27,7 @@ run_ctest() {
   entries=$(grep -E 'Test +#[0-9]+: ' "$dir/ctest.log")
   for binary in "${gtest_binaries[@]}"; do entries=$(grep -v " $binary " <<<"$entries"); done
   passed=$((passed + $(grep -c ' Passed' <<<"$entries")))
-  failed=$((failed + $(grep -vc ' Passed' <<<"$entries")))
+  failed=$((failed + $(grep -v ' Passed' <<<"$entries" | grep -c .)))  # no entry left: no empty line counted
   for binary in "${gtest_binaries[@]}"; do
     grep -qE "Test +#[0-9]+: $binary " "$dir/ctest.log" || continue
     local xml="$dir/gtest/$binary.xml" header total failures
