@@ -14,24 +14,46 @@ sync_context() work as on a metric.
 
 Keys are as in TorchMetrics: keys() and items() name the metrics with prefix and postfix (the names
 they were added under with ``keep_base=True``), and ``collection[key]`` takes either form.
+
+As TorchMetrics' (an nn.ModuleDict), the collection is a torch.nn.Module whose metrics are its
+child modules, under the names they were added with; model.to() moves every state once, through the
+C++ collection (metrics may share a state).
 """
+
+import copy
+
+import torch
 
 from . import _C
 from .distributed import Syncable, dist_initialized
-from .metric import load_state, parse_to, prefixed_state
+from .metric import load_state, made, parse_to, prefixed_state, state_device, target_device
 
 
-class MetricCollection(Syncable):
+def _rebuilt(cls, blueprints, prefix, postfix, compute_groups, state):
+    """What pickle and copy.deepcopy make a collection from (see MetricCollection.__reduce__): fresh
+    metrics from `blueprints` (they form the same groups), then the state."""
+    metrics = {}
+    for name, (metric_class, arguments, attributes) in blueprints.items():
+        metrics[name] = made(metric_class, arguments)
+        metrics[name].__setstate__(attributes)
+    collection = cls.__new__(cls)
+    MetricCollection.__init__(collection, metrics, prefix=prefix, postfix=postfix, compute_groups=compute_groups)
+    collection.to(state_device(state))
+    collection.load_state_dict(state)
+    return collection
+
+
+class MetricCollection(Syncable, torch.nn.Module):
     """Named metrics updated and computed together (TorchMetrics' MetricCollection)."""
 
     def __init__(self, metrics, *additional_metrics, prefix=None, postfix=None, compute_groups=True):
+        super().__init__()
         self.prefix = self._check_affix(prefix, "prefix")
         self.postfix = self._check_affix(postfix, "postfix")
         if isinstance(compute_groups, (list, tuple)):
             raise ValueError("MetricCollection: compute_groups given as a list of groups is not supported: the groups "
                              f"are worked out from the metrics' options (give True or False), got {compute_groups!r}")
         self._compute_groups = bool(compute_groups)
-        self._metrics = {}
         self._core = _C.MetricCollectionCore(self._compute_groups)
         self.add_metrics(metrics, *additional_metrics)
 
@@ -56,12 +78,12 @@ class MetricCollection(Syncable):
     def _add(self, name, metric):
         if not isinstance(name, str):
             raise ValueError(f"MetricCollection: metric names must be strings, got {name!r}")
-        if name in self._metrics:
+        if name in self._modules:
             raise ValueError(f"MetricCollection: encountered two metrics both named {name}")
         if not isinstance(metric, _C.Metric):
             raise ValueError(f"MetricCollection: {name} is a {type(metric).__name__}, not a nosync_metrics metric")
         self._core.add(name, metric)
-        self._metrics[name] = metric
+        self._modules[name] = metric
 
     def _key(self, name):
         return f"{self.prefix or ''}{name}{self.postfix or ''}"
@@ -83,7 +105,7 @@ class MetricCollection(Syncable):
 
     def compute(self):
         """name -> value, in the order the metrics were added (prefix and postfix applied)."""
-        members = self._metrics.values()
+        members = self._modules.values()
         if self._sync_cache is None and all(m.sync_on_compute for m in members) and self._world_size() > 1:
             return self._keyed(self._synced_core().compute())
         return self._keyed(self._core.compute())
@@ -91,7 +113,7 @@ class MetricCollection(Syncable):
     def forward(self, *args, **kwargs):
         """Accumulates, and returns each metric's value on this batch alone (over every rank when
         every member has ``dist_sync_on_step=True``)."""
-        if not (all(m.dist_sync_on_step for m in self._metrics.values()) and self._world_size() > 1):
+        if not (all(m.dist_sync_on_step for m in self._modules.values()) and self._world_size() > 1):
             return self._keyed(self._core.forward(*args, **kwargs))
         batch = self.clone()
         batch.reset()
@@ -112,8 +134,23 @@ class MetricCollection(Syncable):
             self._core.to(device)
         return self
 
+    def _apply(self, fn, recurse=True):
+        """model.to(), .cuda(), .cpu(): every state moves once (keeping its dtype), as to() moves it."""
+        if self._modules:
+            self.to(target_device(fn, next(iter(self._modules.values())).device))
+        return self
+
+    def persistent(self, mode=False):
+        """Sets persistent(mode) on every metric (whether a parent module's state_dict() holds its state)."""
+        for metric in self._modules.values():
+            metric.persistent(mode)
+
     def state_dict(self, destination=None, prefix="", keep_vars=False):
-        """"<name>.<state>" -> tensor, for every metric (`destination` and `prefix` as in torch.nn.Module)."""
+        """"<name>.<state>" -> tensor, for every metric (`prefix` as in torch.nn.Module). Given a
+        `destination`, as a parent module's state_dict() gives it, only the metrics set persistent(True)
+        write their state there."""
+        if destination is not None:
+            return super().state_dict(destination=destination, prefix=prefix, keep_vars=keep_vars)
         return prefixed_state("MetricCollection", self._core.state_dict(), destination, prefix)
 
     def load_state_dict(self, state_dict, strict=True, assign=False):
@@ -143,15 +180,20 @@ class MetricCollection(Syncable):
 
     def clone(self, prefix=None, postfix=None):
         """A deep copy (sharing states between the same metrics), with an optional new prefix/postfix."""
-        fresh = {}
-        for name, metric in self._metrics.items():
-            fresh[name] = metric.clone()
-            fresh[name].reset()  # fresh metrics form the same groups; the states are loaded below
-        copy = MetricCollection(fresh, prefix=prefix if prefix is not None else self.prefix,
-                                postfix=postfix if postfix is not None else self.postfix,
-                                compute_groups=self._compute_groups)
-        copy.load_state_dict(self.state_dict())
-        return copy
+        groups = {id(m.process_group): m.process_group for m in self._modules.values()}  # shared, not copied
+        cloned = copy.deepcopy(self, groups)
+        cloned.prefix = self._check_affix(prefix, "prefix") if prefix is not None else self.prefix
+        cloned.postfix = self._check_affix(postfix, "postfix") if postfix is not None else self.postfix
+        return cloned
+
+    def __reduce__(self):
+        """pickle, torch.save and copy.deepcopy rebuild the collection from its metrics' classes, arguments
+        and attributes, and its state: not from the metrics themselves, whose shared state a lone
+        metric could not load."""
+        blueprints = {name: (type(m), m._arguments, dict(m.__dict__)) for name, m in self._modules.items()}
+        attributes = {k: v for k, v in self.__dict__.items() if k not in ("_core", "_modules")}
+        return _rebuilt, (type(self), blueprints, self.prefix, self.postfix, self._compute_groups,
+                          self.state_dict()), attributes
 
     def _core_for_sync(self):
         return self._core
@@ -160,7 +202,7 @@ class MetricCollection(Syncable):
         override = getattr(self, "_sync_group_override", None)
         if override is not None:
             return override
-        groups = {id(m.process_group): m.process_group for m in self._metrics.values()}
+        groups = {id(m.process_group): m.process_group for m in self._modules.values()}
         if len(groups) > 1:
             raise ValueError("MetricCollection: its metrics name different process groups; give them one")
         return next(iter(groups.values()), None)
@@ -169,7 +211,7 @@ class MetricCollection(Syncable):
         return "MetricCollection"
 
     def _distributed_available(self):
-        return dist_initialized() and all(m._distributed_available() for m in self._metrics.values())
+        return dist_initialized() and all(m._distributed_available() for m in self._modules.values())
 
     def check(self):
         """Raises or warns if any metric's update() counted bad input."""
@@ -181,40 +223,40 @@ class MetricCollection(Syncable):
         return dict(enumerate(list(g) for g in self._core.groups()))
 
     def _renamed(self):
-        return {self._key(name): metric for name, metric in self._metrics.items()}
+        return {self._key(name): metric for name, metric in self._modules.items()}
 
     def keys(self, keep_base=False):
         """The metrics' keys, with prefix and postfix (the names they were added under with keep_base=True)."""
-        return self._metrics.keys() if keep_base else self._renamed().keys()
+        return self._modules.keys() if keep_base else self._renamed().keys()
 
     def items(self, keep_base=False, copy_state=True):
         """(key, metric) pairs, as keys() names them. copy_state has no effect: metrics that share a
         state always read it in place."""
-        return self._metrics.items() if keep_base else self._renamed().items()
+        return self._modules.items() if keep_base else self._renamed().items()
 
     def values(self, copy_state=True):
         """The metrics, in the order they were added (copy_state has no effect, as in items())."""
-        return self._metrics.values()
+        return self._modules.values()
 
     def __getitem__(self, key, copy_state=True):
         """The metric under `key`, given with or without prefix and postfix (as TorchMetrics strips them)."""
         if not isinstance(key, str):
             raise KeyError(f"MetricCollection: keys are strings, got {key!r}")
         for name in (self._base(key), key):
-            if name in self._metrics:
-                return self._metrics[name]
+            if name in self._modules:
+                return self._modules[name]
         raise KeyError(f"MetricCollection: no metric under {key!r}; its keys are {list(self.keys())}")
 
     def __contains__(self, name):
         """Whether a metric was added under `name` (without prefix and postfix, as in TorchMetrics)."""
-        return name in self._metrics
+        return name in self._modules
 
     def __iter__(self):
         return iter(self.keys())
 
     def __len__(self):
-        return len(self._metrics)
+        return len(self._modules)
 
     def __repr__(self):
-        inner = ",\n".join(f"  {name}: {metric!r}" for name, metric in self._metrics.items())
+        inner = ",\n".join(f"  {name}: {metric!r}" for name, metric in self._modules.items())
         return f"MetricCollection(\n{inner}\n)"

@@ -1,8 +1,9 @@
 """What every nosync_metrics metric class adds to its C++ metric: TorchMetrics' constructor
 arguments (kept for clone() and repr(), readable as attributes), TorchMetrics' class attributes,
-TorchMetrics' method signatures, argument errors that name the metric, and TorchMetrics'
-distributed behaviour."""
+TorchMetrics' method signatures, argument errors that name the metric, TorchMetrics'
+distributed behaviour, and torch.nn.Module (a metric is a submodule of the model it sits on)."""
 
+import copy
 import inspect
 import numbers
 from collections import namedtuple
@@ -152,10 +153,60 @@ def prefixed_state(who, state, destination, prefix):
     return destination
 
 
+def target_device(fn, device):
+    """The device that `fn` (what nn.Module._apply applies to every tensor: model.to(), .cuda(), ...)
+    sends a tensor on `device` to."""
+    return fn(torch.empty(0, device=device)).device
+
+
+def parent_loads(load, names, state_dict, prefix, required, missing_keys, unexpected_keys, error_msgs):
+    """A parent module's load_state_dict() reaching a metric whose state has the keys `names`: loads
+    the keys under `prefix` with `load` (all or nothing), when `required` or when the checkpoint holds
+    them (TorchMetrics loads whatever state it finds); reports problems as nn.Module does."""
+    given = {key[len(prefix):]: value for key, value in state_dict.items() if key.startswith(prefix)}
+    unexpected_keys.extend(prefix + key for key in given if key not in names)
+    if not required and not any(key in given for key in names):
+        return
+    missing = [prefix + key for key in names if key not in given]
+    missing_keys.extend(missing)
+    if missing:
+        return
+    try:
+        load({key: given[key] for key in names})
+    except (RuntimeError, ValueError, TypeError) as error:
+        error_msgs.append(f"While loading {prefix[:-1]}: {error}")
+
+
+def state_device(state):
+    """The device of a state dict's tensors (the descriptions "_metric" and "_version" stay on the CPU)."""
+    return next((v.device for k, v in state.items() if not k.rsplit(".", 1)[-1].startswith("_")), "cpu")
+
+
+def made(cls, arguments):
+    """A `cls` made with `arguments` as unpickling makes it: a subclass's own __init__ is not called."""
+    metric = cls.__new__(cls)
+    cls._init_metric(metric, **arguments)
+    return metric
+
+
+def _rebuilt(cls, arguments, state):
+    """What pickle and copy.deepcopy make a metric from (see PythonMetric.__reduce__): holding `state`,
+    on the device its state tensors came back on (torch.load's map_location applies)."""
+    metric = made(cls, arguments)
+    metric.to(state_device(state))
+    metric.load_state_dict(state)
+    return metric
+
+
 # ---------------------------------------------------------------- the mixin in front of every C++ metric
 
 class PythonMetric(Syncable):
-    """Mixed into every metric class in front of its C++ base.
+    """Mixed into every metric class in front of its C++ base; torch.nn.Module comes after that base
+    (the C++ methods win over Module's of the same name: to, state_dict, forward, ...).
+
+    A metric is a torch.nn.Module, as in TorchMetrics: a submodule of the model it is set on, moved
+    by model.to(), copied by copy.deepcopy, saved by pickle and torch.save(model). Calling it runs
+    forward() directly, without Module's hooks, so that a step costs no more than before.
 
     With torch.distributed initialized and more than one rank, compute() returns the value over
     every rank (``sync_on_compute=True``, the default) and leaves the local state as it was;
@@ -230,11 +281,24 @@ class PythonMetric(Syncable):
                                  f"or a list of them, got {type(item)}")
         super().merge_state(items if several else items[0])
 
+    def persistent(self, mode=False):
+        """Whether a parent module's state_dict() holds this metric's state (TorchMetrics' default: it
+        does not, so a model's state_dict() has the same keys with or without metrics)."""
+        self._persistent = check_bool(f"{type(self).__name__}.persistent", "mode", mode)
+
     def state_dict(self, destination=None, prefix="", keep_vars=False):
         """name -> tensor: a copy of every state tensor and the metric's description; load_state_dict()
-        restores it exactly. `destination` and `prefix` work as in torch.nn.Module (keep_vars has no
-        effect: the copies are detached)."""
+        restores it exactly. `prefix` works as in torch.nn.Module (keep_vars has no effect: the copies
+        are detached). Given a `destination`, as a parent module's state_dict() gives it, the state
+        is written there only if persistent(True) was set."""
+        if destination is not None and not self._persistent:
+            return destination
         return prefixed_state(type(self).__name__, super().state_dict(), destination, prefix)
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs):
+        parent_loads(self.load_state_dict, list(super().state_dict()), state_dict, prefix, self._persistent,
+                     missing_keys, unexpected_keys, error_msgs)
 
     def load_state_dict(self, state_dict, strict=True, assign=False):
         """Loads a dict from state_dict(), checking every key before changing any. With strict=False,
@@ -249,6 +313,11 @@ class PythonMetric(Syncable):
         if device is not None:
             super().to(device)
         return self
+
+    def _apply(self, fn, recurse=True):
+        """model.to(), .cuda(), .cpu() reach a metric here, not through its to(): the state moves to the
+        device, and keeps its dtype (.half(), .double() leave it, as in TorchMetrics)."""
+        return self.to(target_device(fn, self.device))
 
     def cpu(self):
         """to("cpu")."""
@@ -271,17 +340,23 @@ class PythonMetric(Syncable):
         super().lock_updates(on)
 
     def clone(self):
-        """A deep copy: same arguments, same state."""
-        copy = type(self)(**self._arguments)
-        copy.to(self.device)
-        copy.load_state_dict(self.state_dict())
-        return copy
+        """A deep copy: same arguments, same state (sharing the process group, which cannot be copied)."""
+        return copy.deepcopy(self, {id(self.process_group): self.process_group})
 
     def __copy__(self):
         return self.clone()
 
+    def __reduce__(self):
+        """pickle, torch.save and copy.deepcopy rebuild the metric from its arguments and its state; its
+        attributes (persistent, training, a subclass's own) come back as torch.nn.Module's do."""
+        return _rebuilt, (type(self), self._arguments, self.state_dict()), dict(self.__dict__)
+
     def __deepcopy__(self, memo):
-        return self.clone()
+        """As copy.deepcopy does with __reduce__ (the C++ base's __deepcopy__ gives a bare C++ metric)."""
+        rebuild, arguments, attributes = self.__reduce__()
+        copied = memo[id(self)] = rebuild(*copy.deepcopy(arguments, memo))
+        copied.__setstate__(copy.deepcopy(attributes, memo))
+        return copied
 
     def __repr__(self):
         shown = ", ".join(f"{k}={v!r}" for k, v in self._arguments.items()
@@ -316,6 +391,7 @@ def _update_method(base, parameters, doc):
 def _init_method(signature, construct):
     """__init__ taking `signature`: checks TorchMetrics' Metric arguments, then construct(self, arguments)."""
     def __init__(self, *args, **kwargs):
+        torch.nn.Module.__init__(self)  # first: Module.__setattr__ reads what it sets
         name = type(self).__name__
         try:
             bound = signature.bind(self, *args, **kwargs)
@@ -336,6 +412,7 @@ def _init_method(signature, construct):
             raise type(error)(f"{name}: {error}") from None
         self.lock_updates(True)  # update() releases the GIL: Python threads may update at once
         self._arguments = arguments
+        self._persistent = False
         for parameter in METRIC_KWARGS:
             setattr(self, parameter.name, arguments[parameter.name])
         self.distributed_available_fn = arguments["distributed_available_fn"] or dist_initialized
@@ -355,9 +432,11 @@ def metric_class(name, base, parameters, construct, doc, shown_always=(), update
     """
     signature = inspect.Signature([arg("self")] + list(parameters) + METRIC_KWARGS + [_P("kwargs", _P.VAR_KEYWORD)])
     defaults = {p.name: p.default for p in signature.parameters.values() if p.name not in ("self", "kwargs")}
-    namespace = {"__init__": _init_method(signature, construct), "__doc__": doc, "__module__": "nosync_metrics",
+    init = _init_method(signature, construct)
+    # _init_metric: the __init__ that unpickling calls, whatever __init__ a subclass defines
+    namespace = {"__init__": init, "_init_metric": init, "__doc__": doc, "__module__": "nosync_metrics",
                  "_defaults": defaults, "_shown_always": tuple(shown_always),
                  "update": _update_method(base, update, update_doc)}
     namespace.update(attributes or {})
     namespace.update({option: _option(option, fixed) for option, fixed in (options or {}).items()})
-    return type(name, (PythonMetric, base), namespace)
+    return type(name, (PythonMetric, base, torch.nn.Module), namespace)
