@@ -1,0 +1,328 @@
+"""Metrics and MetricCollection are torch.nn.Modules, as in TorchMetrics: submodules of a model, moved
+by model.to(), copied by deepcopy and AveragedModel, saved by pickle and torch.save(model), and in a
+model's state_dict() only when persistent(True). Values are checked against NumPy."""
+
+import copy
+import io
+import pickle
+
+import numpy as np
+import pytest
+import torch
+from torch.optim.swa_utils import AveragedModel
+
+import nosync_metrics as nm
+
+# ---------------------------------------------------------------- the metrics, their streams, NumPy's values
+
+
+def _stream(seed, batches=4):
+    """Keyword arguments of `batches` updates: values, 4-class logits, binary and 3-label scores."""
+    g = torch.Generator().manual_seed(seed)
+    return [{"value": torch.rand(8, generator=g, dtype=torch.float64) * 10,
+             "logits": torch.randn(8, 4, generator=g), "labels": torch.arange(8) % 4,
+             "scores": torch.rand(8, generator=g), "binary": torch.randint(0, 2, (8,), generator=g),
+             "label_scores": torch.rand(8, 3, generator=g), "multilabel": torch.randint(0, 2, (8, 3), generator=g)}
+            for _ in range(batches)]
+
+
+def _joined(stream, name):
+    return np.concatenate([b[name].numpy() for b in stream])
+
+
+def _confusion(target, predicted, classes):
+    matrix = np.zeros((classes, classes), dtype=np.int64)
+    np.add.at(matrix, (target, predicted), 1)
+    return matrix
+
+
+def _macro_accuracy(stream):
+    matrix = _confusion(_joined(stream, "labels"), _joined(stream, "logits").argmax(1), 4)
+    return np.mean(np.diag(matrix) / matrix.sum(1))  # every class occurs in every batch
+
+
+def _binary_f1(stream):
+    predicted, target = _joined(stream, "scores") > 0.5, _joined(stream, "binary") == 1
+    tp, fp, fn = np.sum(predicted & target), np.sum(predicted & ~target), np.sum(~predicted & target)
+    return 2 * tp / (2 * tp + fp + fn)
+
+
+def _macro_multilabel_precision(stream):
+    predicted, target = _joined(stream, "label_scores") > 0.5, _joined(stream, "multilabel") == 1
+    return np.mean(np.sum(predicted & target, 0) / np.sum(predicted, 0))
+
+
+# name -> (the metric, its update's arguments from a batch, NumPy's value of a stream)
+SINGLE = {
+    "MeanMetric": (nm.MeanMetric, lambda b: {"value": b["value"]}, lambda s: np.mean(_joined(s, "value"))),
+    "SumMetric": (nm.SumMetric, lambda b: {"value": b["value"]}, lambda s: np.sum(_joined(s, "value"))),
+    "MaxMetric": (nm.MaxMetric, lambda b: {"value": b["value"]}, lambda s: np.max(_joined(s, "value"))),
+    "MulticlassAccuracy": (lambda: nm.MulticlassAccuracy(num_classes=4),
+                           lambda b: {"preds": b["logits"], "target": b["labels"]}, _macro_accuracy),
+    "BinaryF1Score": (nm.BinaryF1Score, lambda b: {"preds": b["scores"], "target": b["binary"]}, _binary_f1),
+    "MultilabelPrecision": (lambda: nm.MultilabelPrecision(num_labels=3),
+                            lambda b: {"preds": b["label_scores"], "target": b["multilabel"]},
+                            _macro_multilabel_precision),
+    "MulticlassConfusionMatrix": (lambda: nm.MulticlassConfusionMatrix(num_classes=4),
+                                  lambda b: {"preds": b["logits"], "target": b["labels"]},
+                                  lambda s: _confusion(_joined(s, "labels"), _joined(s, "logits").argmax(1), 4)),
+}
+
+
+def _collection():
+    """Mixed: an aggregator, two metrics that share one state, and a confusion matrix."""
+    return nm.MetricCollection({"loss": nm.MeanMetric(), "acc": nm.MulticlassAccuracy(num_classes=4),
+                                "prec": nm.MulticlassPrecision(num_classes=4),
+                                "cm": nm.MulticlassConfusionMatrix(num_classes=4)}, prefix="val_")
+
+
+def _collection_reference(stream):
+    matrix = _confusion(_joined(stream, "labels"), _joined(stream, "logits").argmax(1), 4)
+    return {"val_loss": np.mean(_joined(stream, "value")), "val_acc": _macro_accuracy(stream),
+            "val_prec": np.mean(np.diag(matrix) / matrix.sum(0)), "val_cm": matrix}
+
+
+CASES = dict(SINGLE, MetricCollection=(
+    _collection, lambda b: {"value": b["value"], "preds": b["logits"], "target": b["labels"]}, _collection_reference))
+
+
+class Net(torch.nn.Module):
+    """A model carrying a metric (or a collection) as an attribute."""
+
+    def __init__(self, metric):
+        super().__init__()
+        self.linear = torch.nn.Linear(3, 2)
+        self.metric = metric
+
+    def forward(self, x):
+        return self.linear(x)
+
+
+def _updated(name, stream):
+    make, arguments, _ = CASES[name]
+    metric = make()
+    for batch in stream:
+        metric.update(**arguments(batch))
+    return metric
+
+
+def _assert_value(name, metric, stream):
+    computed = metric.compute()
+    expected = CASES[name][2](stream)
+    if isinstance(expected, dict):
+        assert computed.keys() == expected.keys()
+        for key, value in expected.items():
+            np.testing.assert_allclose(computed[key].numpy(), value, rtol=1e-6)
+    else:
+        np.testing.assert_allclose(computed.numpy(), expected, rtol=1e-6)
+
+
+def _update_counts(metric):
+    members = metric.values() if isinstance(metric, nm.MetricCollection) else [metric]
+    return [m.update_count for m in members]
+
+
+def _devices(metric):
+    members = metric.values() if isinstance(metric, nm.MetricCollection) else [metric]
+    return {str(m.device) for m in members}
+
+
+@pytest.fixture(params=sorted(CASES))
+def name(request):
+    return request.param
+
+
+# ---------------------------------------------------------------- Module: registration, train/eval, moves
+
+
+def test_is_a_module_registered_as_a_submodule_and_in_module_containers(name):
+    stream = _stream(1)
+    metric = _updated(name, stream)
+    net = Net(metric)
+    assert isinstance(metric, torch.nn.Module)
+    assert dict(net.named_children())["metric"] is metric and net._modules["metric"] is metric
+    assert torch.nn.ModuleDict({"m": metric})["m"] is metric
+    assert torch.nn.ModuleList([metric])[0] is metric
+    net.eval()
+    assert not metric.training
+    net.train()
+    assert metric.training
+    _assert_value(name, metric, stream)
+
+
+def test_collection_members_are_its_child_modules():
+    collection = _collection()
+    assert [n for n, _ in collection.named_children()] == ["loss", "acc", "prec", "cm"]
+    assert collection.acc is collection["val_acc"]  # a child module is an attribute, as in nn.ModuleDict
+
+
+def test_model_to_moves_the_state_and_keeps_values_and_dtypes(name):
+    stream = _stream(2)
+    metric = _updated(name, stream)
+    dtypes = {k: v.dtype for k, v in metric.state_dict().items()}
+    net = Net(metric)
+    assert net.to("cpu") is net and net.cpu() is net
+    net.half()  # TorchMetrics keeps a state's dtype through .half() / .double()
+    net.double()
+    assert {k: v.dtype for k, v in metric.state_dict().items()} == dtypes
+    assert _devices(metric) == {"cpu"}
+    _assert_value(name, metric, stream)
+
+
+def test_model_to_meta_moves_every_state(name):
+    metric = CASES[name][0]()
+    Net(metric).to(torch.device("meta"))
+    assert _devices(metric) == {"meta"}
+
+
+# ---------------------------------------------------------------- copies: deepcopy, pickle, torch.save
+
+
+def test_deepcopy_of_a_model_gives_equal_and_independent_metrics(name):
+    stream, more = _stream(3), _stream(4)
+    net = Net(_updated(name, stream))
+    copied = copy.deepcopy(net)
+    assert copied.metric is not net.metric and type(copied.metric) is type(net.metric)
+    _assert_value(name, copied.metric, stream)
+    for batch in more:
+        copied.metric.update(**CASES[name][1](batch))
+    _assert_value(name, copied.metric, stream + more)
+    _assert_value(name, net.metric, stream)
+
+
+def _pickled(net):
+    return pickle.loads(pickle.dumps(net))
+
+
+def _torch_saved(net):
+    buffer = io.BytesIO()
+    torch.save(net, buffer)
+    buffer.seek(0)
+    return torch.load(buffer)
+
+
+@pytest.mark.parametrize("round_trip", [_pickled, _torch_saved])
+def test_pickle_and_torch_save_of_a_model_round_trip(name, round_trip):
+    stream = _stream(5)
+    net = Net(_updated(name, stream))
+    net.metric.persistent(True)
+    net.eval()
+    loaded = round_trip(net)
+    assert type(loaded.metric) is type(net.metric)
+    _assert_value(name, loaded.metric, stream)
+    assert _update_counts(loaded.metric) == _update_counts(net.metric) == [4] * len(_update_counts(net.metric))
+    assert not loaded.metric.training and set(loaded.state_dict()) == set(net.state_dict())
+    assert torch.equal(loaded.linear.weight, net.linear.weight)
+
+
+class ScaledMean(nm.MeanMetric):
+    """A user's subclass with its own constructor and attribute."""
+
+    def __init__(self, scale, **kwargs):
+        super().__init__(**kwargs)
+        self.scale = scale
+
+    def compute(self):
+        return super().compute() * self.scale
+
+
+def test_a_subclass_keeps_its_class_and_attributes_through_pickle():
+    metric = ScaledMean(3.0, nan_strategy="ignore")
+    metric.update(torch.tensor([1.0, 2.0, float("nan")]))
+    loaded = pickle.loads(pickle.dumps(metric))
+    assert type(loaded) is ScaledMean and loaded.scale == 3.0 and loaded.nan_strategy == "ignore"
+    assert loaded.compute().item() == 4.5  # mean(1, 2) * 3, NaN ignored
+
+
+def test_averaged_model_copies_a_model_with_metrics(name):
+    stream = _stream(6)
+    net = Net(_updated(name, stream))
+    averaged = AveragedModel(net)
+    averaged.update_parameters(net)
+    assert torch.equal(averaged(torch.ones(1, 3)), net(torch.ones(1, 3)))
+    assert averaged.module.metric is not net.metric
+    _assert_value(name, averaged.module.metric, stream)
+
+
+# ---------------------------------------------------------------- state_dict through a parent module
+
+
+def _metric_keys(metric):
+    return {"metric." + key for key in metric.state_dict()}
+
+
+def test_a_model_state_dict_holds_a_metric_only_when_persistent(name):
+    metric = _updated(name, _stream(7))
+    net = Net(metric)
+    assert set(net.state_dict()) == {"linear.weight", "linear.bias"}
+    metric.persistent(True)
+    assert set(net.state_dict()) == {"linear.weight", "linear.bias"} | _metric_keys(metric)
+    metric.persistent()  # TorchMetrics' default mode: False
+    assert set(net.state_dict()) == {"linear.weight", "linear.bias"}
+    assert set(metric.state_dict()) == {k[len("metric."):] for k in _metric_keys(metric)}  # called directly: all
+
+
+def test_model_load_state_dict_restores_a_persistent_metric_exactly(name):
+    stream = _stream(8)
+    saved = Net(_updated(name, stream))
+    saved.metric.persistent(True)
+    checkpoint = saved.state_dict()
+    loaded = Net(_updated(name, _stream(9, batches=1)))
+    loaded.metric.persistent(True)
+    assert loaded.load_state_dict(checkpoint) == ([], [])
+    _assert_value(name, loaded.metric, stream)
+    assert _update_counts(loaded.metric) == _update_counts(saved.metric)
+    assert all(torch.equal(v, checkpoint[k]) for k, v in loaded.state_dict().items())
+
+
+def test_a_checkpoint_without_metrics_loads_strictly_into_a_model_with_metrics(name):
+    stream = _stream(10)
+    plain = torch.nn.Sequential()
+    plain.linear = torch.nn.Linear(3, 2)
+    net = Net(_updated(name, stream))
+    net.load_state_dict(plain.state_dict())
+    assert torch.equal(net.linear.weight, plain.linear.weight)
+    _assert_value(name, net.metric, stream)  # untouched
+
+
+def test_a_persistent_metric_missing_from_the_checkpoint_is_reported_and_untouched(name):
+    stream = _stream(11)
+    net = Net(_updated(name, stream))
+    net.metric.persistent(True)
+    without_metric = {k: v for k, v in net.state_dict().items() if not k.startswith("metric.")}
+    with pytest.raises(RuntimeError, match=r"Missing key\(s\) in state_dict: \"metric\."):
+        net.load_state_dict(without_metric)
+    missing, unexpected = net.load_state_dict(without_metric, strict=False)
+    assert set(missing) == _metric_keys(net.metric) and unexpected == []
+    _assert_value(name, net.metric, stream)
+
+
+def test_a_checkpoint_holding_a_metric_loads_it_even_when_not_persistent(name):
+    stream = _stream(12)
+    saved = Net(_updated(name, stream))
+    saved.metric.persistent(True)
+    loaded = Net(CASES[name][0]())  # not persistent: loads what it finds, as TorchMetrics does
+    loaded.load_state_dict(saved.state_dict())
+    _assert_value(name, loaded.metric, stream)
+
+
+def test_unknown_keys_under_a_metric_are_unexpected(name):
+    net = Net(CASES[name][0]())
+    checkpoint = dict(net.state_dict(), **{"metric.bogus": torch.zeros(1)})
+    with pytest.raises(RuntimeError, match=r"Unexpected key\(s\) in state_dict: \"metric.bogus\""):
+        net.load_state_dict(checkpoint)
+
+
+@pytest.mark.parametrize("single", sorted(SINGLE))
+def test_a_damaged_metric_checkpoint_changes_nothing_in_the_metric(single):
+    stream = _stream(13)
+    net = Net(_updated(single, stream))
+    net.metric.persistent(True)
+    checkpoint = net.state_dict()
+    first_state = next(k for k in checkpoint if k.startswith("metric.") and "._" not in k)
+    checkpoint["metric.update_count"] = torch.tensor(99)
+    checkpoint[first_state] = torch.zeros(17)  # wrong shape: the whole metric is refused
+    with pytest.raises(RuntimeError, match="While loading metric"):
+        net.load_state_dict(checkpoint)
+    _assert_value(single, net.metric, stream)
+    assert _update_counts(net.metric) == [4]
