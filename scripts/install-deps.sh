@@ -16,6 +16,7 @@ packages=(
   libgloo-dev  # the gloo headers that c10d's ProcessGroupGloo includes (the C++ sync tests)
   clang libclang-rt-dev  # the fuzz build: clang, and its runtimes (libFuzzer, ASan, UBSan)
   python3-pytest python3-numpy python3-sklearn python3-torchvision python3-matplotlib
+  python3-pip  # pip install . into a venv (the package test)
 )
 
 installed() {

@@ -7,6 +7,8 @@ import sys
 
 import pytest
 
+import nosync_metrics
+
 
 def test_imports_from_the_build_with_pythonpath(build_dir):
     env = dict(os.environ, PYTHONPATH=str(build_dir / "python"))
@@ -26,6 +28,25 @@ def test_installs_into_a_venv(build_dir, tmp_path):
                           "print(nosync_metrics.__file__, m.compute().item())"],
                          env=env, capture_output=True, text=True, check=True)
     assert str(venv) in out.stdout and out.stdout.strip().endswith("2.0")
+
+
+def test_pip_install_builds_against_the_interpreters_torch(build_dir, repo_dir, tmp_path):
+    """pip install --no-build-isolation . into a venv that sees the system's torch, as the README says;
+    the CMake build directory is kept beside the test build, so a rerun compiles only what changed."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["NOSYNC_METRICS_BUILD_DIR"] = str(build_dir / "pip-cmake")
+    subprocess.run([str(venv / "bin" / "pip"), "install", "--no-build-isolation", "--no-index", "-q", str(repo_dir)],
+                   env=env, check=True, capture_output=True, timeout=1800)
+    out = subprocess.run([str(venv / "bin" / "python"), "-c",
+                          "import nosync_metrics, torch; m = nosync_metrics.MulticlassAccuracy(num_classes=3); "
+                          "m.update(torch.tensor([0, 2, 1, 1]), torch.tensor([0, 2, 2, 1])); "
+                          "print(nosync_metrics.__file__, nosync_metrics._C.__version__, m.compute().item())"],
+                         env=env, capture_output=True, text=True, check=True, cwd=tmp_path)
+    file, version, value = out.stdout.split()
+    assert file.startswith(str(venv)) and version == nosync_metrics._C.__version__
+    assert float(value) == pytest.approx((1 + 1 + 0.5) / 3)  # macro: recalls 1, 1, 1/2
 
 
 def test_python_training_loop_example(build_dir, repo_dir):
