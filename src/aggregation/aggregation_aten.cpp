@@ -76,9 +76,9 @@ void weighted_sum_of_host_value(MetricState& state, WeightedSumSlots slots, doub
 // for a float32 state is then a finite weight on both paths, never inf after narrowing.
 at::ScalarType batch_dtype(const at::Tensor& total, const at::Tensor& value, const ValueArg& weight) {
   auto dtype = total.scalar_type();
-  if (at::isFloatingType(value.scalar_type())) dtype = at::promote_types(dtype, value.scalar_type());
+  if (at::isFloatingType(value.scalar_type())) dtype = c10::promoteTypes(dtype, value.scalar_type());
   if (weight.is_tensor() && at::isFloatingType(weight.tensor().scalar_type())) {
-    dtype = at::promote_types(dtype, weight.tensor().scalar_type());
+    dtype = c10::promoteTypes(dtype, weight.tensor().scalar_type());
   }
   return dtype;
 }
