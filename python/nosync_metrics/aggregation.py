@@ -1,4 +1,10 @@
-"""TorchMetrics' aggregators (MeanMetric, SumMetric, MinMetric, MaxMetric) on the C++ ones."""
+"""TorchMetrics' aggregators (MeanMetric, SumMetric, MinMetric, MaxMetric) on the C++ ones.
+
+Values come back in the metric's dtype, as TorchMetrics' do: torch.get_default_dtype() when it is
+made, then what set_dtype() chooses. The accumulators keep their own dtype: float64 unless
+``dtype=torch.float32`` is given. That keyword (ours: TorchMetrics has none) chooses the accumulators
+and, as a metric's ``dtype`` should say what it returns, the values' dtype until set_dtype().
+"""
 
 import numbers
 
@@ -24,6 +30,8 @@ def _construct(base):
         if a["dtype"] is not None and not isinstance(a["dtype"], torch.dtype):
             raise TypeError(f"{who}: dtype must be a torch.dtype, got {a['dtype']!r} ({type(a['dtype']).__name__})")
         base.__init__(self, nan_strategy, dtype=a["dtype"], device=check_device(who, "device", a["device"]))
+        if a["dtype"] is not None:
+            self._dtype = a["dtype"]
 
     return construct
 

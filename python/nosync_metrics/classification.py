@@ -7,6 +7,11 @@ weights in ``update(preds, target, weight)``, and ``device`` places the state.
 ``multidim_average`` accepts ``"global"`` only. As in TorchMetrics, the arguments are readable as
 attributes (``metric.num_classes``, ``metric.average``, ...), here read-only: they are the C++
 metric's options. Accuracy and StatScores take ``zero_division`` and, as TorchMetrics, never use it.
+
+Values come in TorchMetrics 1.6's dtypes: counts in int64 (StatScores' macro average in float32,
+its weighted average in the metric's dtype), scores and normalized confusion matrices in float32;
+after set_dtype(d), every value in d (StatScores' macro average still float32). Weighted counts
+(``weighted=True``) come in the metric's dtype.
 """
 
 import inspect
@@ -90,11 +95,29 @@ def _options(who, task, arguments):
     )
 
 
-def _task_class(name, base, task, parameters, construct, doc, attributes, options):
+def _values_dtype(self):
+    """TorchMetrics 1.6 holds counts in int64 states and returns them so, and its scores in float32
+    (its _safe_divide's .float()): the C++ metric's own dtypes. Its set_dtype(d) converts every state,
+    counts included, to d, and every value then comes in d. Our weighted counts are floating, as its
+    floating states: in the metric's dtype."""
+    return self.dtype if self._dtype_set or self._arguments["weighted"] else None
+
+
+def _stat_scores_dtype(self):
+    """As _values_dtype, but TorchMetrics' macro average is float32 whatever the states' dtype
+    (res.float().mean(), as the C++ gives it), and its weighted average floating (counts times
+    support / total: the default dtype)."""
+    average = self._arguments.get("average")
+    if average == "macro":
+        return None
+    return self.dtype if average == "weighted" else _values_dtype(self)
+
+
+def _task_class(name, base, task, parameters, construct, doc, attributes, options, result_dtype):
     """A subclass of the C++ metric `base` whose __init__ takes `parameters` (TorchMetrics' names)."""
     return metric_class(name, base, parameters, lambda self, arguments: construct(self, task, arguments), doc,
                         shown_always=[p.name for p in parameters if p.default is _P.empty], update=_UPDATE,
-                        update_doc=_UPDATE_DOC, attributes=attributes, options=options)
+                        update_doc=_UPDATE_DOC, attributes=attributes, options=options, result_dtype=result_dtype)
 
 
 def _scores(self, base, task, arguments):
@@ -110,7 +133,7 @@ def _counts(self, base, task, arguments):
 
 
 def _define_family(family, base, doc, construct, attributes, leading=(), zero_division=_ZERO_DIVISION,
-                   parameters=None, fixed=None):
+                   parameters=None, fixed=None, result_dtype=_values_dtype):
     """The three task classes of one metric, e.g. BinaryAccuracy, MulticlassAccuracy, MultilabelAccuracy.
     Every TorchMetrics parameter is readable as an attribute; `fixed` adds attributes of fixed value."""
     parameters = parameters or _SCORE_PARAMETERS
@@ -120,12 +143,13 @@ def _define_family(family, base, doc, construct, attributes, leading=(), zero_di
         options = {p.name: _P.empty for p in ours}
         options.update(fixed or {})
         classes[task] = _task_class(_PREFIX[task] + family, base, task, ours + _EXTRAS,
-                                    lambda self, t, a, b=base: construct(self, b, t, a), doc, attributes, options)
+                                    lambda self, t, a, b=base: construct(self, b, t, a), doc, attributes, options,
+                                    result_dtype)
     return classes
 
 
 _STAT_SCORES = _define_family("StatScores", _C.StatScores, "[tp, fp, tn, fn, support] (TorchMetrics' StatScores).",
-                              _counts, _COUNT_ATTRIBUTES)
+                              _counts, _COUNT_ATTRIBUTES, result_dtype=_stat_scores_dtype)
 _ACCURACY = _define_family("Accuracy", _C.Accuracy, "Accuracy (TorchMetrics' semantics; macro by default).",
                            _counts, _SCORE_ATTRIBUTES)
 _PRECISION = _define_family("Precision", _C.Precision, "Precision tp / (tp + fp).", _scores, _SCORE_ATTRIBUTES)

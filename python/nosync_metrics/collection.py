@@ -97,7 +97,8 @@ class MetricCollection(Syncable, torch.nn.Module):
         return key
 
     def _keyed(self, values):
-        return {self._key(name): value for name, value in values.items()}
+        """The C++ collection's {name: value} under the keys, each value in its metric's dtype."""
+        return {self._key(name): self._modules[name]._result(value) for name, value in values.items()}
 
     def update(self, *args, **kwargs):
         """Updates every metric with the same arguments (keywords each by the names it takes)."""
@@ -138,6 +139,12 @@ class MetricCollection(Syncable, torch.nn.Module):
         """model.to(), .cuda(), .cpu(): every state moves once (keeping its dtype), as to() moves it."""
         if self._modules:
             self.to(target_device(fn, next(iter(self._modules.values())).device))
+        return self
+
+    def set_dtype(self, dst_type):
+        """set_dtype(dst_type) on every metric, as in TorchMetrics; returns the collection."""
+        for metric in self._modules.values():
+            metric.set_dtype(dst_type)
         return self
 
     def persistent(self, mode=False):

@@ -4,6 +4,7 @@ TorchMetrics' method signatures, argument errors that name the metric, TorchMetr
 distributed behaviour, and torch.nn.Module (a metric is a submodule of the model it sits on)."""
 
 import copy
+import functools
 import inspect
 import numbers
 from collections import namedtuple
@@ -112,8 +113,23 @@ def parse_to(who, args, kwargs):
     explicit = [a for a in args if isinstance(a, torch.dtype)] + [kwargs.get("dtype")]
     if dtype is not None and any(d is not None for d in explicit):
         raise ValueError(f"{who}.to: dtype={dtype} is not supported: the state's dtype is fixed when the metric is "
-                         "made (MeanMetric(dtype=...))")
+                         "made; set_dtype() chooses the dtype of the values")
     return device
+
+
+def parse_dtype(who, dst_type):
+    """The dtype `dst_type` names, in the forms Tensor.type() takes: a torch.dtype or a tensor type
+    name ("torch.DoubleTensor", "torch.cuda.HalfTensor": only the dtype is taken from it)."""
+    if isinstance(dst_type, torch.dtype):
+        return dst_type
+    named = None
+    if isinstance(dst_type, str) and dst_type.startswith("torch."):
+        named = functools.reduce(lambda found, part: getattr(found, part, None), dst_type.split(".")[1:], torch)
+    dtype = getattr(named, "dtype", None)
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(f"{who}: expected a torch.dtype or a tensor type name such as 'torch.DoubleTensor', got "
+                        f"{dst_type!r}")
+    return dtype
 
 
 # ---------------------------------------------------------------- state dicts as nn.Module gives them
@@ -211,6 +227,9 @@ class PythonMetric(Syncable):
     With torch.distributed initialized and more than one rank, compute() returns the value over
     every rank (``sync_on_compute=True``, the default) and leaves the local state as it was;
     forward() returns the batch value over every rank with ``dist_sync_on_step=True``.
+
+    Values come back in the dtypes TorchMetrics 1.6 gives (see _result_dtype), converted from the
+    state's own dtype on the way out: the state never changes dtype.
     """
 
     # TorchMetrics' class attributes, with its Metric base's values; each class sets its own.
@@ -239,6 +258,46 @@ class PythonMetric(Syncable):
         return bool(self.distributed_available_fn())
 
     @property
+    def dtype(self):
+        """The dtype of the metric's floating values: torch.get_default_dtype() when it was made (an
+        aggregator's dtype= where given), then what set_dtype() sets. The state keeps its own dtype."""
+        return self._dtype
+
+    def set_dtype(self, dst_type):
+        """From now on every value comes back in `dst_type` (a torch.dtype or a name such as
+        "torch.DoubleTensor"), counts and scores included, as after TorchMetrics' set_dtype, which
+        converts every state; here the state keeps its own dtype. Returns the metric."""
+        self._dtype = parse_dtype(f"{type(self).__name__}.set_dtype", dst_type)
+        self._dtype_set = True
+        return self
+
+    def type(self, dst_type):
+        """Does nothing, as in TorchMetrics: set_dtype() chooses the values' dtype. Returns the metric."""
+        return self
+
+    def float(self):
+        """Does nothing, as in TorchMetrics: set_dtype() chooses the values' dtype. Returns the metric."""
+        return self
+
+    def double(self):
+        """Does nothing, as in TorchMetrics: set_dtype() chooses the values' dtype. Returns the metric."""
+        return self
+
+    def half(self):
+        """Does nothing, as in TorchMetrics: set_dtype() chooses the values' dtype. Returns the metric."""
+        return self
+
+    def _result_dtype(self):
+        """The dtype compute() and forward() return in; None: the C++ metric's own. TorchMetrics keeps
+        floating states in the metric's dtype, and so returns values in it; classification metrics,
+        whose TorchMetrics states are integer counts, override this."""
+        return self.dtype
+
+    def _result(self, value):
+        dtype = self._result_dtype()
+        return value if dtype is None else value.to(dtype)
+
+    @property
     def update_called(self):
         """Whether update() or forward() ran since the metric was made or last reset."""
         return self.update_count > 0
@@ -248,19 +307,19 @@ class PythonMetric(Syncable):
         with ``sync_on_compute=True``), on the metric's device. Raises or warns if an update counted
         bad input."""
         if self.sync_on_compute and self._sync_cache is None and self._world_size() > 1:
-            return self._synced_core().compute()
-        return super().compute()
+            return self._result(self._synced_core().compute())
+        return self._result(super().compute())
 
     def forward(self, *args, **kwargs):
         """Accumulates the batch, as update() does, and returns the value of this batch alone (over
         every rank with ``dist_sync_on_step=True``)."""
         if not (self.dist_sync_on_step and self._world_size() > 1):
-            return super().forward(*args, **kwargs)
+            return self._result(super().forward(*args, **kwargs))
         batch = self.clone()
         batch.reset()
         batch.update(*args, **kwargs)
         self._merge_appended(batch)
-        return batch._synced_core().compute()
+        return self._result(batch._synced_core().compute())
 
     def __call__(self, *args, **kwargs):
         """forward(): accumulates the batch and returns its value."""
@@ -316,7 +375,8 @@ class PythonMetric(Syncable):
 
     def _apply(self, fn, recurse=True):
         """model.to(), .cuda(), .cpu() reach a metric here, not through its to(): the state moves to the
-        device, and keeps its dtype (.half(), .double() leave it, as in TorchMetrics)."""
+        device, and keeps its dtype (model.half(), .double() change neither it nor the values' dtype, as
+        in TorchMetrics)."""
         return self.to(target_device(fn, self.device))
 
     def cpu(self):
@@ -404,6 +464,8 @@ def _init_method(signature, construct):
         if unexpected:
             raise ValueError(f"{name}: unexpected keyword arguments: {', '.join(f'`{k}`' for k in sorted(unexpected))}")
         check_metric_kwargs(name, arguments)
+        self._dtype = torch.get_default_dtype()  # as TorchMetrics' Metric; construct() may choose another
+        self._dtype_set = False
         try:
             construct(self, arguments)
         except (ValueError, TypeError) as error:  # a C++ check that names the option but not the metric
@@ -422,13 +484,14 @@ def _init_method(signature, construct):
 
 
 def metric_class(name, base, parameters, construct, doc, shown_always=(), update=(), update_doc="", attributes=None,
-                 options=None):
+                 options=None, result_dtype=None):
     """A class named `name` on the C++ metric `base`.
 
     Its __init__ takes `parameters` (TorchMetrics' names and defaults) plus METRIC_KWARGS and calls
     construct(self, arguments); update() shows the signature `update` and `update_doc`; `attributes` are TorchMetrics'
     class attributes (is_differentiable, ...); `options` ({name: fixed value or _P.empty}) are the
-    constructor arguments readable as attributes (TorchMetrics' self.num_classes, ...).
+    constructor arguments readable as attributes (TorchMetrics' self.num_classes, ...); `result_dtype`,
+    where given, replaces PythonMetric._result_dtype.
     """
     signature = inspect.Signature([arg("self")] + list(parameters) + METRIC_KWARGS + [_P("kwargs", _P.VAR_KEYWORD)])
     defaults = {p.name: p.default for p in signature.parameters.values() if p.name not in ("self", "kwargs")}
@@ -439,4 +502,6 @@ def metric_class(name, base, parameters, construct, doc, shown_always=(), update
                  "update": _update_method(base, update, update_doc)}
     namespace.update(attributes or {})
     namespace.update({option: _option(option, fixed) for option, fixed in (options or {}).items()})
+    if result_dtype:
+        namespace["_result_dtype"] = result_dtype
     return type(name, (PythonMetric, base, torch.nn.Module), namespace)

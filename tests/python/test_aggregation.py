@@ -73,7 +73,7 @@ def test_streams_match_numpy(kind, strategy):
     pairs = list(stream(3, with_nans=True))
     if kind in ("min", "max"):
         pairs = [(x, 1.0) for x, _ in pairs]  # no weights: the NaN-weight batch is clean here
-    metric = CLASSES[kind](nan_strategy=strategy)
+    metric = CLASSES[kind](nan_strategy=strategy).set_dtype(torch.float64)  # the accumulators' precision
     feed(metric, kind, pairs)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -102,10 +102,11 @@ def test_error_strategy_raises_at_compute_with_counts(kind):
 def test_float64_accumulators_by_default_and_float32_on_request():
     m = nm.MeanMetric()
     m.update(torch.tensor([1.0, 2.0]))
-    assert m.compute().dtype == torch.float64
+    assert m.state_dict()["total"].dtype == torch.float64
+    assert m.compute().dtype == torch.get_default_dtype()  # values in the metric's dtype, as TorchMetrics'
     m32 = nm.MeanMetric(dtype=torch.float32)
     m32.update(torch.tensor([1.0, 2.0]))
-    assert m32.compute().dtype == torch.float32
+    assert m32.state_dict()["total"].dtype == torch.float32 and m32.compute().dtype == torch.float32
 
 
 def test_compute_before_update_warns_and_is_nan():
@@ -158,7 +159,7 @@ def test_forward_state_dict_merge_clone():
 
 def test_hundred_million_samples_stay_exact():
     """float64 with compensation: relative error well under 1e-12 after 1e8 float32 samples."""
-    m = nm.MeanMetric()
+    m = nm.MeanMetric().set_dtype(torch.float64)
     g = torch.Generator().manual_seed(0)
     exact = 0.0
     total = 0
@@ -178,7 +179,7 @@ def test_within_batch_sum_is_at_least_as_exact_as_torch_sum(kind, seed):
     x = {"normal": rng.normal(size=n), "offset": rng.uniform(size=n) + 1e8,
          "wide": rng.normal(size=n) * 10.0 ** rng.integers(-8, 9, n)}[kind]
     exact = math.fsum(x)
-    total = nm.SumMetric()
+    total = nm.SumMetric().set_dtype(torch.float64)
     total.update(torch.tensor(x))
     ours = abs(total.compute().item() - exact)
     theirs = abs(torch.tensor(x).sum().item() - exact)

@@ -91,6 +91,7 @@ def test_metrics_of_every_family_share_one_collection_and_take_their_keywords():
     g = torch.Generator().manual_seed(3)
     collection = nm.MetricCollection({"loss": nm.MeanMetric(), "worst": nm.MaxMetric(),
                                       "acc": nm.MulticlassAccuracy(num_classes=6, average="micro")})
+    collection.set_dtype(torch.float64)  # the loss to the accumulators' precision
     losses, hits, total = [], 0, 0
     for preds, target in _batches():
         loss = torch.rand(20, generator=g, dtype=torch.float64)

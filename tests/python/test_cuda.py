@@ -356,7 +356,8 @@ def test_aggregator_updates_are_sync_free_in_every_nan_strategy_cuda(kind, strat
     weighted = kind in ("mean", "sum")
     stream = aggregator_stream(weighted)
     updates = [(x, w) if weighted else (x,) for x, w in stream]
-    cpu, gpu = cls(nan_strategy=strategy), cls(nan_strategy=strategy, device=DEVICE)
+    # values in float64: the accumulators' precision
+    cpu, gpu = (cls(nan_strategy=strategy, device=d).set_dtype(torch.float64) for d in ("cpu", DEVICE))
     for args in updates:
         cpu.update(*args)
     sync_free(gpu.update, [on_device(args) for args in updates])
@@ -453,7 +454,7 @@ def _mixed(device):
 
 def test_a_mixed_collection_updated_by_keyword_is_sync_free_and_equals_the_cpu_cuda():
     g = torch.Generator().manual_seed(31)
-    cpu, gpu = _mixed("cpu"), _mixed(DEVICE)
+    cpu, gpu = _mixed("cpu").set_dtype(torch.float64), _mixed(DEVICE).set_dtype(torch.float64)
     losses, steps = [], []
     for preds, target in batches("multiclass", seed=32):
         loss = torch.rand(len(target), generator=g)

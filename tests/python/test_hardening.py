@@ -79,7 +79,7 @@ def test_merge_refuses_a_meta_state():
 
 
 def test_infinite_weights_are_counted_and_kept_out():
-    mean = nm.MeanMetric(nan_strategy="warn")
+    mean = nm.MeanMetric(nan_strategy="warn").set_dtype(torch.float64)
     x, w = np.array([1.0, 2.0, 3.0, 4.0]), np.array([1.0, np.inf, 2.0, -np.inf])
     mean.update(torch.tensor(x), torch.tensor(w))
     keep = np.isfinite(w)
@@ -105,7 +105,7 @@ def test_huge_weights_give_finite_scores_or_a_clear_overflow_error():
 def test_small_weight_next_to_a_huge_one_reaches_true_negatives():
     preds, target = np.array([0, 1]), np.array([0, 1])
     weight = np.array([1e16, 1.0])
-    m = nm.MulticlassStatScores(num_classes=3, average=None, weighted=True)
+    m = nm.MulticlassStatScores(num_classes=3, average=None, weighted=True).set_dtype(torch.float64)
     m.update(torch.tensor(preds), torch.tensor(target), weight=torch.tensor(weight, dtype=torch.float64))
     tn = [sum(float(w) for p, t, w in zip(preds, target, weight) if p != c and t != c) for c in range(3)]
     assert m.compute()[:, 2].tolist() == tn

@@ -17,7 +17,7 @@ def test_integer_and_bool_values_and_weights():
     correct.update(pred == y)  # a bool tensor
     assert correct.compute().item() == 6.0
 
-    mean = nm.MeanMetric()
+    mean = nm.MeanMetric().set_dtype(torch.float64)
     values, weights = np.array([2, 4, 6, 8]), np.array([True, False, True, True])
     mean.update(torch.tensor(values, dtype=torch.int32), torch.tensor(weights))
     assert mean.compute().item() == pytest.approx(np.average(values, weights=weights), rel=1e-15)
@@ -38,7 +38,7 @@ def test_numpy_scalars_and_python_bools_are_host_scalars(scalar):
 def test_numpy_arrays_and_lists():
     rng = np.random.default_rng(0)
     values, weights = rng.normal(size=50), rng.uniform(size=50)
-    mean = nm.MeanMetric()
+    mean = nm.MeanMetric().set_dtype(torch.float64)
     mean.update(values, weights)  # NumPy arrays
     mean.update(list(values[:10]), list(weights[:10]))  # lists
     want = np.average(np.concatenate([values, values[:10]]), weights=np.concatenate([weights, weights[:10]]))
