@@ -10,8 +10,7 @@ namespace {
 
 class SyncScope {
  public:
-  SyncScope(bool strict, bool cuda_sync_debug)
-      : counter_(std::make_unique<SyncCounter>(SyncCounterOptions().strict(strict).cuda_sync_debug(cuda_sync_debug))) {}
+  explicit SyncScope(const SyncCounterOptions& options) : counter_(std::make_unique<SyncCounter>(options)) {}
 
   /// Ends counting (on the thread that started it) and keeps the figures.
   void close() {
@@ -36,7 +35,11 @@ class SyncScope {
 
 void init_sync_counter(py::module_& m) {
   py::class_<SyncScope>(m, "SyncScope", "A running SyncCounter; see nosync_metrics.count_syncs.")
-      .def(py::init<bool, bool>(), py::arg("strict") = false, py::arg("cuda_sync_debug") = false)
+      .def(py::init([](bool strict, bool cuda_sync_debug, bool all_threads) {
+             return SyncScope(
+                 SyncCounterOptions().strict(strict).cuda_sync_debug(cuda_sync_debug).all_threads(all_threads));
+           }),
+           py::arg("strict") = false, py::arg("cuda_sync_debug") = false, py::arg("all_threads") = false)
       .def("close", &SyncScope::close)
       .def_property_readonly("total", &SyncScope::total)
       .def_property_readonly("by_op", &SyncScope::by_op)

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
 #include <string_view>
 #include <unordered_map>
 
@@ -98,18 +99,42 @@ bool is_sync_class(const char* name, c10::ArrayRef<const c10::IValue> inputs) {
 
 constexpr char kMetricScopePrefix[] = "metrics::";
 
-// Per-thread bookkeeping of the observer: the live counters, the depth of sync-class ops now
-// running (to count only the outermost), and the enclosing metric calls.
+// Per-thread bookkeeping of the observers: this thread's counters, the depth of sync-class ops
+// now running (to count only the outermost), and the enclosing metric calls. The all-threads
+// observer sees the same ops as this thread's and keeps its own depth, since each counts its own.
 struct ThreadState {
   std::vector<SyncCounter*> counters;
   at::CallbackHandle handle = 0;
   int sync_depth = 0;
+  int all_threads_sync_depth = 0;
   std::vector<std::string> metric_scopes;
 };
 
 ThreadState& thread_state() {
   static thread_local ThreadState state;
   return state;
+}
+
+// The counters that watch every thread, fed by one global observer while any is alive.
+struct AllThreadsState {
+  std::mutex mutex;  // the observer reads `counters` from every thread
+  std::vector<SyncCounter*> counters;
+  at::CallbackHandle handle = 0;
+};
+
+AllThreadsState& all_threads_state() {
+  static AllThreadsState state;
+  return state;
+}
+
+void count_on_this_thread(const std::string& name) {
+  for (auto* counter : thread_state().counters) counter->record(name);
+}
+
+void count_on_all_threads(const std::string& name) {
+  auto& all = all_threads_state();
+  std::lock_guard<std::mutex> lock(all.mutex);
+  for (auto* counter : all.counters) counter->record(name);
 }
 
 struct ObservedCall : at::ObserverContext {
@@ -126,9 +151,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
     return std::make_unique<ObservedCall>(true);
   }
   if (!is_sync_class(name, fn.inputs())) return nullptr;
-  if (state.sync_depth++ == 0) {
-    for (auto* counter : state.counters) counter->record(name);
-  }
+  if (state.sync_depth++ == 0) count_on_this_thread(name);
   return std::make_unique<ObservedCall>(false);
 }
 
@@ -139,6 +162,59 @@ void on_end(const at::RecordFunction& /*fn*/, at::ObserverContext* context) {
     state.metric_scopes.pop_back();
   } else {
     --state.sync_depth;
+  }
+}
+
+std::unique_ptr<at::ObserverContext> on_start_all_threads(const at::RecordFunction& fn) {
+  if (!is_sync_class(fn.name(), fn.inputs())) return nullptr;
+  if (thread_state().all_threads_sync_depth++ == 0) count_on_all_threads(fn.name());
+  return std::make_unique<ObservedCall>(false);
+}
+
+void on_end_all_threads(const at::RecordFunction& /*fn*/, at::ObserverContext* context) {
+  if (context != nullptr) --thread_state().all_threads_sync_depth;
+}
+
+at::RecordFunctionCallback observer(at::RecordFunctionCallback::StartCallback start,
+                                    at::RecordFunctionCallback::EndCallback end) {
+  return at::RecordFunctionCallback(start, end).needsInputs(true);
+}
+
+void watch_this_thread(SyncCounter* counter) {
+  auto& state = thread_state();
+  if (state.counters.empty()) {
+    state.handle = at::addThreadLocalCallback(
+        observer(on_start, on_end).scopes({at::RecordScope::FUNCTION, at::RecordScope::USER_SCOPE}));
+  }
+  state.counters.push_back(counter);
+}
+
+void unwatch_this_thread(SyncCounter* counter) {
+  auto& state = thread_state();
+  state.counters.erase(std::remove(state.counters.begin(), state.counters.end(), counter), state.counters.end());
+  if (state.counters.empty()) {
+    at::removeCallback(state.handle);
+    state.handle = 0;
+  }
+}
+
+void watch_all_threads(SyncCounter* counter) {
+  auto& all = all_threads_state();
+  std::lock_guard<std::mutex> lock(all.mutex);
+  if (all.counters.empty()) {
+    all.handle =
+        at::addGlobalCallback(observer(on_start_all_threads, on_end_all_threads).scopes({at::RecordScope::FUNCTION}));
+  }
+  all.counters.push_back(counter);
+}
+
+void unwatch_all_threads(SyncCounter* counter) {
+  auto& all = all_threads_state();
+  std::lock_guard<std::mutex> lock(all.mutex);
+  all.counters.erase(std::remove(all.counters.begin(), all.counters.end(), counter), all.counters.end());
+  if (all.counters.empty()) {
+    at::removeCallback(all.handle);
+    all.handle = 0;
   }
 }
 
@@ -206,14 +282,15 @@ struct SyncCounter::CudaSyncDebug {
 struct SyncCounter::CudaSyncDebug {};
 #endif
 
-SyncCounter::SyncCounter(SyncCounterOptions options) {
-  auto& state = thread_state();
-  if (state.counters.empty()) {
-    state.handle = at::addThreadLocalCallback(at::RecordFunctionCallback(on_start, on_end)
-                                                  .needsInputs(true)
-                                                  .scopes({at::RecordScope::FUNCTION, at::RecordScope::USER_SCOPE}));
+SyncCounter::SyncCounter(SyncCounterOptions options) : all_threads_(options.all_threads()) {
+  TORCH_CHECK_VALUE(!(options.strict() && options.all_threads()),
+                    "SyncCounterOptions: strict and all_threads cannot be combined: strict mode stops only the "
+                    "thread that made the counter");
+  if (all_threads_) {
+    watch_all_threads(this);
+  } else {
+    watch_this_thread(this);
   }
-  state.counters.push_back(this);
   if (options.strict()) {
     register_strict_fallback_once();
     strict_ = std::make_unique<Strict>();
@@ -226,19 +303,45 @@ SyncCounter::SyncCounter(SyncCounterOptions options) {
 SyncCounter::~SyncCounter() {
   cuda_sync_debug_.reset();
   strict_.reset();
-  auto& state = thread_state();
-  state.counters.erase(std::remove(state.counters.begin(), state.counters.end(), this), state.counters.end());
-  if (state.counters.empty()) {
-    at::removeCallback(state.handle);
-    state.handle = 0;
+  if (all_threads_) {
+    unwatch_all_threads(this);
+  } else {
+    unwatch_this_thread(this);
   }
 }
 
+int64_t SyncCounter::total() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return total_;
+}
+
+std::map<std::string, int64_t> SyncCounter::by_op() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return by_op_;
+}
+
+int64_t SyncCounter::cuda_syncs() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return cuda_syncs_;
+}
+
+void SyncCounter::record(const std::string& op) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++total_;
+  ++by_op_[op];
+}
+
+void SyncCounter::record_cuda_sync() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++cuda_syncs_;
+}
+
 std::string SyncCounter::summary() const {
-  if (total_ == 0) return "no sync-class ops";
-  std::string text = std::to_string(total_) + (total_ == 1 ? " sync-class op: " : " sync-class ops: ");
+  const auto total = this->total();
+  if (total == 0) return "no sync-class ops";
+  std::string text = std::to_string(total) + (total == 1 ? " sync-class op: " : " sync-class ops: ");
   bool first = true;
-  for (const auto& [op, count] : by_op_) {
+  for (const auto& [op, count] : by_op()) {
     text += (first ? "" : ", ") + op + " x" + std::to_string(count);
     first = false;
   }

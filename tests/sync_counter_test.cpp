@@ -2,6 +2,8 @@
 #include <ATen/record_function.h>
 #include <torch/version.h>
 
+#include <thread>
+
 #include <metrics/aggregation.h>
 #include <metrics/sync_counter.h>
 
@@ -175,6 +177,23 @@ TEST(SyncCounterStrict, LetsOtherOpsRunAndEndsWithItsScope) {
     (void)y;
   }
   EXPECT_DOUBLE_EQ(x.sum().item<double>(), 6.0);  // no longer strict
+}
+
+TEST(SyncCounter, AllThreadsCountsTheOpsOfOtherThreads) {
+  SyncCounter here;
+  {
+    SyncCounter everywhere(SyncCounterOptions().all_threads(true));
+    std::thread([] { (void)at::ones({}).item<double>(); }).join();
+    (void)at::bincount(at::arange(3));
+    EXPECT_THAT(everywhere.by_op(), UnorderedElementsAre(Pair("aten::item", 1), Pair("aten::bincount", 1)));
+  }
+  std::thread([] { (void)at::ones({}).item<double>(); }).join();
+  EXPECT_THAT(here.by_op(), UnorderedElementsAre(Pair("aten::bincount", 1)));
+}
+
+TEST(SyncCounter, AllThreadsRefusesStrict) {
+  EXPECT_THROWS_WITH(SyncCounter(SyncCounterOptions().strict(true).all_threads(true)), c10::ValueError,
+                     "strict and all_threads cannot be combined");
 }
 
 TEST(SyncCounter, CudaSyncDebugCountsNothingWithoutCuda) {

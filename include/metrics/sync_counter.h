@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -26,16 +27,22 @@ struct SyncCounterOptions {
   /// Also count the synchronizations that PyTorch's CUDA sync debug mode reports (builds against
   /// a CUDA LibTorch only; elsewhere the count stays 0).
   TORCH_ARG(bool, cuda_sync_debug) = false;
+  /// Count the ops of every thread while alive, not only the constructing thread's (a global
+  /// observer: every thread pays for it). Not with strict (c10::ValueError), which can only stop
+  /// the calling thread.
+  TORCH_ARG(bool, all_threads) = false;
 };
 
-/// Counts, in its thread and while alive, the ATen ops that would force a host-device
-/// synchronization on an accelerator, by op name. It is an at::RecordFunction observer, so it
-/// sees ops from any code on the thread: ours, LibTorch's, the user's, Python's.
+/// Counts, in its thread (or in every thread: SyncCounterOptions::all_threads) and while alive,
+/// the ATen ops that would force a host-device synchronization on an accelerator, by op name. It
+/// is an at::RecordFunction observer, so it sees ops from any code on the thread: ours,
+/// LibTorch's, the user's, Python's.
 ///
 /// Nesting: an op called while a sync-class op is running (item() calling
 /// _local_scalar_dense, bincount calling min and max) is not counted again, so one user-level
 /// call counts once, under its outermost name. Counters nest: each live counter on the thread
-/// counts every op. With no counter alive the observer is removed and costs nothing.
+/// counts every op. With no counter alive the observer is removed and costs nothing. Its figures
+/// may be read from any thread.
 ///
 /// Strict mode throws at the op itself: ATen swallows exceptions thrown from RecordFunction
 /// observers, so strict mode also turns on c10's generic dispatch-mode key for the thread and
@@ -48,25 +55,24 @@ class SyncCounter {
   SyncCounter& operator=(const SyncCounter&) = delete;
 
   /// Sync-class ops counted so far.
-  int64_t total() const { return total_; }
+  int64_t total() const;
   /// Counts by op name, e.g. {"aten::item": 2, "aten::nonzero": 1}.
-  const std::map<std::string, int64_t>& by_op() const { return by_op_; }
+  std::map<std::string, int64_t> by_op() const;
   /// Synchronizations reported by CUDA's sync debug mode (0 without CUDA).
-  int64_t cuda_syncs() const { return cuda_syncs_; }
+  int64_t cuda_syncs() const;
   /// "3 sync-class ops: aten::item x2, aten::nonzero x1", or "no sync-class ops".
   std::string summary() const;
 
   /// Called by the observer; not for users.
-  void record(const std::string& op) {
-    ++total_;
-    ++by_op_[op];
-  }
-  void record_cuda_sync() { ++cuda_syncs_; }
+  void record(const std::string& op);
+  void record_cuda_sync();
 
  private:
   struct Strict;
   struct CudaSyncDebug;
 
+  bool all_threads_;
+  mutable std::mutex mutex_;  // an all-threads counter records from every thread
   int64_t total_ = 0;
   int64_t cuda_syncs_ = 0;
   std::map<std::string, int64_t> by_op_;
