@@ -1,5 +1,5 @@
 // The sync counter under nosync_metrics.count_syncs: a SyncCounter whose lifetime a Python
-// with-statement controls.
+// with-statement controls, and the host reads that count_syncs wraps Tensor methods with.
 
 #include "common.h"
 
@@ -49,6 +49,13 @@ void init_sync_counter(py::module_& m) {
     for (const auto& op : sync_class_ops()) ops.emplace_back(op.name, op.why);
     return ops;
   }, "The ops the counter counts, as (name, why) pairs.");
+  m.def(
+      "host_read",
+      [](const std::string& name, const py::object& read, const py::args& args, const py::kwargs& kwargs) {
+        HostRead counted(name);
+        return read(*args, **kwargs);
+      },
+      "Calls read(*args, **kwargs), counted as one sync-class op named `name` (metrics::HostRead).");
 }
 
 }  // namespace metrics::python

@@ -348,4 +348,20 @@ std::string SyncCounter::summary() const {
   return text;
 }
 
+HostRead::HostRead(const std::string& name) {
+  auto& state = thread_state();
+  if (state.sync_depth == 0) count_on_this_thread(name);
+  if (state.all_threads_sync_depth == 0) count_on_all_threads(name);
+  TORCH_CHECK(!c10::impl::tls_is_dispatch_key_included(kStrictKey), "SyncCounter (strict): ", name,
+              " reads tensor data on the host, a sync on an accelerator, ", enclosing_metric_call());
+  ++state.sync_depth;
+  ++state.all_threads_sync_depth;
+}
+
+HostRead::~HostRead() {
+  auto& state = thread_state();
+  --state.sync_depth;
+  --state.all_threads_sync_depth;
+}
+
 }  // namespace metrics

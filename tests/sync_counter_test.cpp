@@ -196,6 +196,24 @@ TEST(SyncCounter, AllThreadsRefusesStrict) {
                      "strict and all_threads cannot be combined");
 }
 
+TEST(HostRead, CountsOnceAndHidesTheOpsItRuns) {
+  SyncCounter here;
+  SyncCounter everywhere(SyncCounterOptions().all_threads(true));
+  {
+    HostRead read("Tensor.tolist");
+    (void)at::ones({}).item<double>();
+  }
+  EXPECT_THAT(here.by_op(), UnorderedElementsAre(Pair("Tensor.tolist", 1)));
+  EXPECT_THAT(everywhere.by_op(), UnorderedElementsAre(Pair("Tensor.tolist", 1)));
+}
+
+TEST(HostRead, ThrowsInStrictModeNamingTheRead) {
+  SyncCounter strict(SyncCounterOptions().strict(true));
+  EXPECT_THROWS_WITH(HostRead("Tensor.numpy"), c10::Error,
+                     "SyncCounter (strict): Tensor.numpy reads tensor data on the host, a sync on an accelerator");
+  EXPECT_EQ(strict.total(), 1);
+}
+
 TEST(SyncCounter, CudaSyncDebugCountsNothingWithoutCuda) {
   SyncCounter counter(SyncCounterOptions().cuda_sync_debug(true));
   (void)at::arange(3.0).sum().item<double>();

@@ -22,14 +22,14 @@ struct SyncClassOp {
 const std::vector<SyncClassOp>& sync_class_ops();
 
 struct SyncCounterOptions {
-  /// Throw c10::Error at the first sync-class op, naming it and the enclosing metric call.
+  /// Throw c10::Error at the first sync-class op or HostRead, naming it and the enclosing metric call.
   TORCH_ARG(bool, strict) = false;
   /// Also count the synchronizations that PyTorch's CUDA sync debug mode reports (builds against
   /// a CUDA LibTorch only; elsewhere the count stays 0).
   TORCH_ARG(bool, cuda_sync_debug) = false;
-  /// Count the ops of every thread while alive, not only the constructing thread's (a global
-  /// observer: every thread pays for it). Not with strict (c10::ValueError), which can only stop
-  /// the calling thread.
+  /// Count the ops and HostReads of every thread while alive, not only the constructing thread's (a
+  /// global observer: every thread pays for it). Not with strict (c10::ValueError), which can only
+  /// stop the calling thread.
   TORCH_ARG(bool, all_threads) = false;
 };
 
@@ -78,6 +78,19 @@ class SyncCounter {
   std::map<std::string, int64_t> by_op_;
   std::unique_ptr<Strict> strict_;
   std::unique_ptr<CudaSyncDebug> cuda_sync_debug_;
+};
+
+/// A read of tensor data that the dispatcher does not see as a sync-class op, counted as one while
+/// alive: Python's Tensor.tolist() and numpy() read host memory directly on the CPU, and copy from
+/// the device (and wait) only on an accelerator. Every counter that sees this thread counts it
+/// under `name` (unless it runs inside a sync-class op), and the ops it runs are not counted again.
+/// In strict mode the constructor throws, naming it.
+class HostRead {
+ public:
+  explicit HostRead(const std::string& name);
+  ~HostRead();
+  HostRead(const HostRead&) = delete;
+  HostRead& operator=(const HostRead&) = delete;
 };
 
 }  // namespace metrics
