@@ -1,6 +1,8 @@
-"""count_syncs: zero around every update, agreement with torch.profiler, strict mode."""
+"""count_syncs: zero around every update, agreement with torch.profiler, strict mode, reuse of one
+counter, all threads."""
 
 import itertools
+import threading
 
 import pytest
 import torch
@@ -147,3 +149,73 @@ def test_decorator_adds_up_and_counters_nest():
 def test_lists_its_ops():
     assert {"aten::item", "aten::nonzero", "aten::bincount", "aten::_unique2", "aten::lift_fresh",
             "aten::scalar_tensor", "aten::copy_"} <= SYNC_OPS
+
+
+def test_one_counter_entered_inside_itself_counts_once():
+    counter = nm.count_syncs()
+    with counter:
+        with counter:
+            torch.ones(()).item()
+        torch.ones(()).item()  # still open
+    torch.ones(()).item()
+    assert counter.by_op == {"aten::item": 2}
+
+    @counter
+    def countdown(n):
+        torch.ones(()).item()
+        if n:
+            countdown(n - 1)
+
+    countdown(2)
+    assert counter.total == 5
+
+
+def test_one_counter_counts_each_thread_it_is_open_on():
+    counter = nm.count_syncs()
+    both_open = threading.Barrier(2)
+
+    @counter
+    def work():
+        both_open.wait()
+        torch.ones(()).item()
+
+    threads = [threading.Thread(target=work) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert counter.by_op == {"aten::item": 2}
+
+
+def _in_another_thread(fn):
+    thread = threading.Thread(target=fn)
+    thread.start()
+    thread.join()
+
+
+def _item_and_bincount():
+    torch.ones(()).item()
+    torch.bincount(torch.arange(2))
+
+
+def test_all_threads_counts_the_ops_of_other_threads():
+    with nm.count_syncs(all_threads=True) as everywhere, nm.count_syncs() as here:
+        _in_another_thread(_item_and_bincount)
+        torch.ones(()).item()
+    assert here.by_op == {"aten::item": 1}
+    assert everywhere.by_op == {"aten::item": 2, "aten::bincount": 1}
+    _in_another_thread(_item_and_bincount)  # closed: its observer is gone
+    assert everywhere.total == 3
+
+
+def test_all_threads_entered_from_two_threads_counts_each_op_once():
+    everywhere = nm.count_syncs(all_threads=True)
+    with everywhere:
+        _in_another_thread(everywhere(_item_and_bincount))
+    assert everywhere.by_op == {"aten::item": 1, "aten::bincount": 1}
+
+
+def test_all_threads_refuses_strict():
+    with pytest.raises(ValueError, match="strict and all_threads cannot be combined"):
+        with nm.count_syncs(strict=True, all_threads=True):
+            pass
