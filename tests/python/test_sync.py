@@ -1,9 +1,11 @@
-"""count_syncs: zero around every update, agreement with torch.profiler, strict mode, reuse of one
-counter, all threads."""
+"""count_syncs: zero around every update, agreement with torch.profiler, strict mode, host reads,
+reuse of one counter, all threads."""
 
 import itertools
+import operator
 import threading
 
+import numpy
 import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile
@@ -149,6 +151,95 @@ def test_decorator_adds_up_and_counters_nest():
 def test_lists_its_ops():
     assert {"aten::item", "aten::nonzero", "aten::bincount", "aten::_unique2", "aten::lift_fresh",
             "aten::scalar_tensor", "aten::copy_"} <= SYNC_OPS
+    assert {"Tensor.tolist", "Tensor.numpy", "Tensor.__array__", "Tensor.cpu", "Tensor.to"} <= SYNC_OPS
+
+
+# Reads that dispatch no sync-class op on the CPU and would sync on an accelerator.
+HOST_READS = [
+    ("Tensor.tolist", lambda t: t.tolist()),
+    ("Tensor.numpy", lambda t: t.numpy()),
+    ("Tensor.__array__", numpy.asarray),  # through numpy(): counted once, as the outer read
+    ("Tensor.cpu", lambda t: t.cpu()),
+    ("Tensor.to", lambda t: t.to("cpu")),
+    ("Tensor.to", lambda t: t.to(device=torch.device("cpu"), dtype=torch.float64)),
+    ("Tensor.to", lambda t: t.to(torch.zeros(1))),
+    ("Tensor.to", lambda t: t.to("cpu", copy=True)),
+    ("Tensor.to", lambda t: t.to("cpu", torch.float64, False, True)),  # copy=True, positional
+]
+HOST_READ_METHODS = ["tolist", "numpy", "__array__", "cpu", "to"]
+
+
+@pytest.mark.parametrize("name, read", HOST_READS, ids=lambda v: v if isinstance(v, str) else "")
+def test_counts_each_host_read_once_by_name(name, read):
+    t = torch.arange(3.0)
+    with nm.count_syncs() as syncs:
+        read(t)
+        read(t)
+    assert syncs.by_op == {name: 2}
+
+
+def test_to_without_the_host_is_no_host_read():
+    t = torch.arange(3.0)
+    with nm.count_syncs() as syncs:
+        t.to(torch.float64)
+        t.to(dtype=torch.int32, copy=True)
+        t.to(torch.int32, False, True)
+        t.to("meta")  # another device: the copy is the op that counts
+    assert syncs.by_op == {"aten::copy_": 1}
+
+
+def test_scalar_conversions_count_as_the_ops_they_dispatch():
+    s, i = torch.tensor(2.0), torch.tensor(1)
+    with nm.count_syncs() as syncs:
+        float(s), int(s), complex(s), operator.index(i)
+        bool(s)
+    assert syncs.by_op == {"aten::item": 4, "aten::is_nonzero": 1}
+
+
+def test_host_reads_are_wrapped_only_while_a_counter_is_open():
+    originals = {name: getattr(torch.Tensor, name) for name in HOST_READ_METHODS}
+    t = torch.arange(3.0)
+    with nm.count_syncs() as syncs:
+        assert torch.Tensor.tolist is not originals["tolist"]
+        t.tolist()
+    t.tolist(), t.cpu(), numpy.asarray(t)
+    assert syncs.total == 1
+    assert {name: getattr(torch.Tensor, name) for name in HOST_READ_METHODS} == originals
+    assert all(getattr(torch.Tensor, name) is original for name, original in originals.items())
+
+
+def test_host_reads_stay_wrapped_until_the_last_counter_closes():
+    original = torch.Tensor.tolist
+    opened, close = threading.Event(), threading.Event()
+
+    def other_thread():
+        with nm.count_syncs():
+            opened.set()
+            close.wait()
+
+    thread = threading.Thread(target=other_thread)
+    thread.start()
+    opened.wait()
+    with nm.count_syncs() as syncs:
+        torch.arange(2).tolist()
+    assert torch.Tensor.tolist is not original  # the other thread's counter is still open
+    close.set()
+    thread.join()
+    assert torch.Tensor.tolist is original and syncs.by_op == {"Tensor.tolist": 1}
+
+
+def test_a_host_read_of_a_thread_without_a_counter_is_not_counted():
+    with nm.count_syncs() as syncs:
+        _in_another_thread(lambda: torch.arange(2).tolist())
+    assert syncs.total == 0
+
+
+def test_strict_raises_at_a_host_read_naming_it():
+    with pytest.raises(RuntimeError, match=r"Tensor.tolist reads tensor data on the host, a sync on an "
+                                           r"accelerator, outside any metric call"):
+        with nm.count_syncs(strict=True) as syncs:
+            torch.arange(3).tolist()
+    assert syncs.by_op == {"Tensor.tolist": 1}
 
 
 def test_one_counter_entered_inside_itself_counts_once():
@@ -193,29 +284,31 @@ def _in_another_thread(fn):
     thread.join()
 
 
-def _item_and_bincount():
+def _item_and_tolist():
     torch.ones(()).item()
-    torch.bincount(torch.arange(2))
+    torch.arange(2).tolist()
 
 
-def test_all_threads_counts_the_ops_of_other_threads():
+def test_all_threads_counts_the_ops_and_reads_of_other_threads():
     with nm.count_syncs(all_threads=True) as everywhere, nm.count_syncs() as here:
-        _in_another_thread(_item_and_bincount)
+        _in_another_thread(_item_and_tolist)
         torch.ones(()).item()
     assert here.by_op == {"aten::item": 1}
-    assert everywhere.by_op == {"aten::item": 2, "aten::bincount": 1}
-    _in_another_thread(_item_and_bincount)  # closed: its observer is gone
+    assert everywhere.by_op == {"aten::item": 2, "Tensor.tolist": 1}
+    _in_another_thread(_item_and_tolist)  # closed: its observer is gone
     assert everywhere.total == 3
 
 
 def test_all_threads_entered_from_two_threads_counts_each_op_once():
     everywhere = nm.count_syncs(all_threads=True)
     with everywhere:
-        _in_another_thread(everywhere(_item_and_bincount))
-    assert everywhere.by_op == {"aten::item": 1, "aten::bincount": 1}
+        _in_another_thread(everywhere(_item_and_tolist))
+    assert everywhere.by_op == {"aten::item": 1, "Tensor.tolist": 1}
 
 
 def test_all_threads_refuses_strict():
+    original = torch.Tensor.tolist
     with pytest.raises(ValueError, match="strict and all_threads cannot be combined"):
         with nm.count_syncs(strict=True, all_threads=True):
             pass
+    assert torch.Tensor.tolist is original
