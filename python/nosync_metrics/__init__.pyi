@@ -216,12 +216,15 @@ class MetricCollection(torch.nn.Module):
         """Synced state inside the block, local state after it."""
 
 class count_syncs(contextlib.ContextDecorator):  # noqa: N801
-    """Counts, on this thread, the ATen ops that would make the host wait for an accelerator."""
+    """Counts the ATen ops (and host reads) that would make the host wait for an accelerator."""
 
     strict: bool
     cuda_sync_debug: bool
+    all_threads: bool
 
-    def __init__(self, strict: bool = False, cuda_sync_debug: bool = False) -> None: ...
+    def __init__(
+        self, strict: bool = False, cuda_sync_debug: bool = False, all_threads: bool = False
+    ) -> None: ...
     def __enter__(self: _Self) -> _Self: ...
     def __exit__(self, *exc: Any) -> bool: ...
     @property
