@@ -16,7 +16,8 @@ packages=(
   libgloo-dev  # the gloo headers that c10d's ProcessGroupGloo includes (the C++ sync tests)
   clang libclang-rt-dev  # the fuzz build: clang, and its runtimes (libFuzzer, ASan, UBSan)
   python3-pytest python3-numpy python3-sklearn python3-torchvision python3-matplotlib
-  python3-pip  # pip install . into a venv (the package test)
+  python3-pip python3-setuptools python3-wheel  # pip install --no-build-isolation . (the package test;
+  # Debian 13's pip no longer pulls in setuptools, which setup.py needs)
 )
 
 installed() {

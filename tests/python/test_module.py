@@ -198,7 +198,7 @@ def _torch_saved(net):
     buffer = io.BytesIO()
     torch.save(net, buffer)
     buffer.seek(0)
-    return torch.load(buffer)
+    return torch.load(buffer, weights_only=False)  # a whole model, not only tensors (2.6's default is True)
 
 
 @pytest.mark.parametrize("round_trip", [_pickled, _torch_saved])
