@@ -142,7 +142,7 @@ class MetricCollection(torch.nn.Module):
         *additional_metrics: Metric,
         prefix: Optional[str] = None,
         postfix: Optional[str] = None,
-        compute_groups: bool = True,
+        compute_groups: Union[bool, List[List[str]]] = True,
     ) -> None: ...
     def add_metrics(
         self, metrics: Union[Metric, Sequence[Metric], Dict[str, Metric]], *additional_metrics: Metric
@@ -180,7 +180,7 @@ class MetricCollection(torch.nn.Module):
         """Raises or warns if any metric's update() counted bad input."""
     @property
     def compute_groups(self) -> Dict[int, List[str]]:
-        """{group: [names]}: the metrics that share a state."""
+        """{group: [names]}: the metrics that share a state (also when a list of groups was given)."""
     def keys(self, keep_base: bool = False) -> KeysView[str]:
         """The metrics' keys, with prefix and postfix (the names they were added under with keep_base=True)."""
     def items(self, keep_base: bool = False, copy_state: bool = True) -> ItemsView[str, Metric]:

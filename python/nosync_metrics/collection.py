@@ -12,6 +12,15 @@ whole collection is reduced at once, one all-reduce per (reduction, dtype) of it
 small all-gather that checks that every rank holds the same metrics. sync(), unsync() and
 sync_context() work as on a metric.
 
+``compute_groups`` may also be a list of groups, lists of metric names, as TorchMetrics 1.6 takes it:
+the names are checked as TorchMetrics checks them (each must name a metric of the collection, or
+ValueError), and then the groups are still worked out from the options, as with True. Sharing never
+changes a value, so this differs from TorchMetrics only where the list is wrong: TorchMetrics shares
+the state of metrics the list puts together even when they count different things, and returns
+wrong values; here such metrics keep their own states (with a warning that names them), and metrics
+that count the same things share one even when the list separates them. The ``compute_groups``
+property reports the states actually shared. An empty list is False, as in TorchMetrics.
+
 Keys are as in TorchMetrics: keys() and items() name the metrics with prefix and postfix (the names
 they were added under with ``keep_base=True``), and ``collection[key]`` takes either form.
 
@@ -21,12 +30,15 @@ C++ collection (metrics may share a state).
 """
 
 import copy
+import warnings
 
 import torch
 
 from . import _C
 from .distributed import Syncable, dist_initialized
 from .metric import load_state, made, parse_to, prefixed_state, state_device, target_device
+
+_WRONG_GROUP = "MetricCollection: compute_groups puts"
 
 
 def _rebuilt(cls, blueprints, prefix, postfix, compute_groups, state):
@@ -37,7 +49,9 @@ def _rebuilt(cls, blueprints, prefix, postfix, compute_groups, state):
         metrics[name] = made(metric_class, arguments)
         metrics[name].__setstate__(attributes)
     collection = cls.__new__(cls)
-    MetricCollection.__init__(collection, metrics, prefix=prefix, postfix=postfix, compute_groups=compute_groups)
+    with warnings.catch_warnings():  # a wrong list of groups was reported when the original was made
+        warnings.filterwarnings("ignore", message=_WRONG_GROUP)
+        MetricCollection.__init__(collection, metrics, prefix=prefix, postfix=postfix, compute_groups=compute_groups)
     collection.to(state_device(state))
     collection.load_state_dict(state)
     return collection
@@ -50,12 +64,10 @@ class MetricCollection(Syncable, torch.nn.Module):
         super().__init__()
         self.prefix = self._check_affix(prefix, "prefix")
         self.postfix = self._check_affix(postfix, "postfix")
-        if isinstance(compute_groups, (list, tuple)):
-            raise ValueError("MetricCollection: compute_groups given as a list of groups is not supported: the groups "
-                             f"are worked out from the metrics' options (give True or False), got {compute_groups!r}")
-        self._compute_groups = bool(compute_groups)
-        self._core = _C.MetricCollectionCore(self._compute_groups)
-        self.add_metrics(metrics, *additional_metrics)
+        self._compute_groups = self._check_compute_groups(compute_groups)
+        self._core = _C.MetricCollectionCore(bool(self._compute_groups))
+        self._add_metrics(metrics, *additional_metrics)
+        self._check_group_names()
 
     @staticmethod
     def _check_affix(value, name):
@@ -63,8 +75,23 @@ class MetricCollection(Syncable, torch.nn.Module):
             raise ValueError(f"MetricCollection: expected `{name}` to be a string, got {type(value)}")
         return value
 
+    @staticmethod
+    def _check_compute_groups(compute_groups):
+        """True or False, or a copy of a list of groups (lists of names): TorchMetrics' two forms."""
+        if not isinstance(compute_groups, (list, tuple)):
+            return bool(compute_groups)
+        for group in compute_groups:
+            if not isinstance(group, (list, tuple)) or not all(isinstance(name, str) for name in group):
+                raise ValueError("MetricCollection: compute_groups must be True, False or a list of groups, each a "
+                                 f"list of metric names, got the group {group!r}")
+        return [list(group) for group in compute_groups]
+
     def add_metrics(self, metrics, *additional_metrics):
         """Adds metrics: a dict (names from its keys), or metrics (named after their class)."""
+        self._add_metrics(metrics, *additional_metrics)
+        self._check_group_names()
+
+    def _add_metrics(self, metrics, *additional_metrics):
         if isinstance(metrics, dict):
             if additional_metrics:
                 raise ValueError("MetricCollection: give further metrics inside the dict, not after it")
@@ -74,6 +101,25 @@ class MetricCollection(Syncable, torch.nn.Module):
             named = [(type(m).__name__, m) for m in items + list(additional_metrics)]
         for name, metric in named:
             self._add(name, metric)
+
+    def _check_group_names(self):
+        """As TorchMetrics checks a list of groups, every time metrics are added: each name must be a
+        metric's (the name it was added under). Called by __init__ and add_metrics, so that a warning
+        names the caller's line. Warns of a group whose metrics cannot share one state
+        (TorchMetrics would share it anyway, and give wrong values); here they keep their own."""
+        if not isinstance(self._compute_groups, list):
+            return
+        for group in self._compute_groups:
+            for name in group:
+                if name not in self._modules:
+                    raise ValueError(f"MetricCollection: compute_groups names {name!r}, which does not match a "
+                                     f"metric in the collection; its metrics are {list(self._modules)}")
+        shared = {name: index for index, names in enumerate(self._core.groups()) for name in names}
+        for group in self._compute_groups:
+            if len({shared[name] for name in group}) > 1:
+                warnings.warn(f"{_WRONG_GROUP} {group} in one group, but they cannot share one state (they "
+                              "count different things, live on different devices, or were updated before they "
+                              f"were added); they keep separate states: {self.compute_groups}", stacklevel=3)
 
     def _add(self, name, metric):
         if not isinstance(name, str):
@@ -226,7 +272,8 @@ class MetricCollection(Syncable, torch.nn.Module):
 
     @property
     def compute_groups(self):
-        """{group: [names]}: the metrics that share a state, as TorchMetrics reports them."""
+        """{group: [names]}: the metrics that share a state, as TorchMetrics reports them. These are the
+        states actually shared, worked out from the options, also when a list of groups was given."""
         return dict(enumerate(list(g) for g in self._core.groups()))
 
     def _renamed(self):

@@ -1,6 +1,12 @@
 """MetricCollection: shared states from options, values equal to separate metrics."""
 
+import copy
+import pickle
+import warnings
+
+import numpy as np
 import pytest
+import sklearn.metrics as skm
 import torch
 
 import nosync_metrics as nm
@@ -134,3 +140,103 @@ def test_merge_state_and_state_dict_come_from_the_cpp_collection():
     for key, value in whole.compute().items():
         assert torch.equal(left.compute()[key], value)
     assert "MulticlassAccuracy.update_count" in whole.state_dict()
+
+
+# ---------------------------------------------------------------- compute_groups as a list (TorchMetrics 1.6)
+
+def _listed(compute_groups):
+    return nm.MetricCollection({"acc": nm.MulticlassAccuracy(num_classes=6, average="micro"),
+                                "f1": nm.MulticlassF1Score(num_classes=6, average="macro"),
+                                "prec": nm.MulticlassPrecision(num_classes=6, average="weighted"),
+                                "top2": nm.MulticlassAccuracy(num_classes=6, top_k=2, average="micro"),
+                                "loss": nm.MeanMetric()}, compute_groups=compute_groups)
+
+
+def _fed(collection):
+    """Updates `collection` with _batches() (and a loss per batch); returns sklearn's and numpy's values."""
+    g = torch.Generator().manual_seed(5)
+    preds, target, losses = [], [], []
+    for scores, labels in _batches():
+        loss = torch.rand(20, generator=g)
+        collection.update(preds=scores, target=labels, value=loss)
+        preds.append(scores)
+        target.append(labels)
+        losses.append(loss)
+    scores, labels, loss = torch.cat(preds).numpy(), torch.cat(target).numpy(), torch.cat(losses).numpy()
+    top1 = scores.argmax(1)
+    return {"acc": skm.accuracy_score(labels, top1),
+            "f1": skm.f1_score(labels, top1, average="macro", labels=range(6), zero_division=0),
+            "prec": skm.precision_score(labels, top1, average="weighted", labels=range(6), zero_division=0),
+            "top2": skm.top_k_accuracy_score(labels, scores, k=2, labels=range(6)),
+            "loss": loss.astype(np.float64).mean()}
+
+
+def _assert_values(collection, expected):
+    values = collection.compute()
+    assert list(values) == list(expected)
+    for name, value in expected.items():
+        assert values[name].item() == pytest.approx(value, rel=1e-5), name
+
+
+def test_a_list_of_groups_is_taken_and_the_groups_reported_are_the_states_shared():
+    collection = _listed([["acc", "f1"], ["prec"]])
+    # acc, f1 and prec count the same things: one state, though the list separates prec
+    assert collection.compute_groups == {0: ["acc", "f1", "prec"], 1: ["top2"], 2: ["loss"]}
+    _assert_values(collection, _fed(collection))
+
+
+def test_a_wrong_list_of_groups_still_gives_every_value():
+    # TorchMetrics would share acc's state with top2 and loss and return wrong values for them
+    with pytest.warns(UserWarning, match=r"compute_groups puts \['acc', 'top2', 'loss'\] in one group, but they"):
+        collection = _listed([["acc", "top2", "loss"], ["f1"]])
+    assert collection.compute_groups == {0: ["acc", "f1", "prec"], 1: ["top2"], 2: ["loss"]}
+    _assert_values(collection, _fed(collection))
+
+
+def test_an_empty_list_of_groups_shares_nothing_as_in_torchmetrics():
+    collection = _listed([])
+    assert collection.compute_groups == {i: [name] for i, name in enumerate(["acc", "f1", "prec", "top2", "loss"])}
+    _assert_values(collection, _fed(collection))
+
+
+@pytest.mark.parametrize("groups, message", [
+    ([["acc", "recall"]], r"compute_groups names 'recall', which does not match a metric in the collection; "
+                          r"its metrics are \['acc', 'f1', 'prec', 'top2', 'loss'\]"),
+    (["acc", "f1"], r"compute_groups must be True, False or a list of groups, each a list of metric names, "
+                    r"got the group 'acc'"),
+    ([["acc", 1]], r"got the group \['acc', 1\]"),
+])
+def test_a_list_of_groups_names_metrics_of_the_collection(groups, message):
+    with pytest.raises(ValueError, match=message):
+        _listed(groups)
+
+
+def test_names_are_checked_again_when_metrics_are_added():
+    collection = nm.MetricCollection({"acc": nm.MulticlassAccuracy(num_classes=6)}, compute_groups=[["acc"]])
+    collection.add_metrics({"f1": nm.MulticlassF1Score(num_classes=6)})
+    assert collection.compute_groups == {0: ["acc", "f1"]}
+    with pytest.raises(ValueError, match="compute_groups names 'acc'"):
+        nm.MetricCollection({"f1": nm.MulticlassF1Score(num_classes=6)}, compute_groups=[["acc"]])
+
+
+@pytest.mark.parametrize("how", ["pickle", "deepcopy", "clone", "state_dict"])
+def test_a_collection_made_with_a_list_round_trips(how):
+    with pytest.warns(UserWarning, match="compute_groups puts"):
+        collection = _listed([["acc", "loss"], ["f1", "prec"]])
+    expected = _fed(collection)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the wrong group was reported once, when the original was made
+        if how == "pickle":
+            copied = pickle.loads(pickle.dumps(collection))
+        elif how == "deepcopy":
+            copied = copy.deepcopy(collection)
+        elif how == "clone":
+            copied = collection.clone()
+        else:
+            with pytest.warns(UserWarning, match="compute_groups puts"):
+                copied = _listed([["acc", "loss"], ["f1", "prec"]])
+            copied.load_state_dict(collection.state_dict())
+    assert copied.compute_groups == collection.compute_groups
+    _assert_values(copied, expected)
+    copied.reset()
+    _assert_values(collection, expected)  # independent of the copy

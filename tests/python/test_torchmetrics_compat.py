@@ -311,8 +311,8 @@ ERRORS = [
     (lambda: _collection().merge_state("x"), ValueError, "MetricCollection.merge_state: other must be a Metric"),
     (lambda: _collection().load_state_dict(3), TypeError, "MetricCollection.load_state_dict: expected state_dict"),
     (lambda: _collection().to(dtype=torch.float64), ValueError, "MetricCollection.to: dtype=torch.float64"),
-    (lambda: _collection(compute_groups=[["acc", "f1"]]), ValueError,
-     "MetricCollection: compute_groups given as a list of groups is not supported"),
+    (lambda: _collection(compute_groups=[["acc", "recall"]]), ValueError,
+     "MetricCollection: compute_groups names 'recall', which does not match a metric in the collection"),
 ]
 
 
