@@ -39,18 +39,29 @@ at::Tensor forward(Metric& self, const py::args& args, const py::kwargs& kwargs)
 
 }  // namespace
 
+// Each method's docstring opens with its text signature, "name(parameters)\n--\n\n", the form
+// CPython's own builtins use: it becomes __text_signature__, so inspect.signature() and help() show
+// the parameters. pybind11's own signature line ("name(self: nosync_metrics._C.Metric) -> ...") is
+// turned off for these methods, as CPython reads the text signature only at the docstring's start.
+// "self" is spelled plainly, not "$self": pybind11's functions carry a capsule as __self__, which
+// inspect would take for a bound object and drop the first parameter.
 void init_metric(py::module_& m) {
+  py::options options;
+  options.disable_function_signatures();
   py::class_<Metric, std::shared_ptr<Metric>>(m, "Metric", "Base of every nosync-metrics metric.")
       .def("update", &update,
+           "update(self, *args, **kwargs)\n--\n\n"
            "Accumulates a batch: (value, weight=1.0) for aggregators, (preds, target, weight=None) for "
            "classification. Never synchronizes.")
-      .def("forward", &forward, "Accumulates, and returns the value of this batch alone.")
-      .def("__call__", &forward, "forward()")
+      .def("forward", &forward,
+           "forward(self, *args, **kwargs)\n--\n\nAccumulates, and returns the value of this batch alone.")
+      .def("__call__", &forward, "__call__(self, *args, **kwargs)\n--\n\nforward()")
       .def("compute", [](const Metric& self) { return with_python_warnings([&] { return self.compute(); }); },
+           "compute(self)\n--\n\n"
            "The value over every update since the last reset, on the metric's device. Raises or warns "
            "first if update() counted bad input (NaN values, labels out of range), as the metric's policy says.")
       .def("check", [](const Metric& self) { with_python_warnings([&] { self.check(); }); },
-           "Raises or warns if update() counted bad input since the last reset.")
+           "check(self)\n--\n\nRaises or warns if update() counted bad input since the last reset.")
       .def("bad_input", [](const Metric& self) {
              const auto report = self.bad_input_report();
              py::dict counts;
@@ -61,30 +72,41 @@ void init_metric(py::module_& m) {
              out["first_update"] = report.first_bad_update;
              return out;
            },
+           "bad_input(self)\n--\n\n"
            "What update() kept out of the state: counts by kind, the number of updates with bad input, and "
            "the index of the first one (-1 if none). Reads the small tally back to the host.")
-      .def("reset", &Metric::reset)
+      .def("reset", &Metric::reset, "reset(self)\n--\n\nRestores the state the metric was made with.")
       .def("lock_updates", &Metric::lock_updates, py::arg("on"),
+           "lock_updates(self, on)\n--\n\n"
            "Whether update() takes the state's lock, so that updates from several threads all count. "
            "nosync_metrics turns it on for every metric it makes.")
       .def("_merge_appended", [](Metric& self, const Metric& batch) { self.merge(batch, MergeOrder::Appended); },
+           "_merge_appended(self, batch)\n--\n\n"
            "Folds in `batch` as the updates that follow this metric's (what forward() does).")
       .def("merge_state", &merge_state, py::arg("incoming_state"),
+           "merge_state(self, incoming_state)\n--\n\n"
            "Folds in another metric of the same kind and options, a state dict, or a list of them.")
-      .def("state_dict", [](const Metric& self) { return state_to_python(self.state_dict()); })
+      .def("state_dict", [](const Metric& self) { return state_to_python(self.state_dict()); },
+           "state_dict(self)\n--\n\nname -> tensor: a copy of every state tensor and the metric's description.")
       .def("load_state_dict",
            [](Metric& self, const py::dict& dict) { self.load_state_dict(state_from_python(dict, self.name())); },
-           py::arg("state_dict"))
+           py::arg("state_dict"),
+           "load_state_dict(self, state_dict)\n--\n\nLoads a dict from state_dict(), checking every key before "
+           "changing any.")
       .def("to", [](py::object self, const py::object& device) {
              self.cast<Metric&>().to(to_device(device));
              return self;
            },
-           py::arg("device"), "Moves the state to `device`; returns the metric.")
-      .def("clone", [](const Metric& self) { return std::shared_ptr<Metric>(self.clone()); }, "A deep copy.")
-      .def("__copy__", [](const Metric& self) { return std::shared_ptr<Metric>(self.clone()); })
-      .def("__deepcopy__", [](const Metric& self, const py::dict&) { return std::shared_ptr<Metric>(self.clone()); })
-      .def_property_readonly("device", &Metric::device)
-      .def_property_readonly("update_count", &Metric::update_count)
+           py::arg("device"), "to(self, device)\n--\n\nMoves the state to `device`; returns the metric.")
+      .def("clone", [](const Metric& self) { return std::shared_ptr<Metric>(self.clone()); },
+           "clone(self)\n--\n\nA deep copy.")
+      .def("__copy__", [](const Metric& self) { return std::shared_ptr<Metric>(self.clone()); },
+           "__copy__(self)\n--\n\nA deep copy: a metric's copy never shares its state.")
+      .def("__deepcopy__", [](const Metric& self, const py::dict&) { return std::shared_ptr<Metric>(self.clone()); },
+           py::arg("memo"), "__deepcopy__(self, memo)\n--\n\nA deep copy.")
+      .def_property_readonly("device", &Metric::device, "The device of the state.")
+      .def_property_readonly("update_count", &Metric::update_count,
+                             "Updates since the metric was made or last reset (read back from the metric's device).")
       .def_property_readonly("metric_name", &Metric::name, "The name used in messages, e.g. 'MulticlassAccuracy'.");
 }
 
