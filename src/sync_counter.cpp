@@ -99,12 +99,36 @@ bool is_sync_class(const char* name, c10::ArrayRef<const c10::IValue> inputs) {
 
 constexpr char kMetricScopePrefix[] = "metrics::";
 
+// The counters one RecordFunction observer feeds: the observer is added with the first counter and
+// removed with the last, so with none alive it costs nothing.
+struct Watchers {
+  std::vector<SyncCounter*> counters;
+  at::CallbackHandle handle = 0;
+
+  template <typename AddCallback>
+  void add(SyncCounter* counter, AddCallback add_callback) {
+    if (counters.empty()) handle = add_callback();
+    counters.push_back(counter);
+  }
+
+  void remove(SyncCounter* counter) {
+    counters.erase(std::remove(counters.begin(), counters.end(), counter), counters.end());
+    if (counters.empty()) {
+      at::removeCallback(handle);
+      handle = 0;
+    }
+  }
+
+  void record(const std::string& name) const {
+    for (auto* counter : counters) counter->record(name);
+  }
+};
+
 // Per-thread bookkeeping of the observers: this thread's counters, the depth of sync-class ops
 // now running (to count only the outermost), and the enclosing metric calls. The all-threads
 // observer sees the same ops as this thread's and keeps its own depth, since each counts its own.
 struct ThreadState {
-  std::vector<SyncCounter*> counters;
-  at::CallbackHandle handle = 0;
+  Watchers watchers;
   int sync_depth = 0;
   int all_threads_sync_depth = 0;
   std::vector<std::string> metric_scopes;
@@ -117,9 +141,8 @@ ThreadState& thread_state() {
 
 // The counters that watch every thread, fed by one global observer while any is alive.
 struct AllThreadsState {
-  std::mutex mutex;  // the observer reads `counters` from every thread
-  std::vector<SyncCounter*> counters;
-  at::CallbackHandle handle = 0;
+  std::mutex mutex;  // the observer reads `watchers` from every thread
+  Watchers watchers;
 };
 
 AllThreadsState& all_threads_state() {
@@ -127,14 +150,12 @@ AllThreadsState& all_threads_state() {
   return state;
 }
 
-void count_on_this_thread(const std::string& name) {
-  for (auto* counter : thread_state().counters) counter->record(name);
-}
+void count_on_this_thread(const std::string& name) { thread_state().watchers.record(name); }
 
 void count_on_all_threads(const std::string& name) {
   auto& all = all_threads_state();
   std::lock_guard<std::mutex> lock(all.mutex);
-  for (auto* counter : all.counters) counter->record(name);
+  all.watchers.record(name);
 }
 
 struct ObservedCall : at::ObserverContext {
@@ -181,41 +202,25 @@ at::RecordFunctionCallback observer(at::RecordFunctionCallback::StartCallback st
 }
 
 void watch_this_thread(SyncCounter* counter) {
-  auto& state = thread_state();
-  if (state.counters.empty()) {
-    state.handle = at::addThreadLocalCallback(
+  thread_state().watchers.add(counter, [] {
+    return at::addThreadLocalCallback(
         observer(on_start, on_end).scopes({at::RecordScope::FUNCTION, at::RecordScope::USER_SCOPE}));
-  }
-  state.counters.push_back(counter);
-}
-
-void unwatch_this_thread(SyncCounter* counter) {
-  auto& state = thread_state();
-  state.counters.erase(std::remove(state.counters.begin(), state.counters.end(), counter), state.counters.end());
-  if (state.counters.empty()) {
-    at::removeCallback(state.handle);
-    state.handle = 0;
-  }
+  });
 }
 
 void watch_all_threads(SyncCounter* counter) {
   auto& all = all_threads_state();
   std::lock_guard<std::mutex> lock(all.mutex);
-  if (all.counters.empty()) {
-    all.handle =
-        at::addGlobalCallback(observer(on_start_all_threads, on_end_all_threads).scopes({at::RecordScope::FUNCTION}));
-  }
-  all.counters.push_back(counter);
+  all.watchers.add(counter, [] {
+    return at::addGlobalCallback(
+        observer(on_start_all_threads, on_end_all_threads).scopes({at::RecordScope::FUNCTION}));
+  });
 }
 
 void unwatch_all_threads(SyncCounter* counter) {
   auto& all = all_threads_state();
   std::lock_guard<std::mutex> lock(all.mutex);
-  all.counters.erase(std::remove(all.counters.begin(), all.counters.end(), counter), all.counters.end());
-  if (all.counters.empty()) {
-    at::removeCallback(all.handle);
-    all.handle = 0;
-  }
+  all.watchers.remove(counter);
 }
 
 std::string enclosing_metric_call() {
@@ -306,7 +311,7 @@ SyncCounter::~SyncCounter() {
   if (all_threads_) {
     unwatch_all_threads(this);
   } else {
-    unwatch_this_thread(this);
+    thread_state().watchers.remove(this);
   }
 }
 
@@ -337,11 +342,13 @@ void SyncCounter::record_cuda_sync() {
 }
 
 std::string SyncCounter::summary() const {
-  const auto total = this->total();
+  const auto counts = by_op();  // one copy, so the total agrees with the names while others record
+  int64_t total = 0;
+  for (const auto& [op, count] : counts) total += count;
   if (total == 0) return "no sync-class ops";
   std::string text = std::to_string(total) + (total == 1 ? " sync-class op: " : " sync-class ops: ");
   bool first = true;
-  for (const auto& [op, count] : by_op()) {
+  for (const auto& [op, count] : counts) {
     text += (first ? "" : ", ") + op + " x" + std::to_string(count);
     first = false;
   }
