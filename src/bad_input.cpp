@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+
 namespace metrics {
 
 std::string BadInputReport::message(const std::string& metric) const {
@@ -18,15 +20,9 @@ std::string BadInputReport::message(const std::string& metric) const {
   return text;
 }
 
-BadInput::BadInput(std::vector<std::string> kinds, std::vector<StateEntry>& entries, at::Device device)
-    : kinds_(std::move(kinds)) {
+BadInput::BadInput(std::vector<std::string> kinds, size_t counts_slot, size_t first_slot)
+    : kinds_(std::move(kinds)), counts_slot_(counts_slot), first_slot_(first_slot) {
   TORCH_INTERNAL_ASSERT(!kinds_.empty());
-  const auto on = at::TensorOptions().dtype(at::kLong).device(device);
-  const auto width = static_cast<int64_t>(kinds_.size()) + 1;
-  counts_slot_ = entries.size();
-  entries.push_back({"bad_input_counts", at::zeros({width}, on), 0, Reduction::Sum});
-  first_slot_ = entries.size();
-  entries.push_back({"first_bad_update", at::full({1}, kNone, on), kNone, Reduction::Min});
 }
 
 void BadInput::record(std::vector<StateEntry>& entries, const at::Tensor& kind_counts,
@@ -40,6 +36,22 @@ void BadInput::record(std::vector<StateEntry>& entries, const at::Tensor& kind_c
   at::minimum_out(first, first, update_index.masked_fill(any.eq(0), kNone));
 }
 
+namespace {
+
+// The host's counts added into CPU tally tensors of dtype T.
+template <class T>
+void add_on_host(at::Tensor& counts, at::Tensor& first, c10::ArrayRef<int64_t> kind_counts,
+                 const at::Tensor& update_index) {
+  auto* data = counts.data_ptr<T>();
+  const auto kinds = kind_counts.size();
+  for (size_t k = 0; k < kinds; ++k) data[k] += static_cast<T>(kind_counts[k]);
+  data[kinds] += 1;
+  auto* first_data = first.data_ptr<T>();
+  *first_data = std::min(*first_data, *update_index.data_ptr<T>());
+}
+
+}  // namespace
+
 void BadInput::record(std::vector<StateEntry>& entries, c10::ArrayRef<int64_t> kind_counts,
                       const at::Tensor& update_index) const {
   if (std::all_of(kind_counts.begin(), kind_counts.end(), [](int64_t c) { return c == 0; })) return;
@@ -48,12 +60,8 @@ void BadInput::record(std::vector<StateEntry>& entries, c10::ArrayRef<int64_t> k
   auto& first = entries[first_slot_].tensor;
   const auto kinds = static_cast<int64_t>(kinds_.size());
   if (counts.is_cpu()) {
-    auto* data = counts.data_ptr<int64_t>();
-    for (int64_t k = 0; k < kinds; ++k) data[k] += kind_counts[k];
-    data[kinds] += 1;
-    auto* first_data = first.data_ptr<int64_t>();
-    *first_data = std::min(*first_data, *update_index.data_ptr<int64_t>());
-    return;
+    return counts.scalar_type() == at::kLong ? add_on_host<int64_t>(counts, first, kind_counts, update_index)
+                                             : add_on_host<double>(counts, first, kind_counts, update_index);
   }
   for (int64_t k = 0; k < kinds; ++k) {
     if (kind_counts[k] != 0) counts.narrow(0, k, 1).add_(kind_counts[k]);
@@ -69,7 +77,7 @@ at::Tensor BadInput::shift_first(const at::Tensor& theirs, const at::Tensor& off
 
 BadInputReport BadInput::report(const std::vector<StateEntry>& entries) const {
   BadInputReport report;
-  const auto host = at::cat({entries[counts_slot_].tensor, entries[first_slot_].tensor}).cpu();
+  const auto host = at::cat({entries[counts_slot_].tensor, entries[first_slot_].tensor}).cpu().to(at::kLong);
   const auto* values = host.data_ptr<int64_t>();
   const auto kinds = kinds_.size();
   for (size_t k = 0; k < kinds; ++k) report.counts.emplace_back(kinds_[k], values[k]);

@@ -14,7 +14,11 @@ namespace {
 
 constexpr char kVersionKey[] = "_version";
 constexpr char kDescriptionKey[] = "_metric";
-constexpr int64_t kStateFormatVersion = 1;
+// Version 2: aggregators count in float64, their compensation covers the packed row, and
+// first_bad_update's none is 2^62. A version-1 state whose description is unchanged (every
+// classification metric's) reads as it is.
+constexpr int64_t kStateFormatVersion = 2;
+constexpr int64_t kOldestReadableVersion = 1;
 
 std::string as_text(const at::Tensor& bytes) {
   const auto host = bytes.to(at::kCPU).contiguous();
@@ -195,8 +199,15 @@ void Metric::load_state_dict(const StateDict& dict) {
     TORCH_CHECK_VALUE(v.defined() && !v.is_meta() && v.numel() == 1 && v.scalar_type() == at::kLong, name_,
                       ".load_state_dict: '", kVersionKey, "' must be one int64");
     const auto found = v.item<int64_t>();
-    TORCH_CHECK_VALUE(found == kStateFormatVersion, name_, ".load_state_dict: the state is of format version ",
-                      found, ", this build reads version ", kStateFormatVersion);
+    TORCH_CHECK_VALUE(found >= kOldestReadableVersion && found <= kStateFormatVersion, name_,
+                      ".load_state_dict: the state is of format version ", found, ", this build reads versions ",
+                      kOldestReadableVersion, " to ", kStateFormatVersion);
+    const auto described = state.find(kDescriptionKey);
+    TORCH_CHECK_VALUE(found == kStateFormatVersion ||
+                          (described != state.end() && as_text(described->second) == description()),
+                      name_, ".load_state_dict: the state is of format version ", found,
+                      ", whose layout this metric no longer has (version ", kStateFormatVersion,
+                      " counts aggregators in float64); it cannot be read by this build");
     state.erase(version);
   }
   const auto described = state.find(kDescriptionKey);

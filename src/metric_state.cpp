@@ -3,6 +3,10 @@
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+
 namespace metrics {
 namespace {
 
@@ -13,18 +17,26 @@ void check_has_values(const at::Tensor& given, const at::Tensor& mine, const std
                     " is on the meta device, which holds no values; load a state with values");
 }
 
-// Integer counts (update counts, bad-input tallies, label counts) and the first-bad-update index
-// are never negative, and stay far enough below 2^63 that later updates cannot overflow them.
+// Counts (update counts, bad-input tallies, label counts) and the first-bad-update index are whole
+// numbers, never negative, and stay far enough below 2^63 (2^53 when float64) that later updates
+// cannot overflow them or lose exactness.
+template <class T>
+void check_counts_of(const at::Tensor& host, const StateEntry& entry, const std::string& metric) {
+  const double limit = std::is_integral<T>::value ? 0x1p62 : 0x1p53;
+  const auto* data = host.data_ptr<T>();
+  for (int64_t i = 0; i < host.numel(); ++i) {
+    const double v = static_cast<double>(data[i]);
+    const bool sentinel = entry.reduction == Reduction::Min && data[i] == entry.fill.to<T>();
+    TORCH_CHECK_VALUE(sentinel || (v >= 0 && v < limit && std::floor(v) == v), metric, ".load_state_dict: '",
+                      entry.name, "' holds ", data[i], "; a count must be a whole number between 0 and ", limit);
+  }
+}
+
 void check_count(const at::Tensor& given, const StateEntry& entry, const std::string& metric) {
   if (given.is_meta() || given.numel() == 0) return;
-  constexpr int64_t kLimit = int64_t{1} << 62;
   const auto host = given.to(at::kCPU).contiguous();
-  const auto* data = host.data_ptr<int64_t>();
-  for (int64_t i = 0; i < host.numel(); ++i) {
-    const bool sentinel = entry.reduction == Reduction::Min && data[i] == entry.fill.toLong();
-    TORCH_CHECK_VALUE(sentinel || (data[i] >= 0 && data[i] < kLimit), metric, ".load_state_dict: '", entry.name,
-                      "' holds ", data[i], "; a count must be between 0 and 2^62");
-  }
+  if (host.scalar_type() == at::kLong) return check_counts_of<int64_t>(host, entry, metric);
+  check_counts_of<double>(host, entry, metric);
 }
 
 }  // namespace
@@ -41,13 +53,14 @@ const char* reduction_name(Reduction reduction) {
   return "";
 }
 
-MetricState::MetricState(at::Device device) {
-  entries_.push_back({"update_count", at::zeros({}, at::TensorOptions().dtype(at::kLong).device(device)), 0,
+MetricState::MetricState(at::Device device, at::ScalarType count_dtype) {
+  entries_.push_back({"update_count", at::zeros({}, at::TensorOptions().dtype(count_dtype).device(device)), 0,
                       Reduction::Sum});
+  pack();
 }
 
 MetricState::MetricState(const MetricState& other) : entries_(other.entries_), bad_input_(other.bad_input_) {
-  for (auto& entry : entries_) entry.tensor = entry.tensor.clone();
+  pack();  // new buffers: a deep copy (and no scratch)
   threads_->locks = other.threads_->locks;
 }
 
@@ -60,12 +73,61 @@ size_t MetricState::add(std::string name, at::IntArrayRef shape, at::ScalarType 
                         Reduction reduction) {
   auto tensor = at::full(shape, fill, at::TensorOptions().dtype(dtype).device(device()));
   entries_.push_back({std::move(name), std::move(tensor), fill, reduction});
+  pack();
   return entries_.size() - 1;
 }
 
+void MetricState::pack() {
+  std::vector<std::vector<at::Tensor>> parts;
+  std::vector<at::ScalarType> dtypes;
+  for (const auto& entry : entries_) {
+    const auto dtype = entry.tensor.scalar_type();
+    const auto b = std::find(dtypes.begin(), dtypes.end(), dtype) - dtypes.begin();
+    if (b == static_cast<std::ptrdiff_t>(dtypes.size())) {
+      dtypes.push_back(dtype);
+      parts.emplace_back();
+    }
+    parts[b].push_back(entry.tensor.reshape({-1}));
+  }
+  buffers_.clear();
+  for (const auto& part : parts) buffers_.push_back(at::cat(part));
+  view_buffers();
+}
+
+void MetricState::view_buffers() {
+  std::vector<int64_t> used(buffers_.size(), 0);
+  offsets_.clear();
+  for (auto& entry : entries_) {
+    const auto b = buffer_of(entry.tensor.scalar_type());
+    const auto numel = entry.tensor.numel();
+    entry.tensor = buffers_[b].narrow(0, used[b], numel).view(entry.tensor.sizes());
+    offsets_.push_back(used[b]);
+    used[b] += numel;
+  }
+}
+
+size_t MetricState::buffer_of(at::ScalarType dtype) const {
+  for (size_t b = 0; b < buffers_.size(); ++b) {
+    if (buffers_[b].scalar_type() == dtype) return b;
+  }
+  TORCH_INTERNAL_ASSERT(false, "no state buffer of dtype ", dtype);
+}
+
+at::Tensor MetricState::span(size_t first, size_t last) const {
+  const auto dtype = entries_[first].tensor.scalar_type();
+  TORCH_INTERNAL_ASSERT(first <= last && last < entries_.size() && entries_[last].tensor.scalar_type() == dtype);
+  const auto end = offsets_[last] + entries_[last].tensor.numel();
+  return buffers_[buffer_of(dtype)].narrow(0, offsets_[first], end - offsets_[first]);
+}
+
+at::Tensor& MetricState::scratch(size_t index) { return scratch_[index]; }
+
 void MetricState::track_bad_input(std::vector<std::string> kinds) {
   TORCH_INTERNAL_ASSERT(!tracks_bad_input());
-  bad_input_.emplace(std::move(kinds), entries_, device());
+  const auto width = static_cast<int64_t>(kinds.size()) + 1;
+  const auto counts = add("bad_input_counts", {width}, count_dtype(), 0, Reduction::Sum);
+  const auto first = add("first_bad_update", {1}, count_dtype(), BadInput::kNone, Reduction::Min);
+  bad_input_.emplace(std::move(kinds), counts, first);
 }
 
 at::Tensor& MetricState::operator[](size_t slot) {
@@ -81,10 +143,12 @@ void MetricState::finish_update(const at::Tensor& bad_counts) {
 void MetricState::finish_update(c10::ArrayRef<int64_t> bad_counts) {
   if (bad_input_ && !bad_counts.empty()) bad_input_->record(entries_, bad_counts, update_count_tensor());
   auto& count = update_count_tensor();
-  if (count.is_cpu()) {
+  if (!count.is_cpu()) {
+    count.add_(1);
+  } else if (count.scalar_type() == at::kLong) {
     ++*count.data_ptr<int64_t>();
   } else {
-    count.add_(1);
+    ++*count.data_ptr<double>();
   }
 }
 
@@ -153,7 +217,8 @@ void MetricState::load_state_dict(const StateDict& dict, const std::string& metr
     TORCH_CHECK_VALUE(known, metric, ".load_state_dict: unexpected key '", name, "'");
   }
   std::vector<at::Tensor> incoming;
-  for (const auto& entry : entries_) {
+  for (size_t slot = 0; slot < entries_.size(); ++slot) {
+    const auto& entry = entries_[slot];
     auto it = dict.find(entry.name);
     TORCH_CHECK_VALUE(it != dict.end(), metric, ".load_state_dict: missing key '", entry.name, "'");
     const auto& given = it->second;
@@ -162,14 +227,22 @@ void MetricState::load_state_dict(const StateDict& dict, const std::string& metr
                       metric, ".load_state_dict: '", entry.name, "' must be ", entry.tensor.scalar_type(),
                       entry.tensor.sizes(), " but is ", given.scalar_type(), given.sizes());
     check_has_values(given, entry.tensor, metric, ".load_state_dict: '" + entry.name + "'");
-    if (entry.tensor.scalar_type() == at::kLong && entry.reduction != Reduction::Max) check_count(given, entry, metric);
+    if (is_count(slot)) check_count(given, entry, metric);
     incoming.push_back(given.to(entry.tensor.device(), /*non_blocking=*/false, /*copy=*/true));
   }
   for (size_t i = 0; i < entries_.size(); ++i) entries_[i].tensor.copy_(incoming[i]);
 }
 
+bool MetricState::is_count(size_t slot) const {
+  const auto& entry = entries_[slot];
+  const bool tally = bad_input_ && (slot == bad_input_->counts_slot() || slot == bad_input_->first_slot());
+  return slot == 0 || tally || (entry.tensor.scalar_type() == at::kLong && entry.reduction != Reduction::Max);
+}
+
 void MetricState::to(at::Device device) {
-  for (auto& entry : entries_) entry.tensor = entry.tensor.to(device);
+  for (auto& buffer : buffers_) buffer = buffer.to(device);
+  view_buffers();
+  scratch_.clear();
 }
 
 }  // namespace metrics

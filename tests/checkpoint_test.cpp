@@ -106,11 +106,34 @@ TEST(Checkpoint, TruncatedCorruptedOrMissingFilesAreRefusedAndChangeNothing) {
 TEST(Checkpoint, StateDictsCarryTheFormatVersionAndTheMetric) {
   Accuracy accuracy(Opts::multiclass(5));
   auto dict = accuracy.state_dict();
-  EXPECT_EQ(dict.at("_version").item<int64_t>(), 1);
+  EXPECT_EQ(dict.at("_version").item<int64_t>(), 2);
   EXPECT_EQ(dict.at("_metric").scalar_type(), at::kByte);
-  dict["_version"] = at::full({}, 2, at::kLong);
+  dict["_version"] = at::full({}, 3, at::kLong);
   EXPECT_THROWS_WITH(accuracy.load_state_dict(dict), c10::ValueError,
-                     "the state is of format version 2, this build reads version 1");
+                     "the state is of format version 3, this build reads versions 1 to 2");
+}
+
+TEST(Checkpoint, AVersionOneStateLoadsWhereItsLayoutIsUnchanged) {
+  Accuracy accuracy(Opts::multiclass(3));
+  accuracy.update(at::tensor({0, 1, 2}, at::kLong), at::tensor({0, 2, 2}, at::kLong));
+  auto dict = accuracy.state_dict();
+  dict["_version"] = at::full({}, 1, at::kLong);
+  Accuracy resumed(Opts::multiclass(3));
+  resumed.load_state_dict(dict);
+  EXPECT_TRUE(states_equal(resumed.state_dict(), accuracy.state_dict()));
+}
+
+TEST(Checkpoint, AVersionOneAggregatorStateIsRefusedAndChangesNothing) {
+  Mean mean;
+  mean.update(at::tensor({1.0, 2.0}));
+  const auto before = mean.state_dict();
+  // a version-1 Mean: int64 count and tally, compensation as wide as the totals
+  auto dict = before;
+  dict["_version"] = at::full({}, 1, at::kLong);
+  dict["_metric"] = dict["_metric"].narrow(0, 0, 4);
+  EXPECT_THROWS_WITH(mean.load_state_dict(dict), c10::ValueError,
+                     "Mean.load_state_dict: the state is of format version 1, whose layout this metric no longer has");
+  EXPECT_TRUE(states_equal(mean.state_dict(), before));
 }
 
 }  // namespace

@@ -270,14 +270,14 @@ TEST(MetricCollection, StateEntriesWalkEachDistinctStateOnceWithItsReduction) {
     names.push_back(entry.name);
     reductions.push_back(entry.reduction);
   }
-  EXPECT_THAT(names, ElementsAre("loss.update_count", "loss.total", "loss.compensation", "loss.bad_input_counts",
-                                 "loss.first_bad_update", "worst.update_count", "worst.max_value",
+  EXPECT_THAT(names, ElementsAre("loss.update_count", "loss.total", "loss.bad_input_counts", "loss.first_bad_update",
+                                 "loss.compensation", "worst.update_count", "worst.max_value",
                                  "worst.bad_input_counts", "worst.first_bad_update", "accuracy.update_count",
                                  "accuracy.confmat", "accuracy.bad_input_counts", "accuracy.first_bad_update",
                                  "top2.update_count", "top2.tp", "top2.fp", "top2.tn", "top2.fn",
                                  "top2.bad_input_counts", "top2.first_bad_update"));
   using R = Reduction;
-  EXPECT_THAT(reductions, ElementsAre(R::Sum, R::Sum, R::Sum, R::Sum, R::Min, R::Sum, R::Max, R::Sum, R::Min, R::Sum,
+  EXPECT_THAT(reductions, ElementsAre(R::Sum, R::Sum, R::Sum, R::Min, R::Sum, R::Sum, R::Max, R::Sum, R::Min, R::Sum,
                                       R::Sum, R::Sum, R::Min, R::Sum, R::Sum, R::Sum, R::Sum, R::Sum, R::Sum, R::Min));
   for (const auto& entry : collection.state_entries()) {
     EXPECT_EQ(entry.tensor.device(), at::Device(at::kCPU)) << entry.name;

@@ -43,7 +43,7 @@ Accuracy updated_accuracy() {
 
 TEST(LoadStateDict, RejectsNegativeOrHugeCountsAndChangesNothing) {
   for (const auto* key : {"update_count", "tp", "bad_input_counts", "first_bad_update"}) {
-    for (const int64_t bad : {int64_t{-1}, int64_t{1} << 62}) {
+    for (const int64_t bad : {int64_t{-1}, (int64_t{1} << 62) + 1}) {  // 2^62 itself: first_bad_update's none
       auto accuracy = updated_accuracy();
       const auto before = accuracy.state_dict();
       auto dict = accuracy.state_dict();

@@ -30,6 +30,16 @@ struct AggregationOptions {
 
 namespace detail {
 
+/// Where a weighted sum lives in its MetricState: totals [width] (width 1 for Σ w·x, 2 for
+/// (Σ w·x, Σ w)) and their compensation. In a float64 state the compensation covers the whole packed
+/// row before it (update count, totals, tally) so that one compensated add updates them all; the
+/// totals' own part starts at the totals' offset.
+struct WeightedSumSlots {
+  size_t total;
+  size_t compensation;
+};
+
+
 /// Σ w·x over every value seen (and, for Mean, Σ w), with compensated summation across updates.
 class WeightedSumMetric : public Metric {
  public:
@@ -54,10 +64,12 @@ class WeightedSumMetric : public Metric {
  private:
   void check_args(const ValueArg& value, const ValueArg& weight) const;
   void accumulate(const ValueArg& value, const ValueArg& weight);
+  /// Where the totals and their compensation are in the state.
+  WeightedSumSlots slots() const { return {total_, compensation_}; }
 
   AggregationOptions options_;
   size_t total_ = 0;         // [width]: Σ w·x (and Σ w)
-  size_t compensation_ = 0;  // [width]: the low-order parts that the totals lost
+  size_t compensation_ = 0;  // the low-order parts that the totals (and, float64, the count and tally) lost
 };
 
 /// The smallest or largest value seen.

@@ -4,7 +4,6 @@
 #include <c10/util/ArrayRef.h>
 
 #include <cstdint>
-#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,20 +29,23 @@ struct BadInputReport {
 
 /// The bad-input tally of a metric. update() counts bad entries on the device by kind and keeps
 /// them out of the state; the tally adds them up without a read-back. Its two tensors are state
-/// entries, so merge, state_dict, reset and cross-process reductions treat them like the rest:
-///   "bad_input_counts" int64 [kinds + 1], Sum: per-kind counts, then the updates that had any;
-///   "first_bad_update" int64 [1], Min: the index of the first such update, kNone while none.
-/// Only BadInput writes into them.
+/// entries (in the state's count dtype, int64 or float64), so merge, state_dict, reset and
+/// cross-process reductions treat them like the rest:
+///   "bad_input_counts" [kinds + 1], Sum: per-kind counts, then the updates that had any;
+///   "first_bad_update" [1], Min: the index of the first such update, kNone while none.
+/// Only BadInput, or a metric's fused update that adds to them as BadInput would, writes into them.
 class BadInput {
  public:
-  /// first_bad_update while no update had bad input.
-  static constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
+  /// first_bad_update while no update had bad input: 2^62, exact in float64 too.
+  static constexpr int64_t kNone = int64_t{1} << 62;
 
-  /// `kinds`: the labels of the kinds in the order the metric's kernels count them; registers the
-  /// two entries in `entries` on `device`.
-  BadInput(std::vector<std::string> kinds, std::vector<StateEntry>& entries, at::Device device);
+  /// `kinds`: the labels of the kinds in the order the metric's kernels count them; `counts_slot`
+  /// and `first_slot`: where the state registered the two entries.
+  BadInput(std::vector<std::string> kinds, size_t counts_slot, size_t first_slot);
 
   const std::vector<std::string>& kinds() const { return kinds_; }
+  size_t counts_slot() const { return counts_slot_; }
+  size_t first_slot() const { return first_slot_; }
 
   /// Adds one update's counts (int64 [kinds] on the state's device); `update_index` is the
   /// device's update count before this update. ATen ops only: nothing is read back.

@@ -6,6 +6,7 @@
 #include <c10/util/Optional.h>
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -23,14 +24,19 @@ enum class MergeOrder {
 };
 
 /// The tensors a metric accumulates into, registered once, allocated once on the metric's device
-/// and updated in place. Every state has "update_count" (int64 [], Sum) on that device, counted
-/// without a read-back; it may also have a BadInput tally. entries() is the reduction seam: each
-/// tensor with its name, reduction and dtype, in registration order.
+/// and updated in place. Every state has "update_count" ([], Sum) on that device, counted without
+/// a read-back; it may also have a BadInput tally. Both are in the state's count dtype: int64, or
+/// float64 where the metric's other sums are float64 (exact up to 2^53), so that one in-place op
+/// can update them together. entries() is the reduction seam: each tensor with its name,
+/// reduction and dtype, in registration order.
+///
+/// The entries of one dtype are views into one packed buffer, in registration order, so an update
+/// can write many of them with one op (span()).
 ///
 /// Copying a MetricState copies its tensors (a deep copy), so copies never share storage.
 class MetricState {
  public:
-  explicit MetricState(at::Device device);
+  explicit MetricState(at::Device device, at::ScalarType count_dtype = at::kLong);
   MetricState(const MetricState& other);
   MetricState& operator=(const MetricState& other);
   MetricState(MetricState&&) noexcept = default;
@@ -46,6 +52,17 @@ class MetricState {
   /// A tensor the metric registered (never the update count or the tally: see finish_update).
   at::Tensor& operator[](size_t slot);
   const at::Tensor& operator[](size_t slot) const { return entries_[slot].tensor; }
+  /// The packed 1-D view from the start of entry `first` to the end of entry `last` (two entries of
+  /// one dtype) in their buffer: writing it writes them and the entries of that dtype between them.
+  at::Tensor span(size_t first, size_t last) const;
+  /// Where entry `slot` starts in the packed buffer of its dtype.
+  int64_t offset(size_t slot) const { return offsets_[slot]; }
+  /// Tensor `index` of the metric's update scratch (on the state's device, never part of the state:
+  /// a copy or a move to another device starts with none), undefined until the metric sets it.
+  at::Tensor& scratch(size_t index);
+  at::ScalarType count_dtype() const { return entries_.front().tensor.scalar_type(); }
+  /// The tally, where the state tracks bad input.
+  const BadInput* bad_input() const { return bad_input_ ? &*bad_input_ : nullptr; }
   /// Every tensor with its name, reduction and dtype: read them, never write them.
   const std::vector<StateEntry>& entries() const { return entries_; }
   at::Device device() const { return entries_.front().tensor.device(); }
@@ -79,8 +96,18 @@ class MetricState {
 
  private:
   at::Tensor& update_count_tensor() { return entries_.front().tensor; }
+  // Copies the entries into new packed buffers, one per dtype, and views them there.
+  void pack();
+  // Points every entry at its place in the packed buffer of its dtype.
+  void view_buffers();
+  size_t buffer_of(at::ScalarType dtype) const;
+  // Whether the entry holds counts (checked as such when loaded).
+  bool is_count(size_t slot) const;
 
   std::vector<StateEntry> entries_;  // entries_[0] is "update_count"
+  std::vector<at::Tensor> buffers_;  // one per dtype, in the order the dtypes were first registered
+  std::vector<int64_t> offsets_;     // each entry's offset in its buffer
+  std::map<size_t, at::Tensor> scratch_;  // a map: references stay valid as it grows
   c10::optional<BadInput> bad_input_;
   struct Threads {
     std::mutex mutex;

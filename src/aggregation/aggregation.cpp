@@ -104,13 +104,19 @@ std::string describe(const AggregationOptions& o) {
 
 namespace detail {
 
+// Aggregators count in float64, so that a float64 state packs its count, totals and tally into one
+// buffer that one compensated add updates (the compensation then covers all of them).
 WeightedSumMetric::WeightedSumMetric(std::string name, AggregationOptions options, bool tracks_weight)
-    : Metric(std::move(name), action_for(options.nan_policy()), MetricState(options.device())), options_(options) {
+    : Metric(std::move(name), action_for(options.nan_policy()), MetricState(options.device(), at::kDouble)),
+      options_(options) {
   check_options(this->name(), options_);
+  auto& state = mutable_state();
   const int64_t width = tracks_weight ? 2 : 1;
-  total_ = mutable_state().add("total", {width}, options_.dtype(), 0, Reduction::Sum);
-  compensation_ = mutable_state().add("compensation", {width}, options_.dtype(), 0, Reduction::Sum);
-  if (options_.nan_policy().counts()) mutable_state().track_bad_input({"NaN values", "infinite weights"});
+  total_ = state.add("total", {width}, options_.dtype(), 0, Reduction::Sum);
+  if (options_.nan_policy().counts()) state.track_bad_input({"NaN values", "infinite weights"});
+  const auto last = state.entries().size() - 1;
+  const auto compensated = options_.dtype() == state.count_dtype() ? state.span(0, last).numel() : width;
+  compensation_ = state.add("compensation", {compensated}, options_.dtype(), 0, Reduction::Sum);
 }
 
 const std::vector<std::string>& WeightedSumMetric::update_parameters() const {
@@ -130,7 +136,7 @@ void WeightedSumMetric::check_args(const ValueArg& value, const ValueArg& weight
 void WeightedSumMetric::accumulate(const ValueArg& value, const ValueArg& weight) {
   const auto v = value.is_tensor() ? as_floating(value.tensor()) : at::Tensor();
   const auto w = weight.is_tensor() ? as_floating(weight.tensor()) : at::Tensor();
-  accumulate_weighted_sum(mutable_state(), {total_, compensation_}, v.defined() ? ValueArg(v) : value,
+  accumulate_weighted_sum(mutable_state(), slots(), v.defined() ? ValueArg(v) : value,
                           w.defined() ? ValueArg(w) : weight, options_.nan_policy());
 }
 
@@ -152,10 +158,10 @@ at::Tensor WeightedSumMetric::forward(const ValueArg& value, const ValueArg& wei
   return Metric::forward(UpdateArgs{{value, weight}});
 }
 
-at::Tensor WeightedSumMetric::totals() const { return state()[total_] + state()[compensation_]; }
+at::Tensor WeightedSumMetric::totals() const { return compensated_totals(state(), slots()); }
 
 ExtremumMetric::ExtremumMetric(std::string name, AggregationOptions options, bool is_max)
-    : Metric(std::move(name), action_for(options.nan_policy()), MetricState(options.device())),
+    : Metric(std::move(name), action_for(options.nan_policy()), MetricState(options.device(), at::kDouble)),
       options_(options),
       is_max_(is_max) {
   check_options(this->name(), options_);

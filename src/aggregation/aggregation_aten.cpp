@@ -1,9 +1,17 @@
+// Aggregators off the CPU fast path. An update writes what it adds (its count, totals and bad-input
+// tally) into one row of a per-metric delta allocated once, then adds that row to the packed state
+// with one compensated add: a fixed, small number of ops, the same from one update to the next
+// (bench/launch_bench.py counts them).
+
 #include "kernels.h"
 
 #include <ATen/ATen.h>
+#include <ATen/ScalarOps.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include <metrics/backend.h>
 
@@ -11,7 +19,36 @@
 #include "aggregation_cpu.h"
 
 namespace metrics::detail {
+
 namespace {
+
+// The state's scratch tensors (MetricState::scratch): a delta row pair per kind of update (each
+// kind writes its own places), and the bounds value_and_one_bounds() gives.
+enum Scratch { kScalarWeight, kTensorWeight, kHostValue, kExtremum, kLowBound, kHighBound };
+
+// The float64 delta row of updates of `kind`, allocated on first use: it starts as 1 at 0 (the
+// update count's place) and 0 elsewhere, and each update rewrites the places it adds to.
+at::Tensor delta_of(MetricState& state, Scratch kind, int64_t length) {
+  auto& delta = state.scratch(kind);
+  if (!delta.defined() || delta.size(0) != length) {
+    delta = at::zeros({length}, at::TensorOptions().dtype(at::kDouble).device(state.device()));
+    delta.select(0, 0).fill_(1);
+  }
+  return delta;
+}
+
+// (2, 1) float64 bounds [-inf, 1] and [inf, 1], allocated on first use: clamping a value expanded
+// to two rows between them gives the value and, in row 1, 1 where it is not NaN (NaN stays NaN).
+std::pair<at::Tensor, at::Tensor> value_and_one_bounds(MetricState& state) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  for (const auto& [kind, infinity] : {std::pair{kLowBound, -kInf}, std::pair{kHighBound, kInf}}) {
+    auto& bound = state.scratch(kind);
+    if (bound.defined()) continue;
+    bound = at::ones({2, 1}, at::TensorOptions().dtype(at::kDouble).device(state.device()));
+    bound.select(0, 0).fill_(infinity);
+  }
+  return {state.scratch(kLowBound), state.scratch(kHighBound)};
+}
 
 bool takes_cpu_fast_path(const at::Tensor& value, const ValueArg& weight) {
   if (!cpu_fast_path_enabled() || !value.is_cpu() || !value.is_contiguous()) return false;
@@ -34,27 +71,184 @@ void finish(MetricState& state, const NanPolicy& policy, c10::ArrayRef<int64_t> 
   state.finish_update();
 }
 
-// sum += x on device tensors, keeping the rounding error in compensation (TwoSum, as on the CPU).
-void two_sum_add(at::Tensor& sum, at::Tensor& compensation, const at::Tensor& x) {
-  const auto total = sum + x;
-  const auto from_x = total - sum;
-  auto error = (sum - (total - from_x)).add_(x - from_x);
-  compensation.add_(error.masked_fill_(non_finite_mask(total), 0));
-  sum.copy_(total);
+// The last entry in the state's count dtype that an update adds to: the tally's last, or the count.
+size_t last_count_slot(const MetricState& state) {
+  return state.bad_input() ? state.bad_input()->first_slot() : 0;
 }
 
-void add_host_batch(MetricState& state, WeightedSumSlots slots, const double* batch) {
-  auto& total = state[slots.total];
-  auto& compensation = state[slots.compensation];
-  const auto width = total.size(0);
-  if (total.is_cpu()) {
-    cpu::add_compensated(total, compensation, batch, width);
+// Places in a delta row. The update count is at 0; with a float64 state the row follows the
+// state's packing up to the compensation, with a float32 one the count dtype's entries come first
+// and the totals last.
+struct DeltaLayout {
+  int64_t length = 0;
+  int64_t totals = 0;
+  int64_t kinds = -1;  // the bad-input kinds; the count of updates with any follows them
+  int64_t bad_updates = -1;
+};
+
+DeltaLayout layout_of(const MetricState& state, WeightedSumSlots slots) {
+  DeltaLayout layout;
+  const auto counted = state.span(0, last_count_slot(state)).numel();
+  const bool packed_together = state[slots.total].scalar_type() == state.count_dtype();
+  layout.totals = packed_together ? state.offset(slots.total) : counted;
+  layout.length = packed_together ? state.offset(slots.compensation) : counted + state[slots.total].numel();
+  if (const auto* tally = state.bad_input()) {
+    layout.kinds = state.offset(tally->counts_slot());
+    layout.bad_updates = layout.kinds + static_cast<int64_t>(tally->kinds().size());
+  }
+  return layout;
+}
+
+// total += b, keeping in `compensation` what each addition rounds off: t = total + b and
+// e = b - (t - total) (exact where |total| >= |b|, Fast2Sum). Where t is not finite e is NaN, and
+// compensated_totals leaves it out. Five ops whatever the width.
+void compensated_add(const at::Tensor& total, const at::Tensor& compensation, const at::Tensor& b) {
+  const auto t = total + b;
+  compensation.add_(b - (t - total));
+  total.add_(b);
+}
+
+// Adds a weighted sum's delta (count, totals, tally) to its state, compensated.
+void apply_weighted_sum_delta(MetricState& state, WeightedSumSlots slots, const DeltaLayout& layout,
+                              const at::Tensor& delta) {
+  const auto& total = state[slots.total];
+  if (total.scalar_type() == state.count_dtype()) {
+    const auto rows = state.span(0, slots.compensation).view({2, layout.length});
+    return compensated_add(rows.select(0, 0), rows.select(0, 1), delta);
+  }
+  state.span(0, last_count_slot(state)).add_(delta.narrow(0, 0, layout.totals));
+  const auto width = total.numel();
+  const auto rows = state.span(slots.total, slots.compensation).view({2, width});
+  compensated_add(rows.select(0, 0), rows.select(0, 1), delta.narrow(0, layout.totals, width).to(total.scalar_type()));
+}
+
+// Counts the update as one with bad input where `bad` (a 0-dim view of the row: its bad entries)
+// is not 0, and records it as the first such update if it is. addcdiv gives the update's index
+// where bad > 0 and NaN where bad is 0 (index + 0 * 0/0); fmin keeps the old value over a NaN.
+void tally(MetricState& state, const at::Tensor& row, const DeltaLayout& layout, const at::Tensor& bad) {
+  auto bad_updates = row.select(0, layout.bad_updates);
+  at::clamp_max_out(bad_updates, bad, 1);
+  auto first = state.span(state.bad_input()->first_slot(), state.bad_input()->first_slot());
+  at::fmin_out(first, first, at::addcdiv(state.entries().front().tensor, bad, bad, 0));
+}
+
+// A host number as a CPU 0-dim tensor, which a kernel on any device takes as an argument (as ATen
+// does with a Python number): made without dispatching an op, so nothing is copied or counted.
+at::Tensor host_number(double v) { return c10::scalar_to_tensor(v); }
+
+bool has_meta_kernel(const char* op, const char* overload) {
+  const auto handle = c10::Dispatcher::singleton().findOp({op, overload});
+  return handle && handle->hasKernelForDispatchKey(c10::DispatchKey::Meta);
+}
+
+// at::nansum_out over `dim` in float64. LibTorch alone has no meta kernel for nansum (Python
+// registers one): on meta without it the same shapes come from a masked sum.
+void nansum_out(at::Tensor out, const at::Tensor& x, int64_t dim) {
+  static const bool meta_kernel = has_meta_kernel("aten::nansum", "out");
+  if (x.is_meta() && !meta_kernel) {
+    at::sum_out(out, x.masked_fill(nan_mask(x), 0), dim, false, at::kDouble);
     return;
   }
-  auto device_batch = at::empty({width}, total.options());
-  const auto dtype = total.scalar_type();
-  for (int64_t k = 0; k < width; ++k) device_batch.narrow(0, k, 1).fill_(as_state_scalar(batch[k], dtype));
-  two_sum_add(total, compensation, device_batch);
+  at::nansum_out(out, x, dim, false, at::kDouble);
+}
+
+// Σ x (and, for width 2, the number of entries) into `totals`, NaN included.
+void sum_all(MetricState& state, at::Tensor totals, const at::Tensor& x) {
+  if (totals.numel() == 1) {
+    at::sum_out(totals, x, 0, false, at::kDouble);
+    return;
+  }
+  const auto ones = value_and_one_bounds(state).first.select(0, 1);
+  at::sum_out(totals, at::stack({x, ones.expand_as(x)}), 1, false, at::kDouble);
+}
+
+// The delta of a batch `x` (1-D) with a finite host weight `w` (1 under Replace) into `row`, and
+// the tally's part of it where the policy counts: NaN values are the only bad entries.
+void delta_with_host_weight(MetricState& state, const at::Tensor& row, const DeltaLayout& layout, int64_t width,
+                            const at::Tensor& x, double w, const NanPolicy& policy) {
+  auto totals = width == 1 ? row.select(0, layout.totals) : row.narrow(0, layout.totals, width);
+  const auto n = static_cast<double>(x.numel());
+  if (!policy.checks()) {
+    sum_all(state, totals, x);
+  } else if (policy.strategy == NanStrategy::Replace) {
+    const auto xd = x.scalar_type() == at::kDouble ? x : x.to(at::kDouble);
+    sum_all(state, totals, xd.masked_fill(nan_mask(xd), policy.replacement));
+  } else if (width == 2) {
+    // [x; 1 where x is not NaN] in one op; nansum gives (Σ x, entries kept)
+    const auto [low, high] = value_and_one_bounds(state);
+    nansum_out(totals, at::clamp(x.expand({2, x.numel()}), low, high), 1);
+    if (policy.counts()) {
+      auto nans = row.select(0, layout.kinds);
+      at::sub_out(nans, host_number(n), totals.select(0, 1));
+      tally(state, row, layout, nans);
+    }
+  } else {
+    nansum_out(totals, x, 0);
+    if (policy.counts()) {
+      auto nans = row.select(0, layout.kinds);
+      at::sum_out(nans, nan_mask(x), 0, false, at::kDouble);
+      tally(state, row, layout, nans);
+    }
+  }
+  if (w != 1.0) totals.mul_(w);
+}
+
+// The delta of a batch `x` with weights `weights` (broadcast to it) into `row`: NaN values or
+// weights and infinite weights are bad (dropped, or replaced under Replace).
+void delta_with_weights(MetricState& state, const at::Tensor& row, const DeltaLayout& layout, int64_t width,
+                        const at::Tensor& x, const at::Tensor& weights, const NanPolicy& policy) {
+  auto xd = x.scalar_type() == at::kDouble ? x : x.to(at::kDouble);
+  auto w = weights.expand_as(xd);
+  if (policy.checks()) {
+    const auto nan = nan_mask(xd).bitwise_or_(nan_mask(w));
+    const auto bad = nan.bitwise_or(non_finite_mask(w));
+    const bool replace = policy.strategy == NanStrategy::Replace;
+    xd = xd.masked_fill(bad, replace ? policy.replacement : 0.0);
+    w = w.masked_fill(bad, replace ? 1.0 : 0.0);
+    if (policy.counts()) {
+      // kinds: [NaN, bad], then infinite weights = bad - NaN once the tally has read the bad total
+      auto kinds = row.narrow(0, layout.kinds, 2);
+      at::sum_out(kinds, at::stack({nan, bad}).reshape({2, -1}), 1, false, at::kDouble);
+      tally(state, row, layout, kinds.select(0, 1));
+      kinds.select(0, 1).sub_(kinds.select(0, 0));
+    }
+  }
+  const auto weighted = xd * w;
+  const auto rows = width == 1 ? weighted.reshape({1, -1}) : at::stack({weighted, w}).reshape({2, -1});
+  auto totals = row.narrow(0, layout.totals, width);
+  at::sum_out(totals, rows, 1, false, at::kDouble);
+}
+
+void weighted_sum_on_device(MetricState& state, WeightedSumSlots slots, const at::Tensor& value,
+                            const ValueArg& weight, const NanPolicy& policy) {
+  const auto width = state[slots.total].numel();
+  const auto layout = layout_of(state, slots);
+  const double host_weight = weight.is_tensor() ? 1.0 : weight.scalar();
+  // A host weight that is not finite, or that Replace must set to 1 at NaNs, takes the tensor path.
+  const bool host = !weight.is_tensor() && std::isfinite(host_weight) &&
+                    (policy.strategy != NanStrategy::Replace || host_weight == 1.0);
+  const auto delta = delta_of(state, host ? kScalarWeight : kTensorWeight, layout.length);
+  const auto& row = delta;
+  if (host) {
+    delta_with_host_weight(state, row, layout, width, value.reshape({-1}), host_weight, policy);
+  } else {
+    const auto w = weight.is_tensor() ? weight.tensor() : at::full({}, host_weight, value.options().dtype(at::kDouble));
+    delta_with_weights(state, row, layout, width, value, w, policy);
+  }
+  apply_weighted_sum_delta(state, slots, layout, delta);
+}
+
+// The totals' own part of the compensation (see WeightedSumSlots).
+at::Tensor compensation_of_totals(const MetricState& state, WeightedSumSlots slots) {
+  const auto& compensation = state[slots.compensation];
+  const auto width = state[slots.total].numel();
+  return compensation.numel() == width ? compensation : compensation.narrow(0, state.offset(slots.total), width);
+}
+
+void add_host_batch_on_cpu(MetricState& state, WeightedSumSlots slots, const double* batch) {
+  auto& total = state[slots.total];
+  auto compensation = compensation_of_totals(state, slots);
+  cpu::add_compensated(total, compensation, batch, total.size(0));
 }
 
 void weighted_sum_of_host_value(MetricState& state, WeightedSumSlots slots, double x, double w,
@@ -67,42 +261,16 @@ void weighted_sum_of_host_value(MetricState& state, WeightedSumSlots slots, doub
     w = 1.0;
   }
   const double batch[2] = {x * w, w};
-  add_host_batch(state, slots, batch);
-  state.finish_update();
-}
-
-// The dtype a batch is judged and multiplied in: the widest floating dtype among the state's, the
-// value's and the weight's, as the CPU path reads everything as double. A float64 weight of 1e300
-// for a float32 state is then a finite weight on both paths, never inf after narrowing.
-at::ScalarType batch_dtype(const at::Tensor& total, const at::Tensor& value, const ValueArg& weight) {
-  auto dtype = total.scalar_type();
-  if (at::isFloatingType(value.scalar_type())) dtype = c10::promoteTypes(dtype, value.scalar_type());
-  if (weight.is_tensor() && at::isFloatingType(weight.tensor().scalar_type())) {
-    dtype = c10::promoteTypes(dtype, weight.tensor().scalar_type());
+  if (state.device().is_cpu()) {
+    add_host_batch_on_cpu(state, slots, batch);
+    return state.finish_update();
   }
-  return dtype;
-}
-
-void weighted_sum_on_aten(MetricState& state, WeightedSumSlots slots, const at::Tensor& value,
-                          const ValueArg& weight, const NanPolicy& policy) {
-  auto& total = state[slots.total];
-  const auto dtype = batch_dtype(total, value, weight);
-  auto x = value.to(dtype);
-  auto w = weight.is_tensor() ? weight.tensor().to(dtype).expand_as(x) : at::full_like(x, weight.scalar());
-  at::Tensor bad, bad_counts;
-  if (policy.checks()) {
-    const auto nan = nan_mask(x).bitwise_or_(nan_mask(w));
-    const auto infinite = infinite_mask(w).bitwise_and_(nan.bitwise_not());
-    bad = nan.bitwise_or(infinite);
-    bad_counts = at::stack({nan.sum(), infinite.sum()});
-    const bool replace = policy.strategy == NanStrategy::Replace;
-    x = x.masked_fill(bad, replace ? policy.replacement : 0.0);
-    w = w.masked_fill(bad, replace ? 1.0 : 0.0);
-  }
-  const auto weighted = (x * w).sum();
-  const auto batch = total.size(0) == 2 ? at::stack({weighted, w.sum()}) : weighted.reshape({1});
-  two_sum_add(total, state[slots.compensation], batch.to(total.scalar_type()));
-  policy.counts() ? state.finish_update(bad_counts) : state.finish_update();
+  const auto width = state[slots.total].numel();
+  const auto layout = layout_of(state, slots);
+  const auto delta = delta_of(state, kHostValue, layout.length);
+  const auto dtype = state[slots.total].scalar_type();
+  for (int64_t k = 0; k < width; ++k) delta[layout.totals + k].fill_(as_state_scalar(batch[k], dtype));
+  apply_weighted_sum_delta(state, slots, layout, delta);
 }
 
 void fold_extremum_on_device(at::Tensor& extremum, const cpu::ExtremumBatch& batch, bool is_max) {
@@ -111,32 +279,47 @@ void fold_extremum_on_device(at::Tensor& extremum, const cpu::ExtremumBatch& bat
   is_max ? at::maximum_out(extremum, extremum, other) : at::minimum_out(extremum, extremum, other);
 }
 
-void extremum_on_aten(MetricState& state, size_t slot, bool is_max, const at::Tensor& value,
-                      const NanPolicy& policy) {
+void extremum_on_device(MetricState& state, size_t slot, bool is_max, const at::Tensor& value,
+                        const NanPolicy& policy) {
   auto& extremum = state[slot];
-  auto x = value.to(extremum.scalar_type());
-  at::Tensor bad;
+  const auto counted = state.span(0, last_count_slot(state));
+  const auto delta = delta_of(state, kExtremum, counted.numel());
+  const auto& row = delta;
+  auto x = value.reshape({-1});
+  at::Tensor nan;
   if (policy.checks()) {
-    bad = nan_mask(x);
+    const bool replace = policy.strategy == NanStrategy::Replace;
+    if (replace && x.scalar_type() != extremum.scalar_type()) x = x.to(extremum.scalar_type());
     const double identity = is_max ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
-    x = x.masked_fill(bad, policy.strategy == NanStrategy::Replace ? policy.replacement : identity);
+    nan = nan_mask(x);
+    x = x.masked_fill(nan, replace ? policy.replacement : identity);
   }
   const auto batch = is_max ? x.amax() : x.amin();
   is_max ? at::maximum_out(extremum, extremum, batch) : at::minimum_out(extremum, extremum, batch);
-  policy.counts() ? state.finish_update(bad.sum().reshape({1})) : state.finish_update();
+  if (policy.counts()) {
+    DeltaLayout layout;
+    layout.kinds = state.offset(state.bad_input()->counts_slot());
+    layout.bad_updates = layout.kinds + 1;
+    auto nans = row.select(0, layout.kinds);
+    at::sum_out(nans, nan, 0, false, at::kDouble);
+    tally(state, row, layout, nans);
+  }
+  counted.add_(row);
 }
 
 }  // namespace
 
 void accumulate_weighted_sum(MetricState& state, WeightedSumSlots slots, const ValueArg& value,
                              const ValueArg& weight, const NanPolicy& policy) {
-  if (!value.is_tensor()) return weighted_sum_of_host_value(state, slots, value.scalar(), weight.scalar(), policy);
+  if (!value.is_tensor()) {
+    return weighted_sum_of_host_value(state, slots, value.scalar(), weight.scalar(), policy);
+  }
   const auto& x = value.tensor();
   if (x.numel() == 0) return state.finish_update();
-  if (!takes_cpu_fast_path(x, weight)) return weighted_sum_on_aten(state, slots, x, weight, policy);
+  if (!takes_cpu_fast_path(x, weight)) return weighted_sum_on_device(state, slots, x, weight, policy);
   const auto batch = cpu::weighted_sum(x, weight.is_tensor() ? &weight.tensor() : nullptr, weight.scalar(), policy);
   const double sums[2] = {batch.weighted_sum, batch.weight_sum};
-  add_host_batch(state, slots, sums);
+  add_host_batch_on_cpu(state, slots, sums);
   finish(state, policy, {batch.nan_positions, batch.infinite_weights});
 }
 
@@ -145,13 +328,18 @@ void accumulate_extremum(MetricState& state, size_t slot, bool is_max, const Val
   const bool host_value = !value.is_tensor();
   if (!host_value && value.tensor().numel() == 0) return state.finish_update();
   if (!host_value && !takes_cpu_fast_path(value.tensor(), 1.0)) {
-    return extremum_on_aten(state, slot, is_max, value.tensor(), policy);
+    return extremum_on_device(state, slot, is_max, value.tensor(), policy);
   }
   const auto batch = host_value ? cpu::extremum(value.scalar(), is_max, policy)
                                 : cpu::extremum(value.tensor(), is_max, policy);
   auto& extremum = state[slot];
   extremum.is_cpu() ? cpu::fold_extremum(extremum, batch, is_max) : fold_extremum_on_device(extremum, batch, is_max);
   finish(state, policy, batch.nan_positions);
+}
+
+at::Tensor compensated_totals(const MetricState& state, WeightedSumSlots slots) {
+  const auto& total = state[slots.total];
+  return select(non_finite_mask(total), total, total + compensation_of_totals(state, slots));
 }
 
 }  // namespace metrics::detail

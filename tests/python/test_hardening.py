@@ -41,7 +41,7 @@ def test_object_made_by_new_alone_raises_type_error(cls):
 
 
 @pytest.mark.parametrize("key", ["update_count", "tp", "bad_input_counts", "first_bad_update"])
-@pytest.mark.parametrize("bad", [-1, 2**62], ids=["negative", "huge"])
+@pytest.mark.parametrize("bad", [-1, 2**62 + 1], ids=["negative", "huge"])  # 2**62: first_bad_update's none
 def test_load_state_dict_refuses_bad_counts_and_changes_nothing(key, bad):
     m = _accuracy()
     before = m.state_dict()
