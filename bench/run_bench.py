@@ -3,8 +3,9 @@
 
 For every metric and input: time and sync-class ops per update, naive (TorchMetrics-style) next to
 nosync-metrics and next to the floor (one vectorized read of the same input), with ATen on one
-thread and on all cores; a step's five metric updates from Python; and what a training step pays
-for its metrics. Writes, into --out:
+thread and on all cores; a step's five metric updates from Python; what a training step pays
+for its metrics; and the kernel launches one update dispatches on the device path, counted on meta
+(bench/launch_bench.py: no timing, so every profile runs all of it). Writes, into --out:
 latest.json (everything), latest.md (the tables) and latest.png (the chart); a full run into
 bench/results also puts the tables into README.md.
 
@@ -21,6 +22,8 @@ import platform
 import subprocess
 import sys
 import tempfile
+
+import launch_bench  # its table; the counting runs in a subprocess, on the package in --build
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -64,6 +67,16 @@ def python_bench(build, iterations, workdir):
     env = dict(os.environ, PYTHONPATH=os.path.join(build, "python"))
     subprocess.run([sys.executable, os.path.join(ROOT, "bench", "python_bench.py"), "--iterations", str(iterations),
                     "--json", out], check=True, stdout=subprocess.DEVNULL, env=env)
+    with open(out) as f:
+        return json.load(f)
+
+
+def launch_counts(build, workdir):
+    """bench/launch_bench.py's results, on the package in `build` (as python_bench gets it)."""
+    out = os.path.join(workdir, "launches.json")
+    env = dict(os.environ, PYTHONPATH=os.path.join(build, "python"))
+    subprocess.run([sys.executable, os.path.join(ROOT, "bench", "launch_bench.py"), "--json", out], check=True,
+                   stdout=subprocess.DEVNULL, env=env)
     with open(out) as f:
         return json.load(f)
 
@@ -157,6 +170,13 @@ def python_table(results):
     return "\n".join(lines)
 
 
+def launch_table(launches):
+    return ("Launching ATen ops (not views, not allocations) and sync-class ops per update, two updates after a "
+            "warm-up; replay-invariant: both dispatched the same ops with the same arguments. Budget: "
+            f"{launch_bench.AGGREGATOR_BUDGET} per aggregator, {launch_bench.COLLECTION_BUDGET} per collection. "
+            "bench/launch_bench.py says how they are counted.\n\n" + launch_bench.markdown_table(launches))
+
+
 def markdown(report):
     m = report["machine"]
     parts = [f"Machine: {m['cpu']}, {m['cores']} cores, {m['os']}, torch {m['torch']}, {m['date']} "
@@ -166,7 +186,9 @@ def markdown(report):
     first = next(iter(report["update"].values()))
     parts += ["### From Python", "", python_table(report["python"]), "",
               "### Sync counter cost (1 thread)", "", counter_table(first), "",
-              "### Training step", "", step_table(report["training_step"]), ""]
+              "### Training step", "", step_table(report["training_step"]), "",
+              "### Kernel launches per update (device path, counted on meta)", "", launch_table(report["launches"]),
+              ""]
     return "\n".join(parts)
 
 
@@ -240,8 +262,9 @@ def main():
             context, update[str(threads)] = update_bench(args.build, threads, settings["min_time"], workdir)
         step = step_bench(args.build, settings["rounds"], settings["steps"], workdir)
         python = python_bench(args.build, settings["python_iterations"], workdir)
+        launches = launch_counts(args.build, workdir)
     report = {"profile": name, "machine": machine(context), "update": update, "python": python,
-              "training_step": step}
+              "training_step": step, "launches": launches}
     with open(os.path.join(args.out, "latest.json"), "w") as f:
         json.dump(report, f, indent=1)
     text = markdown(report)

@@ -1,0 +1,390 @@
+#!/usr/bin/env python3
+"""Kernel launches per update on the device path, counted on meta tensors; and replay invariance.
+
+On a GPU every ATen op that computes something is a kernel launch, so the number of such ops one
+update() dispatches is its launch cost, whatever the device. This script counts them without a GPU:
+each metric is moved to the meta device (``metric.to('meta')``), given meta inputs, and its updates
+run under a TorchDispatchMode (torch 1.13 and 2.x) that logs every ATen op that reaches the
+dispatcher, the C++ library's included. Each configuration gets one warm-up update (not counted),
+then two counted ones.
+
+An op is *launching* when
+  * it is not a view: no return of its schema carries a read-only alias annotation (``Tensor(a)``:
+    view, slice, select, expand, _reshape_alias, detach, lift_fresh, ...), nor is it _unsafe_view
+    (a view whose schema says nothing);
+  * it is not a pure allocation: empty, empty_like, empty_strided, new_empty, new_empty_strided and
+    resize_ reserve memory and launch nothing;
+  * it returns or writes a tensor on a non-CPU device (so the CPU "wrapped number" tensors made for a
+    Python scalar, scalar_tensor or lift_fresh of a host value, do not count: a kernel takes them
+    as arguments), or it is a sync-class op that reads a device tensor (it launches a copy to the
+    host).
+A *sync-class* op makes the host wait for the device: it reads a value back (_local_scalar_dense,
+item, is_nonzero, equal, allclose), its output size depends on the data (nonzero, masked_select,
+unique, bincount, ...), or it copies between the host and the device. On meta most of them raise
+(there is no data to read); the op is logged before it runs, so it is still counted, and the
+configuration is reported as an error.
+
+An update is *replay-invariant* when two consecutive updates dispatch the same ops with the same
+non-tensor arguments: the signature of an update is the list of (op, arguments), with each tensor
+replaced by (dtype, shape, device type) and Python numbers, lists, strings and None kept exactly.
+A small CPU tensor also keeps its values: a kernel receives a CPU scalar as an argument, so a
+captured CUDA graph (or torch.compile) would replay it frozen. Equal signatures are what CUDA-graph
+capture and torch.compile need to replay an update correctly.
+
+    PYTHONPATH=build/python /usr/bin/python3 bench/launch_bench.py              # the table
+    PYTHONPATH=build/python /usr/bin/python3 bench/launch_bench.py --json FILE  # and the results
+    PYTHONPATH=build/python /usr/bin/python3 bench/launch_bench.py --check      # exit 1 on a sync-class
+                                         # op, an error or an update that is not replay-invariant
+
+The budget (launching ops per update: 10 for an aggregator, 12 for a collection) is reported, not
+checked. TorchMetrics 1.6 figures were counted the same way, on meta, and are quoted from issue 11.
+"""
+
+import argparse
+import dataclasses
+import functools
+import json
+import math
+import sys
+from typing import Callable, Optional
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+# ---------------------------------------------------------------- what launches, what syncs
+
+#: Ops that produce a device tensor but launch no kernel, with the reason.
+NO_KERNEL = {
+    "aten::empty": "allocates only",
+    "aten::empty_like": "allocates only",
+    "aten::empty_strided": "allocates only",
+    "aten::new_empty": "allocates only",
+    "aten::new_empty_strided": "allocates only",
+    "aten::resize_": "allocates (or keeps) storage and writes nothing",
+    "aten::_unsafe_view": "a view, though its schema has no alias annotation",
+}
+
+#: Ops that make the host wait for the device, with the reason.
+SYNC_CLASS = {
+    "aten::_local_scalar_dense": "copies one value to the host: item(), float(t), int(t)",
+    "aten::item": "reads a scalar back to the host",
+    "aten::is_nonzero": "bool(t) reads the value back to branch on it",
+    "aten::equal": "returns a host bool",
+    "aten::allclose": "returns a host bool",
+    "aten::nonzero": "output size depends on the data",
+    "aten::nonzero_numpy": "output size depends on the data",
+    "aten::argwhere": "output size depends on the data",
+    "aten::masked_select": "output size depends on the data",
+    "aten::_unique": "output size depends on the data",
+    "aten::_unique2": "output size depends on the data",
+    "aten::unique_dim": "output size depends on the data",
+    "aten::unique_consecutive": "output size depends on the data",
+    "aten::unique_dim_consecutive": "output size depends on the data",
+    "aten::bincount": "reads the input's maximum back to size its output",
+    "aten::histc": "with min == max it reads the data's range back",
+    "aten::repeat_interleave": "without output_size it reads the sum of repeats back",
+}
+
+#: Ops that are sync-class when they copy between the host and the device.
+COPIES = {"aten::copy_", "aten::_to_copy", "aten::_copy_from", "aten::_copy_from_and_resize"}
+
+#: CPU tensors up to this many elements keep their values in a replay signature.
+HOST_VALUES_KEPT = 16
+
+
+def tensors(value):
+    return [t for t in tree_flatten(value)[0] if isinstance(t, torch.Tensor)]
+
+
+def on_device(value):
+    """Whether any tensor in `value` (a tensor, or nested lists, tuples, dicts) is off the CPU."""
+    return any(t.device.type != "cpu" for t in tensors(value))
+
+
+def is_view(func):
+    return any(r.alias_info is not None and not r.alias_info.is_write for r in func._schema.returns)
+
+
+def written_arguments(func, args, kwargs):
+    """The arguments the schema marks as written (``Tensor(a!)``): in-place and out= ops."""
+    written = []
+    for position, argument in enumerate(func._schema.arguments):
+        if argument.alias_info is None or not argument.alias_info.is_write:
+            continue
+        if argument.name in kwargs:
+            written.append(kwargs[argument.name])
+        elif position < len(args):
+            written.append(args[position])
+    return written
+
+
+def copies_across(args, kwargs):
+    """Whether a copy goes between the host and a device (device= is how _to_copy names its target)."""
+    on_host = {t.device.type == "cpu" for t in tensors(args)}
+    if kwargs.get("device") is not None:
+        on_host.add(torch.device(kwargs["device"]).type == "cpu")
+    return len(on_host) > 1
+
+
+def is_sync_class(func, args, kwargs):
+    name = func._schema.name
+    if name in COPIES:
+        return copies_across(args, kwargs)
+    if name == "aten::repeat_interleave" and kwargs.get("output_size") is not None:
+        return False
+    return name in SYNC_CLASS and on_device((args, kwargs))
+
+
+def is_launching(func, args, kwargs, out, sync):
+    if is_view(func) or func._schema.name in NO_KERNEL:
+        return False
+    return sync or on_device(out) or on_device(written_arguments(func, args, kwargs))
+
+
+# ---------------------------------------------------------------- replay signatures
+
+def normalized(value):
+    """`value` with tensors replaced by what a replay may depend on; hashable, comparable."""
+    if isinstance(value, torch.Tensor):
+        described = ("tensor", str(value.dtype), tuple(value.shape), value.device.type)
+        if value.device.type == "cpu" and value.numel() <= HOST_VALUES_KEPT:
+            described += (normalized(value.flatten().tolist()),)
+        return described
+    if isinstance(value, (list, tuple)):
+        return tuple(normalized(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((key, normalized(v)) for key, v in value.items()))
+    if isinstance(value, float) and math.isnan(value):
+        return "nan"  # nan != nan: two updates passing NaN pass the same thing
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return repr(value)  # dtype, device, layout, memory_format, ...
+
+
+@dataclasses.dataclass
+class Op:
+    name: str  # the overload, as str(func) names it: "aten.add_.Tensor"
+    launching: bool
+    sync: bool
+    signature: tuple
+
+
+class LaunchLog(TorchDispatchMode):
+    """Logs every ATen op dispatched while it is active (``with LaunchLog() as log:``)."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        sync = is_sync_class(func, args, kwargs)
+        signature = (str(func), normalized(args), normalized(kwargs))
+        try:
+            out = func(*args, **kwargs)
+        except Exception:  # on meta, a sync-class op raises: it is logged all the same
+            self.ops.append(Op(str(func), is_launching(func, args, kwargs, None, sync), sync, signature))
+            raise
+        self.ops.append(Op(str(func), is_launching(func, args, kwargs, out, sync), sync, signature))
+        return out
+
+    @property
+    def launching(self):
+        return [op.name for op in self.ops if op.launching]
+
+    @property
+    def syncs(self):
+        return [op.name for op in self.ops if op.sync]
+
+    @property
+    def signature(self):
+        return [op.signature for op in self.ops]
+
+
+def first_difference(a, b):
+    """(index, entry of a, entry of b) where two signatures first differ; None if they are equal."""
+    for index in range(max(len(a), len(b))):
+        left = a[index] if index < len(a) else None
+        right = b[index] if index < len(b) else None
+        if left != right:
+            return index, repr(left), repr(right)
+    return None
+
+
+# ---------------------------------------------------------------- configurations
+
+AGGREGATOR_BUDGET = 10
+COLLECTION_BUDGET = 12
+NAN_STRATEGIES = [("warn", "warn"), ("error", "error"), ("ignore", "ignore"), ("disable", "disable"),
+                  ("replace(0.0)", 0.0)]
+
+#: TorchMetrics 1.6, counted the same way on meta (issue 11).
+TORCHMETRICS_REFERENCE = {
+    "MeanMetric warn, value (4096,)": "12 (2 syncs)",
+    "MeanMetric disable, value + weight (4096,)": "6",
+    "multiclass C=1000 macro, scores (128, 1000)": "17 (1 sync: bincount)",
+    "binary, scores (4096,)": "32",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    name: str
+    make: Callable  # () -> a metric or a MetricCollection, on the CPU
+    inputs: Callable  # () -> the update's arguments, meta tensors
+    budget: int
+
+    @property
+    def reference(self) -> Optional[str]:
+        return TORCHMETRICS_REFERENCE.get(self.name)
+
+
+def meta(*shape, dtype=torch.float32):
+    return torch.empty(shape, dtype=dtype, device="meta")
+
+
+def aggregator_configs(nm):
+    inputs = [("value (4096,)", lambda: (meta(4096),), ("MeanMetric", "SumMetric", "MinMetric", "MaxMetric")),
+              ("value + weight (4096,)", lambda: (meta(4096), meta(4096)), ("MeanMetric", "SumMetric")),
+              ("loss ()", lambda: (meta(),), ("MeanMetric", "SumMetric", "MinMetric", "MaxMetric"))]
+    configs = []
+    for class_name in ("MeanMetric", "SumMetric", "MinMetric", "MaxMetric"):
+        for label, strategy in NAN_STRATEGIES:
+            make = functools.partial(getattr(nm, class_name), nan_strategy=strategy)
+            configs += [Config(f"{class_name} {label}, {input_name}", make, make_inputs, AGGREGATOR_BUDGET)
+                        for input_name, make_inputs, takers in inputs if class_name in takers]
+    return configs
+
+
+def collection(nm, task, *extra, **options):
+    """A maker of a MetricCollection of TorchMetrics' task-specific Accuracy, Precision, Recall and
+    F1Score (and the `extra` classes, such as ConfusionMatrix), all made with `options`."""
+    names = ["Accuracy", "Precision", "Recall", "F1Score", *extra]
+    return lambda: nm.MetricCollection([getattr(nm, task + name)(**options) for name in names])
+
+
+def scores_and_labels(classes):
+    return lambda: (meta(128, classes), meta(128, dtype=torch.int64))
+
+
+def collection_configs(nm):
+    c1000 = dict(num_classes=1000)
+    rows = [
+        ("multiclass C=1000 macro, scores (128, 1000)", collection(nm, "Multiclass", **c1000), scores_and_labels(1000)),
+        ("multiclass C=1000 macro top_k=5, scores", collection(nm, "Multiclass", top_k=5, **c1000),
+         scores_and_labels(1000)),
+        ("multiclass C=1000 micro, scores", collection(nm, "Multiclass", average="micro", **c1000),
+         scores_and_labels(1000)),
+        ("multiclass C=1000 macro ignore_index=0, scores", collection(nm, "Multiclass", ignore_index=0, **c1000),
+         scores_and_labels(1000)),
+        ("multiclass C=1000 macro, labels (128,)", collection(nm, "Multiclass", **c1000),
+         lambda: (meta(128, dtype=torch.int64), meta(128, dtype=torch.int64))),
+        ("binary, scores (4096,)", collection(nm, "Binary"), lambda: (meta(4096), meta(4096, dtype=torch.int64))),
+        ("multilabel L=100 macro, scores (128, 100)", collection(nm, "Multilabel", num_labels=100),
+         lambda: (meta(128, 100), meta(128, 100, dtype=torch.int64))),
+        ("multiclass C=10 macro + ConfusionMatrix, scores (128, 10)",
+         collection(nm, "Multiclass", "ConfusionMatrix", num_classes=10), scores_and_labels(10)),
+    ]
+    return [Config(name, make, inputs, COLLECTION_BUDGET) for name, make, inputs in rows]
+
+
+def configurations():
+    """Every configuration measured (the tests check each one); imports nosync_metrics."""
+    import nosync_metrics as nm
+
+    return aggregator_configs(nm) + collection_configs(nm)
+
+
+# ---------------------------------------------------------------- measuring
+
+def failure(error, logs):
+    syncs = logs[-1].syncs if logs else []
+    if syncs:
+        return f"sync-class op {syncs[-1]} (meta has no data for it)"
+    return f"{type(error).__name__}: {str(error).splitlines()[0][:160]}"
+
+
+def measure(config):
+    """One configuration on meta: a warm-up update (not counted), then two counted ones."""
+    result = {"configuration": config.name, "budget": config.budget, "reference": config.reference, "error": None}
+    logs = []
+    try:
+        metric = config.make().to("meta")
+        inputs = config.inputs()
+        for _ in range(3):  # the first update is a warm-up: the work of a first update is not counted
+            logs.append(LaunchLog())
+            with logs[-1]:
+                metric.update(*inputs)
+    except Exception as error:  # a sync-class op raises on meta: it is reported with the rest
+        result.update(error=failure(error, logs), launching=[], syncs=[len(log.syncs) for log in logs[1:]],
+                      replay_invariant=False, budget_met=False, ops=[], first_difference=None)
+        return result
+    counted = logs[1:]
+    counts = [len(log.launching) for log in counted]
+    difference = first_difference(counted[0].signature, counted[1].signature)
+    result.update(launching=counts, syncs=[len(log.syncs) for log in counted], replay_invariant=difference is None,
+                  budget_met=max(counts) <= config.budget, ops=counted[0].launching, first_difference=difference)
+    return result
+
+
+def measure_all():
+    return [measure(config) for config in configurations()]
+
+
+def problems(results):
+    """What --check refuses: errors, sync-class ops, updates that are not replay-invariant."""
+    found = []
+    for r in results:
+        if r["error"]:
+            found.append(f"{r['configuration']}: {r['error']}")
+        elif any(r["syncs"]):
+            found.append(f"{r['configuration']}: sync-class ops {r['syncs']}")
+        elif not r["replay_invariant"]:
+            found.append(f"{r['configuration']}: not replay-invariant at {r['first_difference']}")
+    return found
+
+
+# ---------------------------------------------------------------- report
+
+def yes_no(flag):
+    return "yes" if flag else "no"
+
+
+def count_cell(counts):
+    return str(counts[0]) if len(set(counts)) == 1 else " / ".join(map(str, counts))
+
+
+def table_row(r):
+    if r["error"]:
+        return f"| {r['configuration']} | error: {r['error']} | | no | no | {r['reference'] or ''} |"
+    return (f"| {r['configuration']} | {count_cell(r['launching'])} | {count_cell(r['syncs'])} | "
+            f"{yes_no(r['replay_invariant'])} | {yes_no(r['budget_met'])} (≤ {r['budget']}) | "
+            f"{r['reference'] or ''} |")
+
+
+def markdown_table(results):
+    lines = ["| configuration | launching ops per update | sync-class ops | replay-invariant | budget met | "
+             "TorchMetrics 1.6 |", "|---|---:|---:|---|---|---|"]
+    return "\n".join(lines + [table_row(r) for r in results])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--json", help="also write the results (with each update's launching ops) here")
+    parser.add_argument("--check", action="store_true",
+                        help="exit 1 on an error, a sync-class op or an update that is not replay-invariant")
+    args = parser.parse_args()
+    results = measure_all()
+    print(markdown_table(results))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+    found = problems(results) if args.check else []
+    for problem in found:
+        print(problem, file=sys.stderr)
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,152 @@
+"""The device path, on meta tensors: every update of bench/launch_bench.py's configurations is
+replay-invariant (two consecutive updates dispatch the same ops with the same arguments, as CUDA-graph
+capture and torch.compile need) and dispatches no sync-class op; and the launch counter itself counts
+right on hand-made ATen sequences."""
+
+import contextlib
+import pathlib
+import sys
+
+import pytest
+import torch
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "bench"))
+import launch_bench  # noqa: E402
+
+CONFIGS = launch_bench.configurations()
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=[c.name for c in CONFIGS])
+def test_update_is_replay_invariant_without_sync(config):
+    result = launch_bench.measure(config)
+    assert result["error"] is None
+    assert result["syncs"] == [0, 0]
+    assert result["first_difference"] is None
+    assert result["replay_invariant"]
+    assert result["launching"][0] == result["launching"][1] > 0
+
+
+def logged(operation):
+    with launch_bench.LaunchLog() as log:
+        operation()
+    return log
+
+
+@pytest.fixture
+def x():
+    return torch.empty(8, 4, device="meta")
+
+
+def test_views_launch_nothing_and_ops_launch_one_each(x):
+    assert logged(lambda: x.add(1).mul(2).view(-1)).launching == ["aten.add.Tensor", "aten.mul.Tensor"]
+    assert logged(lambda: x.view(-1)).launching == []
+    assert logged(lambda: x[1:].t().unsqueeze(0).expand(2, 4, 7)).launching == []
+
+
+def test_reshape_of_a_strided_view_copies_once(x):
+    log = logged(lambda: x.t().reshape(-1))  # clone, then _unsafe_view of the copy (no kernel)
+    assert log.launching == ["aten.clone.default"]
+    assert [op.name for op in log.ops] == ["aten.t.default", "aten.clone.default", "aten._unsafe_view.default"]
+
+
+def test_in_place_and_out_ops_launch(x):
+    assert logged(lambda: x.add_(1)).launching == ["aten.add_.Tensor"]
+    out = torch.empty(8, 4, device="meta")
+    assert logged(lambda: torch.mul(x, 2, out=out)).launching == ["aten.mul.out"]
+
+
+def test_allocations_and_host_tensors_launch_nothing(x):
+    log = logged(lambda: (torch.empty(3, device="meta"), torch.empty_like(x), x.new_empty(2), torch.ones(3).add(1)))
+    assert log.launching == []
+    assert len(log.ops) == 5  # empty, empty_like, new_empty, ones, add: all seen, none launching
+
+
+def test_host_scalar_tensor_is_an_argument_not_a_launch(x):
+    log = logged(lambda: x.add(torch.tensor(2.0)))
+    assert log.launching == ["aten.add.Tensor"]
+    assert log.syncs == []
+
+
+def test_sync_class_ops_are_counted_even_when_meta_refuses_them(x):
+    log = launch_bench.LaunchLog()
+    with contextlib.suppress(NotImplementedError), log:  # torch 1.13 has no meta kernel for nonzero
+        x.nonzero()
+    assert log.syncs == ["aten.nonzero.default"]
+    assert log.launching == ["aten.nonzero.default"]
+
+
+def test_copies_between_host_and_device_are_sync_class(x):
+    assert logged(lambda: torch.ones(3).to("meta")).syncs == ["aten._to_copy.default"]
+    assert logged(lambda: x.to(torch.float64)).syncs == []
+    assert logged(lambda: x.to(torch.float64)).launching == ["aten._to_copy.default"]
+
+
+def test_signature_keeps_scalars_and_shapes_and_host_values(x):
+    def signature(operation):
+        return logged(operation).signature
+
+    assert signature(lambda: x.add(1)) == signature(lambda: x.add(1))
+    assert signature(lambda: x.add(1)) != signature(lambda: x.add(2))
+    assert signature(lambda: x.sum(0)) != signature(lambda: torch.empty(8, 5, device="meta").sum(0))
+    assert signature(lambda: x.add(torch.tensor(1.0))) != signature(lambda: x.add(torch.tensor(2.0)))
+    assert signature(lambda: x.add(float("nan"))) == signature(lambda: x.add(float("nan")))
+    assert signature(lambda: x.add(1))[0] == ("aten.add.Tensor", (("tensor", "torch.float32", (8, 4), "meta"), 1), ())
+
+
+def test_first_difference_names_the_op():
+    assert launch_bench.first_difference([("a", 1)], [("a", 1)]) is None
+    assert launch_bench.first_difference([("a", 1), ("b", 2)], [("a", 1), ("b", 3)]) == (1, "('b', 2)", "('b', 3)")
+    assert launch_bench.first_difference([("a", 1)], []) == (0, "('a', 1)", "None")
+
+
+def test_table_reports_counts_budget_and_reference():
+    row = {"configuration": "MeanMetric warn, value (4096,)", "launching": [39, 39], "syncs": [0, 0],
+           "replay_invariant": True, "budget": 10, "budget_met": False, "reference": "12 (2 syncs)", "error": None}
+    assert launch_bench.table_row(row) == (
+        "| MeanMetric warn, value (4096,) | 39 | 0 | yes | no (≤ 10) | 12 (2 syncs) |")
+    assert launch_bench.problems([row]) == []
+    assert launch_bench.problems([dict(row, syncs=[1, 1])]) == [
+        "MeanMetric warn, value (4096,): sync-class ops [1, 1]"]
+
+
+class ReadsBack:
+    """A metric whose update reads a value back to the host."""
+
+    def to(self, device):
+        return self
+
+    def update(self, value):
+        value.sum().item()
+
+
+class CountsOnTheHost:
+    """A metric whose update passes a host counter to a kernel: a replay would freeze the counter."""
+
+    def to(self, device):
+        self.total, self.updates = torch.zeros((), device=device), 0
+        return self
+
+    def update(self, value):
+        self.updates += 1
+        self.total.add_(value.sum(), alpha=self.updates)
+
+
+def measured(metric_class):
+    inputs = lambda: (torch.empty(4, device="meta"),)  # noqa: E731
+    return launch_bench.measure(launch_bench.Config(metric_class.__name__, metric_class, inputs, 10))
+
+
+def test_measure_reports_a_sync_class_op_as_an_error():
+    result = measured(ReadsBack)
+    assert result["error"] == "sync-class op aten._local_scalar_dense.default (meta has no data for it)"
+    assert launch_bench.problems([result]) == [
+        "ReadsBack: sync-class op aten._local_scalar_dense.default (meta has no data for it)"]
+
+
+def test_measure_finds_an_argument_that_changes_between_updates():
+    result = measured(CountsOnTheHost)
+    assert result["launching"] == [2, 2]  # sum, add_
+    assert not result["replay_invariant"]
+    scalar = "('tensor', 'torch.float32', (), 'meta')"
+    assert result["first_difference"] == (1, f"('aten.add_.Tensor', ({scalar}, {scalar}), (('alpha', 2),))",
+                                          f"('aten.add_.Tensor', ({scalar}, {scalar}), (('alpha', 3),))")
