@@ -1,6 +1,7 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -9,6 +10,8 @@
 #include <metrics/backend.h>
 #include <metrics/warning_capture.h>
 
+#include "../src/aggregation/aggregation_cpu.h"
+#include "../src/aggregation/aggregation_simd.h"
 #include "metric_contract.h"
 #include "test_support.h"
 
@@ -488,6 +491,206 @@ TEST(Aggregation, MovesBetweenDevicesWithTo) {
   mean.to(at::kCPU);
   EXPECT_EQ(mean.device(), at::Device(at::kCPU));
   EXPECT_DOUBLE_EQ(value_of(mean.compute()), 2.0);
+}
+
+// ---------------------------------------------------------------- CPU kernels vs brute force
+
+using detail::cpu::Isa;
+using detail::cpu::NanMode;
+
+const std::vector<int64_t> kLengths = {0, 1, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 255, 256};
+
+std::vector<Isa> vector_isas() {
+  std::vector<Isa> isas;
+  for (auto isa : {Isa::Avx2, Isa::Avx512}) {
+    if (detail::cpu::isa_available(isa)) isas.push_back(isa);
+  }
+  return isas;
+}
+
+// Normal values; trial 1 adds NaNs, trial 2 NaNs and infinities of both signs, trial 3 +inf only.
+at::Tensor kernel_input(int64_t n, int trial, at::ScalarType dtype, at::Generator& gen) {
+  auto x = at::randn({n}, gen, at::kDouble);
+  auto* p = x.data_ptr<double>();
+  for (int64_t i = 0; i < n; ++i) {
+    if (trial >= 1 && i % 5 == 3) p[i] = kNaN;
+    if (trial == 2 && i % 7 == 1) p[i] = i % 2 ? kInf : -kInf;
+    if (trial == 3 && i % 9 == 4) p[i] = kInf;
+  }
+  return x.to(dtype);
+}
+
+// What the sum of one block must be: every position in long double, in order.
+detail::cpu::BlockSum brute_block_sum(const at::Tensor& x, double w, NanMode mode, double replacement) {
+  const auto values = x.to(at::kDouble);
+  const auto* p = values.data_ptr<double>();
+  long double sum = 0.0L;
+  int64_t nans = 0;
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const bool nan = std::isnan(p[i]) && mode != NanMode::Keep;
+    nans += nan;
+    if (!nan) sum += static_cast<long double>(p[i]) * w;
+    if (nan && mode == NanMode::Replace) sum += replacement;
+  }
+  return {static_cast<double>(sum), nans};
+}
+
+double magnitude(const at::Tensor& x, double w) {
+  const auto finite = x.to(at::kDouble).nan_to_num(0.0, 0.0, 0.0);
+  return finite.abs().sum().item<double>() * std::abs(w) + 1.0;
+}
+
+TEST(AggregationKernels, BlockSumMatchesBruteForceOnEveryLengthModeAndIsa) {
+  auto gen = generator(11);
+  for (auto isa : vector_isas()) {
+    for (auto dtype : {at::kFloat, at::kDouble}) {
+      for (int64_t n : kLengths) {
+        for (int trial = 0; trial < 4; ++trial) {
+          const auto x = kernel_input(n, trial, dtype, gen);
+          for (auto mode : {NanMode::Keep, NanMode::Drop, NanMode::Replace}) {
+            for (double w : {1.0, 0.25, -3.0, 0.0}) {
+              const auto expected = brute_block_sum(x, w, mode, 2.5);
+              const auto got = dtype == at::kFloat ? sum_block(x.data_ptr<float>(), n, w, mode, 2.5, isa)
+                                                   : sum_block(x.data_ptr<double>(), n, w, mode, 2.5, isa);
+              const auto where = ::testing::Message() << "isa=" << static_cast<int>(isa) << " dtype=" << dtype
+                                                      << " n=" << n << " trial=" << trial << " w=" << w
+                                                      << " mode=" << static_cast<int>(mode);
+              EXPECT_EQ(got.nans, expected.nans) << where;
+              if (std::isfinite(expected.sum)) {
+                EXPECT_NEAR(got.sum, expected.sum, 1e-15 * magnitude(x, w)) << where;
+              } else {
+                EXPECT_TRUE(got.sum == expected.sum || (std::isnan(got.sum) && std::isnan(expected.sum)))
+                    << where << ": " << got.sum << " vs " << expected.sum;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(AggregationKernels, ExtremumMatchesBruteForceOnEveryLengthAndIsa) {
+  auto gen = generator(12);
+  auto lengths = kLengths;
+  lengths.insert(lengths.end(), {127, 128, 129, 1000, 4099});
+  for (auto isa : vector_isas()) {
+    for (int64_t n : lengths) {
+      for (int trial = 0; trial < 5; ++trial) {
+        auto x = kernel_input(n, std::min(trial, 3), at::kFloat, gen);
+        if (trial == 4) x.fill_(kNaN);
+        const auto* p = x.data_ptr<float>();
+        for (bool is_max : {false, true}) {
+          float expected = is_max ? -INFINITY : INFINITY;
+          int64_t nans = 0;
+          for (int64_t i = 0; i < n; ++i) {
+            nans += std::isnan(p[i]);
+            if (!std::isnan(p[i])) expected = is_max ? std::max(expected, p[i]) : std::min(expected, p[i]);
+          }
+          const auto got = detail::cpu::extremum_values(p, n, is_max, isa);
+          EXPECT_EQ(got.value, expected) << "isa=" << static_cast<int>(isa) << " n=" << n << " trial=" << trial;
+          EXPECT_EQ(got.nans, nans) << "isa=" << static_cast<int>(isa) << " n=" << n << " trial=" << trial;
+        }
+      }
+    }
+  }
+}
+
+const std::vector<NanPolicy> kPolicies = {NanPolicy::error(), NanPolicy::warn(), NanPolicy::ignore(),
+                                          NanPolicy::disable(), NanPolicy::replace(2.5)};
+
+// The rules of one batch, position by position: a NaN value or weight, or an infinite weight, is
+// bad; bad positions are counted by kind and dropped, or replaced (value r, weight 1).
+detail::cpu::WeightedBatch brute_weighted_sum(const at::Tensor& x, const at::Tensor& w, const NanPolicy& policy) {
+  const auto xs = x.to(at::kDouble), ws = w.to(at::kDouble);
+  long double sx = 0.0L, sw = 0.0L;
+  detail::cpu::WeightedBatch batch;
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    double v = xs.data_ptr<double>()[i], u = ws.data_ptr<double>()[i];
+    const bool nan = std::isnan(v) || std::isnan(u);
+    if (policy.checks() && (nan || std::isinf(u))) {
+      if (policy.strategy != NanStrategy::Replace) {
+        batch.nan_positions += nan;
+        batch.infinite_weights += !nan;
+        continue;
+      }
+      v = policy.replacement, u = 1.0;
+    }
+    sx += static_cast<long double>(v) * u;
+    sw += u;
+  }
+  batch.weighted_sum = static_cast<double>(sx);
+  batch.weight_sum = static_cast<double>(sw);
+  return batch;
+}
+
+void expect_same_sum(double got, double expected, double scale, const ::testing::Message& where) {
+  if (std::isnan(expected)) {
+    EXPECT_TRUE(std::isnan(got)) << where << ": " << got;
+  } else if (std::isinf(expected)) {
+    EXPECT_EQ(got, expected) << where;
+  } else {
+    EXPECT_NEAR(got, expected, 1e-14 * scale) << where;
+  }
+}
+
+TEST(AggregationKernels, WeightedSumKeepsEveryPolicyWithHostAndTensorWeights) {
+  auto gen = generator(13);
+  for (int64_t n : {0, 1, 7, 8, 9, 31, 33, 257, 1000}) {
+    for (int trial = 0; trial < 4; ++trial) {
+      const auto x = kernel_input(n, trial, at::kFloat, gen);
+      auto w = at::rand({n}, gen, at::kDouble) * 4 - 1;  // negative weights are valid
+      if (n > 4) w[1] = kNaN, w[2] = kInf, w[3] = -kInf;
+      for (const auto& policy : kPolicies) {
+        for (double scalar : {1.0, 0.5, kNaN, kInf}) {
+          const auto where = ::testing::Message() << "n=" << n << " trial=" << trial << " weight=" << scalar
+                                                  << " policy=" << static_cast<int>(policy.strategy);
+          const auto got = detail::cpu::weighted_sum(x, nullptr, scalar, policy);
+          const auto expected = brute_weighted_sum(x, at::full({n}, scalar, at::kDouble), policy);
+          const double scale = std::isfinite(scalar) ? scalar : 1.0;
+          expect_same_sum(got.weighted_sum, expected.weighted_sum, magnitude(x, scale), where);
+          expect_same_sum(got.weight_sum, expected.weight_sum, n * scale + 1, where);
+          EXPECT_EQ(got.nan_positions, expected.nan_positions) << where;
+          EXPECT_EQ(got.infinite_weights, expected.infinite_weights) << where;
+        }
+        const auto got = detail::cpu::weighted_sum(x, &w, 1.0, policy);
+        const auto expected = brute_weighted_sum(x, w, policy);
+        expect_same_sum(got.weighted_sum, expected.weighted_sum, magnitude(x, 4.0) * n, ::testing::Message() << n);
+        EXPECT_EQ(got.nan_positions, expected.nan_positions);
+        EXPECT_EQ(got.infinite_weights, expected.infinite_weights);
+      }
+    }
+  }
+}
+
+TEST(AggregationKernels, ExtremumKeepsEveryPolicyForFloat32AndFloat64) {
+  auto gen = generator(14);
+  for (int64_t n : {1, 7, 8, 9, 31, 33, 1000}) {
+    for (int trial = 0; trial < 3; ++trial) {
+      for (auto dtype : {at::kFloat, at::kDouble}) {
+        const auto x = kernel_input(n, trial, dtype, gen);
+        const auto xs = x.to(at::kDouble);
+        for (const auto& policy : kPolicies) {
+          for (bool is_max : {false, true}) {
+            double expected = is_max ? -kInf : kInf;
+            int64_t nans = 0;
+            for (int64_t i = 0; i < n; ++i) {
+              double v = xs.data_ptr<double>()[i];
+              nans += std::isnan(v);
+              if (std::isnan(v) && policy.strategy == NanStrategy::Replace) v = policy.replacement;
+              if (!std::isnan(v)) expected = is_max ? std::max(expected, v) : std::min(expected, v);
+            }
+            const auto got = detail::cpu::extremum(x, is_max, policy);
+            const auto where = ::testing::Message() << "n=" << n << " trial=" << trial << " dtype=" << dtype
+                                                    << " policy=" << static_cast<int>(policy.strategy);
+            EXPECT_EQ(got.value, expected) << where;
+            EXPECT_EQ(got.saw_nan, !policy.checks() && nans > 0) << where;
+            EXPECT_EQ(got.nan_positions, policy.drops() ? nans : 0) << where;
+          }
+        }
+      }
+    }
+  }
 }
 
 // ---------------------------------------------------------------- contract cases

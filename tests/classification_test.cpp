@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -10,6 +11,7 @@
 #include <metrics/classification.h>
 #include <metrics/sync_counter.h>
 
+#include "../src/classification/entry_counts_simd.h"
 #include "test_support.h"
 
 namespace metrics {
@@ -422,6 +424,116 @@ TEST(ClassificationMerge, RefusesEveryOptionThatChangesMeaning) {
   FBetaScore beta_half(0.5, o), beta_two(2.0, o);
   EXPECT_THROWS_WITH(beta_half.merge(beta_two), c10::ValueError, "beta=2");
 }
+
+// ---------------------------------------------------------------- CPU kernels vs brute force
+
+using detail::cpu::Isa;
+
+std::vector<Isa> vector_isas() {
+  std::vector<Isa> isas;
+  for (auto isa : {Isa::Avx2, Isa::Avx512}) {
+    if (detail::cpu::isa_available(isa)) isas.push_back(isa);
+  }
+  return isas;
+}
+
+// Scores in [0, 1) or logits; 0/1 targets. Trials 2.. spoil one entry of the counted block: a
+// target of 2, -1 or 2^32 (whose low half is 0), a NaN or an infinite score.
+std::pair<at::Tensor, at::Tensor> kernel_batch(int64_t rows, int64_t stride, int64_t width, int trial,
+                                               at::Generator& gen) {
+  auto preds = trial == 1 ? at::randn({rows, stride}, gen) : at::rand({rows, stride}, gen);
+  auto target = at::randint(2, {rows, stride}, gen, at::kLong);
+  if (trial >= 2 && rows > 0 && width > 0) {
+    const int64_t r = rows / 2, c = width - 1;
+    const int64_t bad_targets[] = {2, -1, int64_t{1} << 32};
+    const float bad_scores[] = {NAN, INFINITY};
+    if (trial <= 4) target[r][c] = bad_targets[trial - 2];
+    if (trial >= 5) preds[r][c] = bad_scores[trial - 5];
+  }
+  return {preds, target};
+}
+
+TEST(ClassificationKernels, CountLabelsMatchesBruteForceOnEveryWidthAndIsa) {
+  auto gen = testing::generator(21);
+  const float thresholds[2] = {0.5f, 0.3f};
+  for (auto isa : vector_isas()) {
+    const int64_t lanes = detail::cpu::label_lanes(isa);
+    for (int64_t rows : {0, 1, 7, 8, 9, 31, 33, 100}) {
+      for (int64_t stride : {lanes, int64_t{3}, int64_t{17}, int64_t{100}}) {
+        for (int64_t width : {int64_t{0}, int64_t{1}, std::min(stride, lanes) - 1, std::min(stride, lanes)}) {
+          for (int trial = 0; trial < 7; ++trial) {
+            const auto [preds, target] = kernel_batch(rows, stride, width, trial, gen);
+            std::vector<int64_t> sums(5 * lanes, 0), expected(5 * lanes, 0);
+            const auto at = [&](std::vector<int64_t>& v) {
+              int64_t* p = v.data();
+              return detail::cpu::LabelSums{p, {p + lanes, p + 2 * lanes}, {p + 3 * lanes, p + 4 * lanes}};
+            };
+            const auto scan = detail::cpu::count_labels(preds.data_ptr<float>(), target.data_ptr<int64_t>(), rows,
+                                                        stride, width, thresholds, isa, at(sums));
+            bool clean = true, logits = false;
+            const auto e = at(expected);
+            for (int64_t r = 0; r < rows; ++r) {
+              for (int64_t l = 0; l < width; ++l) {
+                const float x = preds[r][l].item<float>();
+                const int64_t t = target[r][l].item<int64_t>();
+                clean = clean && (t == 0 || t == 1) && std::isfinite(x);
+                logits = logits || x < 0 || x > 1;
+                e.positives[l] += t;
+                for (int k = 0; k < 2; ++k) {
+                  e.predicted[k][l] += x > thresholds[k];
+                  e.both[k][l] += (x > thresholds[k]) * t;
+                }
+              }
+            }
+            const auto where = ::testing::Message() << "isa=" << static_cast<int>(isa) << " rows=" << rows
+                                                    << " stride=" << stride << " width=" << width << " trial=" << trial;
+            EXPECT_EQ(scan.clean, clean) << where;
+            if (!clean) continue;
+            EXPECT_EQ(scan.logits, logits) << where;
+            EXPECT_EQ(sums, expected) << where;
+          }
+        }
+      }
+    }
+  }
+}
+
+// Random streams with every kind of bad input: the CPU path (vector kernels for clean float32
+// batches, the scalar loop for the rest) and the ATen path keep the same state.
+TEST(ClassificationKernels, CpuAndAtenPathsAgreeOnBinaryAndMultilabelStreams) {
+  auto gen = testing::generator(22);
+  for (const auto& base : {Opts::binary(), Opts::binary(0.3), Opts::multilabel(5), Opts::multilabel(37, 0.7)}) {
+    for (auto ignore : {c10::optional<int64_t>(), c10::optional<int64_t>(-1), c10::optional<int64_t>(1)}) {
+      for (bool weighted : {false, true}) {
+        const auto o = Opts(base).ignore_index(ignore).weighted(weighted);
+        ConfusionMatrix cpu(o), aten(o);
+        for (int64_t n : {0, 1, 7, 8, 9, 31, 33, 1000}) {
+          for (int trial = 0; trial < 6; ++trial) {
+            const auto shape = o.task() == Task::Binary ? std::vector<int64_t>{n} : std::vector<int64_t>{n, o.num_classes()};
+            auto preds = trial % 2 ? at::randn(shape, gen) * 3 : at::rand(shape, gen);
+            auto target = at::randint(2, shape, gen, at::kLong);
+            auto flat_p = preds.view({-1});
+            auto flat_t = target.view({-1});
+            if (trial == 2 && n > 3) flat_t[1] = 2, flat_t[2] = -1, flat_t[3] = int64_t{1} << 32;
+            if (trial == 3 && n > 3) flat_p[1] = NAN, flat_p[2] = INFINITY, flat_p[3] = -INFINITY;
+            if (trial == 4) preds = preds.to(at::kDouble);
+            c10::optional<at::Tensor> weight;
+            if (weighted) weight = at::rand({n}, gen, at::kDouble);
+            if (weighted && n > 2) (*weight)[1] = kNaN, (*weight)[2] = -1.0;
+            cpu.update(preds, target, weight);
+            {
+              ForceAtenPath force;
+              aten.update(preds, target, weight);
+            }
+            ASSERT_TRUE(states_equal(cpu.state_dict(), aten.state_dict(), weighted ? 1e-12 : 0.0))
+                << cpu.options_text() << " n=" << n << " trial=" << trial;
+          }
+        }
+      }
+    }
+  }
+}
+
 
 }  // namespace
 }  // namespace metrics

@@ -1,19 +1,20 @@
 #include "aggregation_cpu.h"
 
+#include "aggregation_simd.h"
+
 #include <ATen/Dispatch.h>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 namespace metrics::detail::cpu {
 namespace {
 
-enum class Mode { Disable, Drop, Replace };
-
-Mode mode_of(const NanPolicy& policy) {
-  if (!policy.checks()) return Mode::Disable;
-  return policy.strategy == NanStrategy::Replace ? Mode::Replace : Mode::Drop;
+NanMode mode_of(const NanPolicy& policy) {
+  if (!policy.checks()) return NanMode::Keep;
+  return policy.strategy == NanStrategy::Replace ? NanMode::Replace : NanMode::Drop;
 }
 
 struct ScalarWeight {
@@ -39,14 +40,14 @@ inline void two_sum(T& sum, T& compensation, T x) {
 }
 
 // A NaN value or weight, or an infinite weight, is bad: dropped and counted by kind, or replaced.
-template <Mode mode>
+template <NanMode mode>
 inline void accumulate_one(double x, double w, double replacement, double& sx, double& sw, int64_t& nans,
                            int64_t& infinite_weights) {
-  if constexpr (mode != Mode::Disable) {
+  if constexpr (mode != NanMode::Keep) {
     const bool nan = std::isnan(x) || std::isnan(w);
     const bool infinite = std::isinf(w);
     const bool bad = nan || infinite;
-    if constexpr (mode == Mode::Replace) {
+    if constexpr (mode == NanMode::Replace) {
       x = bad ? replacement : x;
       w = bad ? 1.0 : w;
     } else {
@@ -60,58 +61,89 @@ inline void accumulate_one(double x, double w, double replacement, double& sx, d
   sw += w;
 }
 
-// Four independent lanes keep the additions from waiting on each other. Lanes sum blocks of
-// kBlock entries; block sums are added with TwoSum, so the error does not grow with the batch
-// (torch.sum's pairwise sum grows as its log; a plain running sum, linearly).
-template <Mode mode, typename T, typename Weight>
-WeightedBatch sum_span(const T* x, Weight weight, int64_t n, double replacement) {
-  constexpr int64_t kLanes = 4;
-  constexpr int64_t kBlock = 256;
-  double total_x = 0.0, error_x = 0.0, total_w = 0.0, error_w = 0.0;
-  int64_t nans[kLanes] = {}, infinite[kLanes] = {};
-  for (int64_t start = 0; start < n; start += kBlock) {
-    const int64_t end = std::min(n, start + kBlock);
-    double sx[kLanes] = {}, sw[kLanes] = {};
-    int64_t i = start;
-    for (; i + kLanes <= end; i += kLanes) {
-      for (int64_t l = 0; l < kLanes; ++l) {
-        accumulate_one<mode>(static_cast<double>(x[i + l]), weight(i + l), replacement, sx[l], sw[l], nans[l],
-                             infinite[l]);
-      }
-    }
-    for (; i < end; ++i) {
-      accumulate_one<mode>(static_cast<double>(x[i]), weight(i), replacement, sx[0], sw[0], nans[0], infinite[0]);
-    }
-    two_sum(total_x, error_x, (sx[0] + sx[1]) + (sx[2] + sx[3]));
-    two_sum(total_w, error_w, (sw[0] + sw[1]) + (sw[2] + sw[3]));
+// Blocks of kSumBlock entries: lanes sum within a block, and block sums are added with TwoSum, so
+// the error does not grow with the batch (torch.sum's pairwise sum grows as its log; a plain
+// running sum, linearly). `sum_block(start, end)` gives one block's sums and bad entries.
+template <typename SumBlock>
+WeightedBatch sum_blocks(int64_t n, SumBlock sum_block) {
+  WeightedBatch batch;
+  double error_x = 0.0, error_w = 0.0;
+  for (int64_t start = 0; start < n; start += kSumBlock) {
+    const WeightedBatch block = sum_block(start, std::min(n, start + kSumBlock));
+    two_sum(batch.weighted_sum, error_x, block.weighted_sum);
+    two_sum(batch.weight_sum, error_w, block.weight_sum);
+    batch.nan_positions += block.nan_positions;
+    batch.infinite_weights += block.infinite_weights;
   }
-  return {total_x + error_x, total_w + error_w, nans[0] + nans[1] + nans[2] + nans[3],
+  batch.weighted_sum += error_x;
+  batch.weight_sum += error_w;
+  return batch;
+}
+
+// Any weights, any floating dtype: four independent lanes keep the additions from waiting on
+// each other.
+template <NanMode mode, typename T, typename Weight>
+WeightedBatch scalar_block(const T* x, Weight weight, int64_t start, int64_t end, double replacement) {
+  constexpr int64_t kLanes = 4;
+  double sx[kLanes] = {}, sw[kLanes] = {};
+  int64_t nans[kLanes] = {}, infinite[kLanes] = {};
+  int64_t i = start;
+  for (; i + kLanes <= end; i += kLanes) {
+    for (int64_t l = 0; l < kLanes; ++l) {
+      accumulate_one<mode>(static_cast<double>(x[i + l]), weight(i + l), replacement, sx[l], sw[l], nans[l],
+                           infinite[l]);
+    }
+  }
+  for (; i < end; ++i) {
+    accumulate_one<mode>(static_cast<double>(x[i]), weight(i), replacement, sx[0], sw[0], nans[0], infinite[0]);
+  }
+  return {(sx[0] + sx[1]) + (sx[2] + sx[3]), (sw[0] + sw[1]) + (sw[2] + sw[3]), nans[0] + nans[1] + nans[2] + nans[3],
           infinite[0] + infinite[1] + infinite[2] + infinite[3]};
+}
+
+template <NanMode mode, typename T, typename Weight>
+WeightedBatch sum_span(const T* x, Weight weight, int64_t n, double replacement) {
+  return sum_blocks(n, [&](int64_t start, int64_t end) {
+    return scalar_block<mode>(x, weight, start, end, replacement);
+  });
 }
 
 template <typename T, typename Weight>
 WeightedBatch sum_span(const T* x, Weight weight, int64_t n, const NanPolicy& policy) {
   switch (mode_of(policy)) {
-    case Mode::Disable:
-      return sum_span<Mode::Disable>(x, weight, n, policy.replacement);
-    case Mode::Replace:
-      return sum_span<Mode::Replace>(x, weight, n, policy.replacement);
-    case Mode::Drop:
+    case NanMode::Keep:
+      return sum_span<NanMode::Keep>(x, weight, n, policy.replacement);
+    case NanMode::Replace:
+      return sum_span<NanMode::Replace>(x, weight, n, policy.replacement);
+    case NanMode::Drop:
       break;
   }
-  return sum_span<Mode::Drop>(x, weight, n, policy.replacement);
+  return sum_span<NanMode::Drop>(x, weight, n, policy.replacement);
 }
 
-template <bool is_max, Mode mode, typename T>
+// float32 or float64 values and one finite host weight `w`, with the vector kernel: every entry
+// not dropped weighs w, but a replaced NaN weighs 1.
+template <typename T>
+WeightedBatch vector_sum(const T* x, double w, int64_t n, const NanPolicy& policy, Isa isa) {
+  const NanMode mode = mode_of(policy);
+  return sum_blocks(n, [&](int64_t start, int64_t end) {
+    const auto block = sum_block(x + start, end - start, w, mode, policy.replacement, isa);
+    const auto kept = static_cast<double>(end - start - block.nans);
+    if (mode == NanMode::Replace) return WeightedBatch{block.sum, kept * w + static_cast<double>(block.nans), 0, 0};
+    return WeightedBatch{block.sum, kept * w, block.nans, 0};
+  });
+}
+
+template <bool is_max, NanMode mode, typename T>
 ExtremumBatch extremum_span(const T* x, int64_t n, double replacement) {
   ExtremumBatch batch{is_max ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity()};
   for (int64_t i = 0; i < n; ++i) {
     double v = static_cast<double>(x[i]);
     if (std::isnan(v)) {
-      if constexpr (mode == Mode::Disable) {
+      if constexpr (mode == NanMode::Keep) {
         batch.saw_nan = true;
         continue;
-      } else if constexpr (mode == Mode::Replace) {
+      } else if constexpr (mode == NanMode::Replace) {
         v = replacement;
       } else {
         ++batch.nan_positions;
@@ -126,19 +158,38 @@ ExtremumBatch extremum_span(const T* x, int64_t n, double replacement) {
 template <bool is_max, typename T>
 ExtremumBatch extremum_span(const T* x, int64_t n, const NanPolicy& policy) {
   switch (mode_of(policy)) {
-    case Mode::Disable:
-      return extremum_span<is_max, Mode::Disable>(x, n, policy.replacement);
-    case Mode::Replace:
-      return extremum_span<is_max, Mode::Replace>(x, n, policy.replacement);
-    case Mode::Drop:
+    case NanMode::Keep:
+      return extremum_span<is_max, NanMode::Keep>(x, n, policy.replacement);
+    case NanMode::Replace:
+      return extremum_span<is_max, NanMode::Replace>(x, n, policy.replacement);
+    case NanMode::Drop:
       break;
   }
-  return extremum_span<is_max, Mode::Drop>(x, n, policy.replacement);
+  return extremum_span<is_max, NanMode::Drop>(x, n, policy.replacement);
 }
 
 template <typename T>
 ExtremumBatch extremum_span(const T* x, int64_t n, bool is_max, const NanPolicy& policy) {
   return is_max ? extremum_span<true>(x, n, policy) : extremum_span<false>(x, n, policy);
+}
+
+// The vector kernel's extremum of the non-NaN values, and its NaN count, read under `policy`.
+ExtremumBatch vector_extremum(const float* x, int64_t n, bool is_max, const NanPolicy& policy, Isa isa) {
+  const auto span = extremum_values(x, n, is_max, isa);
+  ExtremumBatch batch{static_cast<double>(span.value)};
+  switch (mode_of(policy)) {
+    case NanMode::Keep:
+      batch.saw_nan = span.nans > 0;
+      break;
+    case NanMode::Drop:
+      batch.nan_positions = span.nans;
+      break;
+    case NanMode::Replace:
+      if (span.nans > 0) batch.value = is_max ? std::max(batch.value, policy.replacement)
+                                              : std::min(batch.value, policy.replacement);
+      break;
+  }
+  return batch;
 }
 
 }  // namespace
@@ -148,6 +199,13 @@ WeightedBatch weighted_sum(const at::Tensor& value, const at::Tensor* weight, do
   const auto n = value.numel();
   return AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, value.scalar_type(), "weighted_sum", [&] {
     const auto* x = value.data_ptr<scalar_t>();
+    constexpr bool vector_dtype = std::is_same_v<scalar_t, float> || std::is_same_v<scalar_t, double>;
+    if constexpr (vector_dtype) {
+      const auto isa = best_isa();
+      if (weight == nullptr && std::isfinite(weight_scalar) && isa != Isa::Scalar) {
+        return vector_sum(x, weight_scalar, n, policy, isa);
+      }
+    }
     if (weight == nullptr) return sum_span(x, ScalarWeight{weight_scalar}, n, policy);
     return AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, weight->scalar_type(), "weighted_sum", [&] {
       return sum_span(x, SpanWeight<scalar_t>{weight->data_ptr<scalar_t>()}, n, policy);
@@ -156,6 +214,10 @@ WeightedBatch weighted_sum(const at::Tensor& value, const at::Tensor* weight, do
 }
 
 ExtremumBatch extremum(const at::Tensor& value, bool is_max, const NanPolicy& policy) {
+  const auto isa = best_isa();
+  if (value.scalar_type() == at::kFloat && isa != Isa::Scalar) {
+    return vector_extremum(value.data_ptr<float>(), value.numel(), is_max, policy, isa);
+  }
   return AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, value.scalar_type(), "extremum", [&] {
     return extremum_span(value.data_ptr<scalar_t>(), value.numel(), is_max, policy);
   });

@@ -4,12 +4,14 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <type_traits>
 #include <vector>
 
 #include "argmax_cpu.h"
+#include "entry_counts_simd.h"
 #include "kernels.h"
 
 namespace metrics::detail::cpu {
@@ -164,11 +166,116 @@ inline Entry<count_t> judge(int64_t t, T x, T threshold, const double* weight, i
           valid && !target_ok, valid && !pred_ok, valid && !weight_ok};
 }
 
+// Scores outside [0, 1] anywhere in the batch make it logits (TorchMetrics decides per batch),
+// thresholded at logit(threshold).
+template <typename T>
+T score_threshold(const ClassificationOptions& o, bool logits) {
+  return static_cast<T>(logits ? std::log(o.threshold() / (1.0 - o.threshold())) : o.threshold());
+}
+
+// The unweighted cells of a sink. A label's four cells follow from its kept entries, positives,
+// predicted entries and true positives.
+struct Cells {
+  int64_t *tp, *fp, *tn, *fn;
+  explicit Cells(CountSink& sink)
+      : tp(sink.tp.data_ptr<int64_t>()),
+        fp(sink.fp.data_ptr<int64_t>()),
+        tn(sink.tn.data_ptr<int64_t>()),
+        fn(sink.fn.data_ptr<int64_t>()) {}
+  void add(int64_t l, int64_t kept, int64_t positives, int64_t predicted, int64_t both) {
+    tp[l] += both;
+    fp[l] += predicted - both;
+    fn[l] += positives - both;
+    tn[l] += kept - positives - predicted + both;
+  }
+};
+
+// The sums count_labels adds to, per label, zeroed, in storage kept between updates.
+class LabelScratch {
+ public:
+  explicit LabelScratch(int64_t labels) : storage_(buffer()), labels_(labels) { storage_.assign(5 * labels, 0); }
+  LabelSums at(int64_t first) {
+    int64_t* p = storage_.data() + first;
+    return {p, {p + labels_, p + 2 * labels_}, {p + 3 * labels_, p + 4 * labels_}};
+  }
+
+ private:
+  static std::vector<int64_t>& buffer() {
+    thread_local std::vector<int64_t> b;
+    return b;
+  }
+  std::vector<int64_t>& storage_;
+  int64_t labels_;
+};
+
+// Every label's cells from the sums under the threshold the batch chose.
+void add_labels(CountSink& sink, const LabelSums& sums, int64_t labels, int64_t kept, bool logits) {
+  Cells cells(sink);
+  for (int64_t l = 0; l < labels; ++l) {
+    cells.add(l, kept, sums.positives[l], sums.predicted[logits][l], sums.both[logits][l]);
+  }
+}
+
+// The entries as rows of `lanes` columns; the columns' sums add up to the one label's.
+bool count_clean_binary(const float* preds, const int64_t* target, int64_t entries, const float (&thresholds)[2],
+                        Isa isa, CountSink& sink) {
+  const int64_t lanes = label_lanes(isa);
+  const int64_t whole = entries / lanes * lanes;
+  LabelScratch scratch(lanes);
+  const auto sums = scratch.at(0);
+  const auto rows = count_labels(preds, target, entries / lanes, lanes, lanes, thresholds, isa, sums);
+  const auto tail = count_labels(preds + whole, target + whole, 1, lanes, entries - whole, thresholds, isa, sums);
+  if (!rows.clean || !tail.clean) return false;
+  for (int64_t l = 1; l < lanes; ++l) {
+    sums.positives[0] += sums.positives[l];
+    for (int k = 0; k < 2; ++k) sums.predicted[k][0] += sums.predicted[k][l], sums.both[k][0] += sums.both[k][l];
+  }
+  add_labels(sink, sums, 1, entries, rows.logits || tail.logits);
+  return true;
+}
+
+// Column blocks of `lanes` labels, each over every row; nothing reaches the state until every
+// block is found clean.
+bool count_clean_multilabel(const float* preds, const int64_t* target, int64_t rows, int64_t labels,
+                            const float (&thresholds)[2], Isa isa, CountSink& sink) {
+  const int64_t lanes = label_lanes(isa);
+  LabelScratch scratch(labels);
+  bool logits = false;
+  for (int64_t first = 0; first < labels; first += lanes) {
+    const int64_t width = std::min(lanes, labels - first);
+    const auto scan = count_labels(preds + first, target + first, rows, labels, width, thresholds, isa,
+                                   scratch.at(first));
+    if (!scan.clean) return false;
+    logits = logits || scan.logits;
+  }
+  add_labels(sink, scratch.at(0), labels, rows, logits);
+  return true;
+}
+
+// Unweighted float32 scores, with the vector kernels: a clean batch (finite scores, every target
+// 0 or 1, so none is the ignore_index) has no bad entry, and each label's four cells follow from
+// three counts. Any other batch returns false with the state untouched, for the scalar loop.
+bool count_clean_entries(const ClassificationBatch& batch, const ClassificationOptions& o, CountSink& sink) {
+  const Isa isa = best_isa();
+  const auto ignore = o.ignore_index();
+  if (isa == Isa::Scalar || batch.weight || (ignore && (*ignore == 0 || *ignore == 1))) return false;
+  const auto* preds = batch.preds.data_ptr<float>();
+  const auto* target = batch.target.data_ptr<int64_t>();
+  const int64_t entries = batch.target.numel();
+  const float thresholds[2] = {score_threshold<float>(o, false), score_threshold<float>(o, true)};
+  if (o.task() == Task::Binary) return count_clean_binary(preds, target, entries, thresholds, isa, sink);
+  const int64_t labels = o.num_classes();
+  return count_clean_multilabel(preds, target, entries / labels, labels, thresholds, isa, sink);
+}
+
 // Binary (L = 1) and multilabel entries: each (row, label) is a binary prediction of its label.
 // Branch-free, with the four cells as separate sums: binary into registers, multilabel into
 // label-contiguous state arrays the compiler can vectorize over.
 template <typename count_t, typename T>
 BadInputCounts count_entries(const ClassificationBatch& batch, const ClassificationOptions& o, CountSink& sink) {
+  if constexpr (std::is_same_v<count_t, int64_t> && std::is_same_v<T, float>) {
+    if (count_clean_entries(batch, o, sink)) return {};
+  }
   const auto entries = batch.target.numel();
   const int64_t labels = o.task() == Task::Binary ? 1 : o.num_classes();
   const int64_t rows = entries / labels;
@@ -179,12 +286,11 @@ BadInputCounts count_entries(const ClassificationBatch& batch, const Classificat
   const bool has_ignore = o.ignore_index().has_value();
   const int64_t ignore = o.ignore_index().value_or(0);
 
-  // Scores outside [0, 1] anywhere in the batch make it logits (TorchMetrics decides per batch).
   T threshold = static_cast<T>(o.threshold());
   if constexpr (std::is_floating_point_v<T>) {
     int64_t outside = 0;  // an integer count vectorizes where a bool OR does not
     for (int64_t i = 0; i < entries; ++i) outside += (preds[i] < 0) | (preds[i] > 1);
-    if (outside > 0) threshold = static_cast<T>(std::log(o.threshold() / (1.0 - o.threshold())));
+    threshold = score_threshold<T>(o, outside > 0);
   }
   count_t* __restrict tp = sink.tp.data_ptr<count_t>();
   count_t* __restrict fp = sink.fp.data_ptr<count_t>();

@@ -1,0 +1,41 @@
+#pragma once
+
+// Vector kernels (AVX2 and AVX-512) of the binary and multilabel CPU path, for unweighted float32
+// scores and int64 targets. One pass counts each label under both thresholds the batch may need
+// (TorchMetrics decides per batch whether scores are probabilities or logits) and finds the
+// scores' range, which decides it. They count clean batches only (finite scores, targets 0 or 1)
+// and say when a batch is not; the scalar loop in classification_cpu.cpp judges those entry by
+// entry.
+
+#include <cstdint>
+
+#include "../cpu_isa.h"
+
+namespace metrics::detail::cpu {
+
+/// The most labels one count_labels call takes: the lanes of one vector, 16 (AVX-512) or 8 (AVX2).
+int64_t label_lanes(Isa isa);
+
+/// Per-label sums count_labels adds to: entries whose target is 1; and, for the probability
+/// threshold [0] and the logit threshold [1], entries scored above it and entries that are both
+/// (the true positives).
+struct LabelSums {
+  int64_t* positives;
+  int64_t* predicted[2];
+  int64_t* both[2];
+};
+
+/// What count_labels saw: whether every target was 0 or 1 and every score finite (if not, the
+/// sums mean nothing), and whether a score lies outside [0, 1] (the batch is then logits).
+struct LabelScan {
+  bool clean = true;
+  bool logits = false;
+};
+
+/// Adds to `sums`[0, width) the labels [0, width) of `rows` rows, row r at preds + r * stride and
+/// target + r * stride; width <= label_lanes(isa). A score counts as predicted when it is greater
+/// than the threshold: thresholds[0] (probabilities) or thresholds[1] (logits).
+LabelScan count_labels(const float* preds, const int64_t* target, int64_t rows, int64_t stride, int64_t width,
+                       const float (&thresholds)[2], Isa isa, const LabelSums& sums);
+
+}  // namespace metrics::detail::cpu
