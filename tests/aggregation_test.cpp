@@ -399,6 +399,31 @@ TEST(AggregationPrecision, TenMillionScalarUpdates) {
   EXPECT_LE(ours, 1e-15);
 }
 
+// The device path compensates across updates too: 0.1 added 1e5 times to 1e8, where each plain
+// float64 addition rounds 0.1 to a multiple of 2^-26 (about 6e-12 relative after all of them).
+TEST(AggregationPrecision, DevicePathCompensatesAcrossUpdates) {
+  ForceAtenPath aten;
+  Sum sum;
+  Mean mean;
+  sum.update(at::tensor(1e8, at::kDouble));
+  mean.update(at::tensor(1e8, at::kDouble));
+  constexpr int kUpdates = 100000;
+  double naive = 1e8;
+  const auto tenth = at::tensor(0.1, at::kDouble);
+  for (int i = 0; i < kUpdates; ++i) {
+    sum.update(tenth);
+    mean.update(tenth);
+    naive += 0.1;
+  }
+  const long double exact = 1e8L + kUpdates * static_cast<long double>(0.1);  // the double nearest 0.1
+  const auto relative_error = [](long double v, long double want) {
+    return static_cast<double>(std::abs((v - want) / want));
+  };
+  EXPECT_LE(relative_error(value_of(sum.compute()), exact), 1e-15);
+  EXPECT_LE(relative_error(value_of(mean.compute()), exact / (kUpdates + 1)), 1e-15);
+  EXPECT_GT(relative_error(naive, exact), 1e-12);  // what the compensation is for
+}
+
 // ---------------------------------------------------------------- integer and bool input
 
 TEST(Aggregation, IntegerAndBoolValuesAndWeightsCountAsFloat64) {
