@@ -12,6 +12,7 @@
 #include <cmath>
 #include <limits>
 #include <utility>
+#include <vector>
 
 #include <metrics/backend.h>
 
@@ -24,7 +25,7 @@ namespace {
 
 // The state's scratch tensors (MetricState::scratch): a delta row pair per kind of update (each
 // kind writes its own places), and the bounds value_and_one_bounds() gives.
-enum Scratch { kScalarWeight, kTensorWeight, kHostValue, kExtremum, kLowBound, kHighBound };
+enum Scratch { kScalarWeight, kTensorWeight, kHostValue, kExtremum, kLowBound, kHighBound, kZeroRow };
 
 // The float64 delta row of updates of `kind`, allocated on first use: it starts as 1 at 0 (the
 // update count's place) and 0 elsewhere, and each update rewrites the places it adds to.
@@ -35,6 +36,13 @@ at::Tensor delta_of(MetricState& state, Scratch kind, int64_t length) {
     delta.select(0, 0).fill_(1);
   }
   return delta;
+}
+
+// A (1,) float64 zero, allocated on first use (a row that sets the dtype ops compute in).
+at::Tensor zero_row(MetricState& state) {
+  auto& zero = state.scratch(kZeroRow);
+  if (!zero.defined()) zero = at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(state.device()));
+  return zero;
 }
 
 // (2, 1) float64 bounds [-inf, 1] and [inf, 1], allocated on first use: clamping a value expanded
@@ -194,29 +202,36 @@ void delta_with_host_weight(MetricState& state, const at::Tensor& row, const Del
 }
 
 // The delta of a batch `x` with weights `weights` (broadcast to it) into `row`: NaN values or
-// weights and infinite weights are bad (dropped, or replaced under Replace).
+// weights and infinite weights are bad (dropped, or replaced under Replace). The products are
+// float64 (addcmul promotes to its zero row's dtype): exact for float32 inputs, as on the CPU.
 void delta_with_weights(MetricState& state, const at::Tensor& row, const DeltaLayout& layout, int64_t width,
                         const at::Tensor& x, const at::Tensor& weights, const NanPolicy& policy) {
-  auto xd = x.scalar_type() == at::kDouble ? x : x.to(at::kDouble);
-  auto w = weights.expand_as(xd);
-  if (policy.checks()) {
-    const auto nan = nan_mask(xd).bitwise_or_(nan_mask(w));
-    const auto bad = nan.bitwise_or(non_finite_mask(w));
-    const bool replace = policy.strategy == NanStrategy::Replace;
-    xd = xd.masked_fill(bad, replace ? policy.replacement : 0.0);
-    w = w.masked_fill(bad, replace ? 1.0 : 0.0);
-    if (policy.counts()) {
-      // kinds: [NaN, bad], then infinite weights = bad - NaN once the tally has read the bad total
-      auto kinds = row.narrow(0, layout.kinds, 2);
-      at::sum_out(kinds, at::stack({nan, bad}).reshape({2, -1}), 1, false, at::kDouble);
-      tally(state, row, layout, kinds.select(0, 1));
-      kinds.select(0, 1).sub_(kinds.select(0, 0));
-    }
+  // Sums rows of one shape into `out`, one row per element of `out`.
+  const auto sum_rows = [](at::Tensor out, c10::ArrayRef<at::Tensor> rows) {
+    at::sum_out(out, at::stack(rows).reshape({out.size(0), -1}), 1, false, at::kDouble);
+  };
+  const auto w = weights.expand_as(x);
+  std::vector<at::Tensor> rows{at::addcmul(zero_row(state), x, w).view(x.sizes()), w};
+  rows.resize(width);
+  if (!policy.checks()) return sum_rows(row.narrow(0, layout.totals, width), rows);
+  const auto nan = nan_mask(x).bitwise_or_(nan_mask(w));
+  const auto bad = nan.bitwise_or(non_finite_mask(w));
+  const bool replace = policy.strategy == NanStrategy::Replace;
+  rows[0] = rows[0].masked_fill(bad, replace ? policy.replacement : 0.0);
+  if (width == 2) rows[1] = w.masked_fill(bad, replace ? 1.0 : 0.0);
+  if (!policy.counts()) return sum_rows(row.narrow(0, layout.totals, width), rows);
+  // kinds: [NaN, bad] first, then infinite weights = bad - NaN once the tally has read the bad count
+  auto kinds = row.narrow(0, layout.kinds, 2);
+  if (layout.kinds == layout.totals + width) {  // one sum for the totals and the kinds
+    rows.push_back(nan);
+    rows.push_back(bad);
+    sum_rows(row.narrow(0, layout.totals, width + 2), rows);
+  } else {
+    sum_rows(row.narrow(0, layout.totals, width), rows);
+    sum_rows(kinds, {nan, bad});
   }
-  const auto weighted = xd * w;
-  const auto rows = width == 1 ? weighted.reshape({1, -1}) : at::stack({weighted, w}).reshape({2, -1});
-  auto totals = row.narrow(0, layout.totals, width);
-  at::sum_out(totals, rows, 1, false, at::kDouble);
+  tally(state, row, layout, kinds.select(0, 1));
+  kinds.select(0, 1).sub_(kinds.select(0, 0));
 }
 
 void weighted_sum_on_device(MetricState& state, WeightedSumSlots slots, const at::Tensor& value,
