@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <vector>
 
 #include <metrics/aggregation.h>
@@ -422,6 +423,57 @@ TEST(AggregationPrecision, DevicePathCompensatesAcrossUpdates) {
   EXPECT_LE(relative_error(value_of(sum.compute()), exact), 1e-15);
   EXPECT_LE(relative_error(value_of(mean.compute()), exact / (kUpdates + 1)), 1e-15);
   EXPECT_GT(relative_error(naive, exact), 1e-12);  // what the compensation is for
+}
+
+// The device path's delta row (every policy, both accumulator dtypes, no weight, a host weight and
+// weight tensors, NaN and +-inf among values and weights, inf * 0) gives the CPU path's values and
+// tallies, update after update.
+TEST(AggregationDevicePath, AgreesWithTheCpuPathForEveryPolicyDtypeAndWeight) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  const auto values = floats({1.5, kNaN, -2.0, kInf, 0.25, 3.0});
+  const auto weights = floats({0.5, 1.0, kNaN, 0.0, kInf, 2.0});
+  const auto finite = floats({1.0, 2.0, 0.5, 4.0, -1.0, 0.5});
+  const std::vector<NanPolicy> policies{NanPolicy::warn(), NanPolicy::ignore(), NanPolicy::disable(),
+                                        NanPolicy::replace(7.0)};
+  WarningCapture quiet;
+  for (const auto& policy : policies) {
+    for (auto dtype : {at::kDouble, at::kFloat}) {
+      const auto options = AggregationOptions().nan_policy(policy).dtype(dtype);
+      std::vector<std::unique_ptr<Metric>> paths[2];
+      for (int aten = 0; aten < 2; ++aten) {
+        std::unique_ptr<ForceAtenPath> force;
+        if (aten) force = std::make_unique<ForceAtenPath>();
+        for (auto* metric : {static_cast<Metric*>(new Mean(options)), static_cast<Metric*>(new Sum(options)),
+                             static_cast<Metric*>(new Max(options)), static_cast<Metric*>(new Min(options))}) {
+          paths[aten].emplace_back(metric);
+          const bool weighted = dynamic_cast<detail::WeightedSumMetric*>(metric) != nullptr;
+          metric->update(UpdateArgs{{values}});
+          metric->update(UpdateArgs{{finite}});
+          metric->update(UpdateArgs{{values.select(0, 3)}});  // a 0-dim inf
+          if (!weighted) continue;
+          metric->update(UpdateArgs{{values, 0.5}});
+          metric->update(UpdateArgs{{values, weights}});
+          metric->update(UpdateArgs{{finite, weights}});
+        }
+      }
+      for (size_t m = 0; m < paths[0].size(); ++m) {
+        const auto& cpu = *paths[0][m];
+        const auto& aten = *paths[1][m];
+        SCOPED_TRACE(cpu.name() + " " + cpu.options_text());
+        const double want = cpu.value().item<double>(), got = aten.value().item<double>();
+        if (std::isnan(want) || std::isinf(want)) {
+          EXPECT_TRUE(std::isnan(got) ? std::isnan(want) : got == want) << got << " against " << want;
+        } else {
+          EXPECT_NEAR(got, want, std::abs(want) * (dtype == at::kFloat ? 1e-6 : 1e-14)) << got << " against " << want;
+        }
+        EXPECT_EQ(aten.update_count(), cpu.update_count());
+        const auto a = aten.bad_input_report(), c = cpu.bad_input_report();
+        EXPECT_EQ(a.counts, c.counts);
+        EXPECT_EQ(a.bad_updates, c.bad_updates);
+        EXPECT_EQ(a.first_bad_update, c.first_bad_update);
+      }
+    }
+  }
 }
 
 // ---------------------------------------------------------------- integer and bool input
