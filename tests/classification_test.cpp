@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <vector>
 
 #include <metrics/backend.h>
@@ -451,6 +452,28 @@ std::pair<at::Tensor, at::Tensor> kernel_batch(int64_t rows, int64_t stride, int
     if (trial >= 5) preds[r][c] = bad_scores[trial - 5];
   }
   return {preds, target};
+}
+
+// An empty batch (whose data pointers may be null) counts an update and nothing else, on both
+// paths and in every task, and the vector kernels read nothing from it.
+TEST(Classification, AnEmptyBatchCountsAnUpdateAndNothingElse) {
+  const auto scores = at::empty({0}, at::kFloat);
+  const auto labels = at::empty({0}, at::kLong);
+  for (const bool aten : {false, true}) {
+    std::unique_ptr<ForceAtenPath> force;
+    if (aten) force = std::make_unique<ForceAtenPath>();
+    StatScores binary(Opts::binary());
+    binary.update(scores, labels);
+    StatScores multilabel(Opts::multilabel(3).average(Average::Micro));
+    multilabel.update(at::empty({0, 3}, at::kFloat), at::empty({0, 3}, at::kLong));
+    StatScores multiclass(Opts::multiclass(3).average(Average::Micro));
+    multiclass.update(at::empty({0, 3}, at::kFloat), labels);
+    for (const auto* metric : {&binary, &multilabel, &multiclass}) {
+      EXPECT_EQ(metric->update_count(), 1) << metric->name();
+      EXPECT_EQ(metric->value().sum().item<int64_t>(), 0) << metric->name();
+      EXPECT_TRUE(metric->bad_input_report().clean()) << metric->name();
+    }
+  }
 }
 
 TEST(ClassificationKernels, CountLabelsMatchesBruteForceOnEveryWidthAndIsa) {

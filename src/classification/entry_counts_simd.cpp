@@ -146,6 +146,7 @@ LabelScan count_labels(const float* preds, const int64_t* target, int64_t rows, 
                        const float (&thresholds)[2], Isa isa, const LabelSums& sums) {
   TORCH_INTERNAL_ASSERT(width >= 0 && width <= label_lanes(isa));
   LabelScan scan;
+  if (width == 0) return scan;  // nothing to read (an empty tensor's data pointer may be null)
   for (int64_t start = 0; start < rows; start += kRowChunk) {
     const int64_t offset = start * stride;
     const auto part = count_chunk(preds + offset, target + offset, std::min(kRowChunk, rows - start), stride, width,
