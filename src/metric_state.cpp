@@ -221,7 +221,7 @@ void MetricState::load_state_dict(const StateDict& dict, const std::string& metr
     const auto& entry = entries_[slot];
     auto it = dict.find(entry.name);
     TORCH_CHECK_VALUE(it != dict.end(), metric, ".load_state_dict: missing key '", entry.name, "'");
-    const auto& given = it->second;
+    const auto given = widened(it->second, slot);
     TORCH_CHECK_VALUE(given.defined(), metric, ".load_state_dict: '", entry.name, "' is an undefined tensor");
     TORCH_CHECK_VALUE(given.sizes() == entry.tensor.sizes() && given.scalar_type() == entry.tensor.scalar_type(),
                       metric, ".load_state_dict: '", entry.name, "' must be ", entry.tensor.scalar_type(),
@@ -233,10 +233,19 @@ void MetricState::load_state_dict(const StateDict& dict, const std::string& metr
   for (size_t i = 0; i < entries_.size(); ++i) entries_[i].tensor.copy_(incoming[i]);
 }
 
+bool MetricState::is_update_count_or_tally(size_t slot) const {
+  return slot == 0 || (bad_input_ && (slot == bad_input_->counts_slot() || slot == bad_input_->first_slot()));
+}
+
 bool MetricState::is_count(size_t slot) const {
   const auto& entry = entries_[slot];
-  const bool tally = bad_input_ && (slot == bad_input_->counts_slot() || slot == bad_input_->first_slot());
-  return slot == 0 || tally || (entry.tensor.scalar_type() == at::kLong && entry.reduction != Reduction::Max);
+  const bool int64_sum = entry.tensor.scalar_type() == at::kLong && entry.reduction != Reduction::Max;
+  return is_update_count_or_tally(slot) || int64_sum;
+}
+
+at::Tensor MetricState::widened(const at::Tensor& given, size_t slot) const {
+  const bool was_int64 = given.defined() && given.scalar_type() == at::kLong && count_dtype() == at::kDouble;
+  return was_int64 && is_update_count_or_tally(slot) ? given.to(at::kDouble) : given;
 }
 
 void MetricState::to(at::Device device) {

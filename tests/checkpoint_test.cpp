@@ -123,6 +123,20 @@ TEST(Checkpoint, AVersionOneStateLoadsWhereItsLayoutIsUnchanged) {
   EXPECT_TRUE(states_equal(resumed.state_dict(), accuracy.state_dict()));
 }
 
+TEST(Checkpoint, AWeightedStateWithAnInt64CountAndTallyLoadsExactly) {
+  Accuracy accuracy(Opts::multiclass(3).weighted(true));
+  accuracy.update(at::tensor({0, 1, 7}, at::kLong), at::tensor({0, 2, 2}, at::kLong), at::tensor({0.5, 1.0, 2.0}));
+  // saved before the update count and the tally moved into the counts' float64
+  auto dict = accuracy.state_dict();
+  for (const char* name : {"update_count", "bad_input_counts", "first_bad_update"}) {
+    EXPECT_EQ(dict.at(name).scalar_type(), at::kDouble);
+    dict[name] = dict.at(name).to(at::kLong);
+  }
+  Accuracy resumed(Opts::multiclass(3).weighted(true));
+  resumed.load_state_dict(dict);
+  EXPECT_TRUE(states_equal(resumed.state_dict(), accuracy.state_dict()));
+}
+
 TEST(Checkpoint, AVersionOneAggregatorStateIsRefusedAndChangesNothing) {
   Mean mean;
   mean.update(at::tensor({1.0, 2.0}));

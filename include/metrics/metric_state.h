@@ -103,6 +103,10 @@ class MetricState {
   size_t buffer_of(at::ScalarType dtype) const;
   // Whether the entry holds counts (checked as such when loaded).
   bool is_count(size_t slot) const;
+  bool is_update_count_or_tally(size_t slot) const;
+  // Until the update count and the tally moved into the counts' dtype (float64 for a weighted
+  // classification metric), they were int64 in every state: such a dict still loads, exactly.
+  at::Tensor widened(const at::Tensor& given, size_t slot) const;
 
   std::vector<StateEntry> entries_;  // entries_[0] is "update_count"
   std::vector<at::Tensor> buffers_;  // one per dtype, in the order the dtypes were first registered

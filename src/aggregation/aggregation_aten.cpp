@@ -7,7 +7,6 @@
 
 #include <ATen/ATen.h>
 #include <ATen/ScalarOps.h>
-#include <ATen/core/dispatch/Dispatcher.h>
 
 #include <cmath>
 #include <limits>
@@ -143,11 +142,6 @@ void tally(MetricState& state, const at::Tensor& row, const DeltaLayout& layout,
 // A host number as a CPU 0-dim tensor, which a kernel on any device takes as an argument (as ATen
 // does with a Python number): made without dispatching an op, so nothing is copied or counted.
 at::Tensor host_number(double v) { return c10::scalar_to_tensor(v); }
-
-bool has_meta_kernel(const char* op, const char* overload) {
-  const auto handle = c10::Dispatcher::singleton().findOp({op, overload});
-  return handle && handle->hasKernelForDispatchKey(c10::DispatchKey::Meta);
-}
 
 // at::nansum_out over `dim` in float64. LibTorch alone has no meta kernel for nansum (Python
 // registers one): on meta without it the same shapes come from a masked sum.

@@ -1,11 +1,17 @@
-// ATen path of the classification update, for every device and layout: fixed-size scatters
-// (index_add_) instead of bincount, masks through weights instead of boolean indexing, nothing
-// read back.
+// ATen path of the classification update, for every device and layout. An update writes all it
+// adds (counts, update count, bad-input tally) with one index_add_ into the state's packed buffer:
+// masks go through the added values instead of boolean indexing, nothing is read back, and the
+// number of ops is fixed (bench/launch_bench.py counts them).
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
+#include <vector>
+
+#include <metrics/bad_input.h>
 
 #include "kernels.h"
 #include "../aten_masks.h"
@@ -13,113 +19,263 @@
 namespace metrics::detail {
 namespace {
 
-using Layout = CountLayout;
+// The state's scratch tensors (MetricState::scratch), made once with fill ops.
+enum Scratch { kBaseKey, kBase, kZeros, kOne, kNoBadUpdate, kStatRows, kCellOffsets, kThreshold, kLogitThreshold };
 
-at::Tensor not_ignored(const at::Tensor& target, const ClassificationOptions& o) {
-  return o.ignore_index() ? target.ne(*o.ignore_index()) : at::ones_like(target, at::kBool);
+// A piece of positions in the state's buffer: element j goes to base + j % period.
+struct Piece {
+  int64_t length, base, period;
+};
+
+// One update's additions to the state, applied as one index_add_. Indexed pieces (positions
+// computed from the data, relative to their base) come first, constant pieces after them; `values`
+// holds what goes to each position, in the same order. The positions' bases are one cached vector,
+// rebuilt only when the pieces change (a new batch size), and added with one op.
+class Scatter {
+ public:
+  explicit Scatter(MetricState& state) : state_(state) {}
+
+  void indexed(const at::Tensor& index, int64_t base, int64_t period = 1) {
+    TORCH_INTERNAL_ASSERT(constant_.empty());
+    index_.push_back(index.reshape({-1}));
+    indexed_.push_back({index.numel(), base, period});
+  }
+  void at_one(int64_t base, int64_t length) { constant_.push_back({length, base, 1}); }
+  void at_range(int64_t base, int64_t length) { constant_.push_back({length, base, length}); }
+  void add(const at::Tensor& values) { values_.push_back(values.reshape({-1})); }
+
+  // Adds everything into the state's entries up to `last_slot`.
+  void apply(size_t last_slot) {
+    refresh_bases();
+    auto pieces = index_;
+    pieces.push_back(state_.scratch(kZeros));
+    const auto index = at::cat(pieces).add_(state_.scratch(kBase));
+    state_.span(0, last_slot).index_add_(0, index, at::cat(values_));
+  }
+
+ private:
+  std::vector<Piece> pieces() const {
+    auto all = indexed_;
+    all.insert(all.end(), constant_.begin(), constant_.end());
+    return all;
+  }
+
+  // The pieces' description as the host keeps it, to know when the cached bases still fit.
+  static at::Tensor key_of(const std::vector<Piece>& pieces) {
+    auto key = at::empty({static_cast<int64_t>(3 * pieces.size())}, at::kLong);
+    auto* data = key.data_ptr<int64_t>();
+    for (const auto& p : pieces) {
+      *data++ = p.length;
+      *data++ = p.base;
+      *data++ = p.period;
+    }
+    return key;
+  }
+
+  static bool same(const at::Tensor& a, const at::Tensor& b) {
+    return a.defined() && a.numel() == b.numel() &&
+           std::equal(a.data_ptr<int64_t>(), a.data_ptr<int64_t>() + a.numel(), b.data_ptr<int64_t>());
+  }
+
+  void refresh_bases() {
+    const auto all = pieces();
+    auto key = key_of(all);
+    if (same(state_.scratch(kBaseKey), key)) return;
+    const auto options = at::TensorOptions().dtype(at::kLong).device(state_.device());
+    std::vector<at::Tensor> bases;
+    int64_t constant_length = 0;
+    for (const auto& p : all) bases.push_back(at::arange(p.length, options).remainder_(p.period).add_(p.base));
+    for (const auto& p : constant_) constant_length += p.length;
+    state_.scratch(kBase) = at::cat(bases);
+    state_.scratch(kZeros) = at::zeros({constant_length}, options);
+    state_.scratch(kBaseKey) = std::move(key);
+  }
+
+  MetricState& state_;
+  std::vector<at::Tensor> index_, values_;
+  std::vector<Piece> indexed_, constant_;
+};
+
+// A constant of the state's scratch, made on first use.
+template <class Make>
+const at::Tensor& constant(MetricState& state, Scratch which, Make make) {
+  auto& tensor = state.scratch(which);
+  if (!tensor.defined()) tensor = make(at::TensorOptions().dtype(state.count_dtype()).device(state.device()));
+  return tensor;
 }
 
-// The weight of each kept entry (0 for the others), in the counts' dtype.
-at::Tensor kept_weight(const ClassificationBatch& b, const at::Tensor& keep, const ClassificationOptions& o) {
-  if (!b.weight) return keep.to(o.weighted() ? at::kDouble : at::kLong);
-  return b.weight->expand_as(keep).masked_fill(keep.bitwise_not(), 0.0);
+// Per-kind bad masks of one update and what is kept out of the counts.
+struct BadMasks {
+  std::vector<at::Tensor> kinds;  // in bad_input_kinds' order, ignored entries left out; none for weights not given
+  at::Tensor bad;                 // bad in any kind, ignored entries left out
+  at::Tensor dropped;             // bad or ignored
+};
+
+at::Tensor weight_bad(const at::Tensor& w) {
+  // NaN, negative and infinite weights: clamping changes them (NaN stays NaN, which is not equal)
+  return w.clamp(0, std::numeric_limits<double>::max()).ne(w);
 }
 
-at::Tensor weight_ok(const ClassificationBatch& b, const at::Tensor& shape_like) {
-  if (!b.weight) return at::ones_like(shape_like, at::kBool);
-  // false for NaN, negative and infinite weights
-  return b.weight->ge(0).bitwise_and_(b.weight->le(std::numeric_limits<double>::max())).expand_as(shape_like);
+BadMasks bad_masks(std::vector<at::Tensor> kinds, const at::Tensor& target, const ClassificationOptions& o) {
+  BadMasks m;
+  m.bad = kinds[0];
+  for (size_t k = 1; k < kinds.size(); ++k) m.bad = m.bad.bitwise_or(kinds[k]);
+  m.dropped = m.bad;
+  if (o.ignore_index()) {
+    // an ignored entry is never bad (greater: bad and not ignored)
+    const auto ignored = target.eq(*o.ignore_index());
+    for (auto& kind : kinds) kind = kind.gt(ignored);
+    m.dropped = m.bad.bitwise_or(ignored);
+    m.bad = m.bad.gt(ignored);
+  }
+  m.kinds = std::move(kinds);
+  return m;
 }
 
-at::Tensor bad_counts(const at::Tensor& valid, const at::Tensor& target_ok, const at::Tensor& pred_ok,
-                      const at::Tensor& w_ok) {
-  const auto bad = [&](const at::Tensor& ok) { return valid.bitwise_and(ok.bitwise_not()).sum(); };
-  return bad_counts_tensor(bad(target_ok), bad(pred_ok), bad(w_ok));
+// The value each kept entry adds (its weight, or 1), and 0 for the dropped ones.
+at::Tensor kept_value(const c10::optional<at::Tensor>& weight, const BadMasks& m) {
+  return weight ? weight->masked_fill(m.dropped, 0.0) : m.dropped.bitwise_not();
 }
 
-at::Tensor count_multiclass(const ClassificationBatch& b, const ClassificationOptions& o, CountSink& sink) {
+// Adds the update count and, where the state tracks bad input, the per-kind bad entries and the
+// bad-update flag to `scatter`, applies it, and records the first bad update.
+void finish(MetricState& state, Scatter& scatter, const BadMasks& m) {
+  const auto* tally = state.bad_input();
+  scatter.at_one(state.offset(0), 1);
+  scatter.add(constant(state, kOne, [](const at::TensorOptions& t) { return at::ones({1}, t); }));
+  if (!tally) return scatter.apply(state.entries().size() - 1);
+  const auto counts = state.offset(tally->counts_slot());
+  for (size_t k = 0; k < m.kinds.size(); ++k) {
+    scatter.at_one(counts + static_cast<int64_t>(k), m.kinds[k].numel());
+    scatter.add(m.kinds[k]);
+  }
+  const auto any = m.bad.any();
+  scatter.at_one(counts + static_cast<int64_t>(tally->kinds().size()), 1);
+  scatter.add(any);
+  // the update's index (the count before this update) where it has bad input, kNone where not
+  const auto& none = constant(state, kNoBadUpdate, [](const at::TensorOptions& t) {
+    return at::full({}, BadInput::kNone, t);
+  });
+  const auto candidate = select(any, state.entries().front().tensor, none);
+  scatter.apply(tally->counts_slot());
+  auto first = state.span(tally->first_slot(), tally->first_slot());
+  at::minimum_out(first, first, candidate);
+}
+
+// The predicted class of each row; for top_k > 1 the target where it is among the k best.
+std::pair<at::Tensor, at::Tensor> predicted_class(const ClassificationBatch& b, const ClassificationOptions& o,
+                                                  const at::Tensor& tc, const at::Tensor& target_bad) {
+  const int64_t classes = o.num_classes();
+  if (!b.scores) {
+    const auto p = b.preds.clamp(0, classes - 1);
+    return {p, p.ne(b.preds)};
+  }
+  // max is NaN in a row with NaN; its index is the first maximal one, as argmax's
+  auto [max, p] = b.preds.max(1);
+  auto pred_bad = max.ne(max);
+  if (o.top_k() > 1) {
+    const auto xt = b.preds.gather(1, tc.unsqueeze(1));
+    const auto before = at::arange(classes, tc.options()).unsqueeze(0).lt(tc.unsqueeze(1));
+    const auto ahead = b.preds.gt(xt).sum(1).add_(b.preds.eq(xt).bitwise_and_(before).sum(1));
+    p = select(ahead.lt(o.top_k()).gt(target_bad), tc, p);
+  }
+  return {p, pred_bad};
+}
+
+// [5, 1] rows A and B: a kept row adds A + B * wrong to tp[t], fn[t], tn[t], fp[p], tn[p].
+std::pair<at::Tensor, at::Tensor> stat_rows(MetricState& state) {
+  const auto& rows = constant(state, kStatRows, [](const at::TensorOptions& t) {
+    auto r = at::zeros({2, 5, 1}, t);
+    r[0][0].fill_(1);
+    r[0][2].fill_(-1);
+    r[1][0].fill_(-1);
+    r[1][1].fill_(1);
+    r[1][3].fill_(1);
+    r[1][4].fill_(-1);
+    return r;
+  });
+  return {rows[0], rows[1]};
+}
+
+void count_multiclass(MetricState& state, const ClassificationBatch& b, const ClassificationOptions& o) {
   const int64_t classes = o.num_classes();
   const auto& t = b.target;
-  const auto valid = not_ignored(t, o);
-  const auto target_ok = t.ge(0).bitwise_and_(t.lt(classes));
   const auto tc = t.clamp(0, classes - 1);
-  at::Tensor p, pred_ok;
-  if (b.scores) {
-    pred_ok = nan_mask(b.preds).any(1).bitwise_not_();
-    p = b.preds.argmax(1);
-    if (o.top_k() > 1) {
-      const auto xt = b.preds.gather(1, tc.unsqueeze(1));
-      const auto before = at::arange(classes, t.options()).unsqueeze(0).lt(tc.unsqueeze(1));
-      const auto ahead = b.preds.gt(xt).sum(1).add_(b.preds.eq(xt).bitwise_and_(before).sum(1));
-      p = select(ahead.lt(o.top_k()).bitwise_and_(target_ok), tc, p);
-    }
-  } else {
-    pred_ok = b.preds.ge(0).bitwise_and_(b.preds.lt(classes));
-    p = b.preds.clamp(0, classes - 1);
+  const auto target_bad = tc.ne(t);
+  const auto [p, pred_bad] = predicted_class(b, o, tc, target_bad);
+  std::vector<at::Tensor> kinds{target_bad, pred_bad};
+  if (b.weight) kinds.push_back(weight_bad(*b.weight));
+  const auto m = bad_masks(std::move(kinds), t, o);
+  Scatter scatter(state);
+  if (layout_of(state) == CountLayout::Matrix) {
+    scatter.indexed(at::add(p, tc, classes), state.offset(1));
+    scatter.add(kept_value(b.weight, m));
+    return finish(state, scatter, m);
   }
-  const auto w_ok = weight_ok(b, t);
-  const auto keep = valid.bitwise_and(target_ok).bitwise_and_(pred_ok).bitwise_and_(w_ok);
-  const auto w = kept_weight(b, keep, o);
-  auto bad = bad_counts(valid, target_ok, pred_ok, w_ok);
-  if (sink.layout == Layout::Matrix) {
-    sink.matrix.view({-1}).index_add_(0, tc * classes + p, w);
-  } else {
-    // Everything is computed before the first write into the state, so a failure leaves it as it was.
-    const auto wrong = w * p.ne(tc);
-    const auto right = w - wrong;
-    const auto involved = at::zeros_like(sink.tn).index_add_(0, tc, w).index_add_(0, p, wrong);
-    const auto negatives = w.sum() - involved;
-    sink.tp.index_add_(0, tc, right);
-    sink.fn.index_add_(0, tc, wrong);
-    sink.fp.index_add_(0, p, wrong);
-    sink.tn.add_(negatives);
-  }
-  return bad;
+  const auto [a, per_wrong] = stat_rows(state);
+  auto rows = at::addcmul(a, per_wrong, p.ne(tc));
+  b.weight ? rows.mul_(b.weight->masked_fill(m.dropped, 0.0)) : rows.masked_fill_(m.dropped, 0);
+  for (const size_t slot : {1, 4, 3}) scatter.indexed(tc, state.offset(slot));  // tp, fn, tn at the target
+  for (const size_t slot : {2, 3}) scatter.indexed(p, state.offset(slot));      // fp, tn at the prediction
+  scatter.add(rows);
+  // every kept row is a negative of every class: tn += kept, less the classes it involves (above)
+  scatter.at_range(state.offset(3), classes);
+  scatter.add(rows.narrow(0, 0, 2).sum().expand({classes}));
+  finish(state, scatter, m);
+}
+
+// Positions of tn, fp, fn, tp (label 0) by 2 * target + prediction.
+const at::Tensor& cell_offsets(MetricState& state) {
+  return constant(state, kCellOffsets, [&](const at::TensorOptions& t) {
+    auto offsets = at::empty({4}, t.dtype(at::kLong));
+    const size_t slots[] = {3, 2, 4, 1};
+    for (int64_t i = 0; i < 4; ++i) offsets[i].fill_(state.offset(slots[i]));
+    return offsets;
+  });
+}
+
+// Binary predictions of scores: above the threshold, or above its logit where the batch holds
+// any score outside [0, 1].
+at::Tensor predicted(MetricState& state, const at::Tensor& x, const ClassificationOptions& o) {
+  const auto th = o.threshold();
+  const auto make = [](double v) {
+    return [v](const at::TensorOptions& t) { return at::full({}, v, t.dtype(at::kDouble)); };
+  };
+  const auto& threshold = constant(state, kThreshold, make(th));
+  const auto& logit_threshold = constant(state, kLogitThreshold, make(std::log(th / (1.0 - th))));
+  const auto logits = x.lt(0).bitwise_or_(x.gt(1)).any();
+  return x.gt(select(logits, logit_threshold, threshold));
 }
 
 // Binary (M,) and multilabel (M, L) entries, each a binary prediction of its label.
-at::Tensor count_entries(const ClassificationBatch& b, const ClassificationOptions& o, CountSink& sink) {
+void count_entries(MetricState& state, const ClassificationBatch& b, const ClassificationOptions& o) {
   const auto& t = b.target;
   const auto& x = b.preds;
-  const auto valid = not_ignored(t, o);
-  const auto target_ok = t.eq(0).bitwise_or_(t.eq(1));
-  at::Tensor pred, pred_ok;
+  const auto tc = t.clamp(0, 1);
+  std::vector<at::Tensor> kinds{tc.ne(t)};
+  at::Tensor pred;
   if (b.scores) {
-    pred_ok = nan_mask(x).bitwise_not_();
-    const auto logits = x.lt(0).bitwise_or_(x.gt(1)).any();
-    const double logit_threshold = std::log(o.threshold() / (1.0 - o.threshold()));
-    pred = select(logits, x.gt(logit_threshold), x.gt(o.threshold()));
+    kinds.push_back(nan_mask(x));
+    pred = predicted(state, x, o);
   } else {
-    pred_ok = x.eq(0).bitwise_or_(x.eq(1));
-    pred = x.eq(1);
+    pred = x.clamp(0, 1);
+    kinds.push_back(pred.ne(x));
   }
-  const auto per_row = b.weight && b.weight->dim() < t.dim();
-  ClassificationBatch shaped = b;
-  if (per_row) shaped.weight = b.weight->unsqueeze(1);
-  const auto w_ok = weight_ok(shaped, t);
-  const auto keep = valid.bitwise_and(target_ok).bitwise_and_(pred_ok).bitwise_and_(w_ok);
-  const auto w = kept_weight(shaped, keep, o);
-  const auto positive = t.eq(1);
-  const auto cell = [&](const at::Tensor& is_target, const at::Tensor& is_pred) {
-    return w.mul(is_target.bitwise_and(is_pred)).sum(0);
-  };
-  const auto negative = positive.bitwise_not();
-  const auto predicted_negative = pred.bitwise_not();
-  const auto tp = cell(positive, pred), fp = cell(negative, pred);
-  const auto fn = cell(positive, predicted_negative), tn = cell(negative, predicted_negative);
-  auto bad = bad_counts(valid, target_ok, pred_ok, w_ok);
-  sink.tp.add_(tp);
-  sink.fp.add_(fp);
-  sink.fn.add_(fn);
-  sink.tn.add_(tn);
-  return bad;
+  c10::optional<at::Tensor> weight;
+  if (b.weight) weight = b.weight->dim() < t.dim() ? b.weight->unsqueeze(1).expand_as(t) : *b.weight;
+  if (weight) kinds.push_back(weight_bad(*weight));
+  const auto m = bad_masks(std::move(kinds), t, o);
+  Scatter scatter(state);
+  const auto cell = at::add(pred, tc, 2);
+  scatter.indexed(cell_offsets(state).gather(0, cell.reshape({-1})), 0, t.dim() == 1 ? 1 : t.size(1));
+  scatter.add(kept_value(weight, m));
+  finish(state, scatter, m);
 }
 
 }  // namespace
 
-at::Tensor count_on_aten(const ClassificationBatch& batch, const ClassificationOptions& options, CountSink& sink) {
-  return options.task() == Task::Multiclass ? count_multiclass(batch, options, sink)
-                                            : count_entries(batch, options, sink);
+void count_on_aten(MetricState& state, const ClassificationBatch& batch, const ClassificationOptions& options) {
+  options.task() == Task::Multiclass ? count_multiclass(state, batch, options) : count_entries(state, batch, options);
 }
 
 }  // namespace metrics::detail

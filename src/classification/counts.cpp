@@ -16,14 +16,10 @@ std::vector<std::string> bad_input_kinds(const ClassificationOptions& o) {
   return {"targets not 0 or 1", "NaN or non-binary predictions", "NaN, negative or infinite weights"};
 }
 
-at::Tensor bad_counts_tensor(const at::Tensor& targets, const at::Tensor& predictions, const at::Tensor& weights) {
-  return at::stack({targets, predictions, weights});
-}
-
 MetricState make_count_state(const ClassificationOptions& options, CountLayout layout) {
   const auto dtype = options.weighted() ? at::kDouble : at::kLong;
   const auto classes = options.num_classes();
-  MetricState state(options.device());
+  MetricState state(options.device(), dtype);  // the update count and the tally beside the counts
   if (layout == CountLayout::Matrix) {
     TORCH_INTERNAL_ASSERT(options.task() == Task::Multiclass);
     state.add("confmat", {classes, classes}, dtype, 0, Reduction::Sum);
@@ -59,6 +55,7 @@ at::Tensor confusion_matrix(const MetricState& state, const ClassificationOption
 }
 
 void count(MetricState& state, const ClassificationOptions& options, const ClassificationBatch& batch) {
+  if (!cpu_fast_path_enabled() || !batch.target.is_cpu()) return count_on_aten(state, batch, options);
   CountSink sink;
   sink.layout = layout_of(state);
   if (sink.layout == CountLayout::Matrix) {
@@ -69,16 +66,12 @@ void count(MetricState& state, const ClassificationOptions& options, const Class
     sink.tn = state[3];
     sink.fn = state[4];
   }
-  if (cpu_fast_path_enabled() && batch.target.is_cpu()) {
-    auto contiguous = batch;
-    contiguous.preds = batch.preds.contiguous();
-    contiguous.target = batch.target.contiguous();
-    if (batch.weight) contiguous.weight = batch.weight->contiguous();
-    const auto bad = cpu::count(contiguous, options, sink).in_order();
-    return state.finish_update(options.validate_args() ? c10::ArrayRef<int64_t>(bad) : c10::ArrayRef<int64_t>());
-  }
-  const auto bad = count_on_aten(batch, options, sink);
-  options.validate_args() ? state.finish_update(bad) : state.finish_update();
+  auto contiguous = batch;
+  contiguous.preds = batch.preds.contiguous();
+  contiguous.target = batch.target.contiguous();
+  if (batch.weight) contiguous.weight = batch.weight->contiguous();
+  const auto bad = cpu::count(contiguous, options, sink).in_order();
+  state.finish_update(options.validate_args() ? c10::ArrayRef<int64_t>(bad) : c10::ArrayRef<int64_t>());
 }
 
 }  // namespace metrics::detail

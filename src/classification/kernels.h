@@ -31,7 +31,7 @@ ClassificationBatch canonicalize(const std::string& metric, const Classification
                                  const c10::optional<at::Tensor>& weight, at::Device state_device);
 
 /// Bad entries found by one update, by kind. This order is the one declaration of the kinds: the
-/// labels (bad_input_kinds), the ATen path's count tensor and the tally all follow it.
+/// labels (bad_input_kinds), the ATen path's masks and the tally all follow it.
 struct BadInputCounts {
   int64_t targets = 0;
   int64_t predictions = 0;
@@ -40,8 +40,6 @@ struct BadInputCounts {
 };
 /// The labels of BadInputCounts' kinds, in its order, for `options`' task.
 std::vector<std::string> bad_input_kinds(const ClassificationOptions& options);
-/// The ATen path's counts as an int64 [3] tensor, in BadInputCounts' order.
-at::Tensor bad_counts_tensor(const at::Tensor& targets, const at::Tensor& predictions, const at::Tensor& weights);
 
 /// The counting state of `options` in `layout`, with its bad-input tally if validate_args.
 MetricState make_count_state(const ClassificationOptions& options, CountLayout layout);
@@ -59,8 +57,8 @@ struct CountSink {
   at::Tensor tp, fp, tn, fn, matrix;
 };
 
-/// ATen path (any device): counts into `sink`; returns the bad-input counts (bad_counts_tensor).
-at::Tensor count_on_aten(const ClassificationBatch& batch, const ClassificationOptions& options, CountSink& sink);
+/// ATen path (any device): counts a batch into `state` and finishes the update (count and tally).
+void count_on_aten(MetricState& state, const ClassificationBatch& batch, const ClassificationOptions& options);
 
 namespace cpu {
 /// CPU fast path: one pass over contiguous CPU tensors, counting straight into `sink`.
