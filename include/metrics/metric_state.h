@@ -57,8 +57,9 @@ class MetricState {
   at::Tensor span(size_t first, size_t last) const;
   /// Where entry `slot` starts in the packed buffer of its dtype.
   int64_t offset(size_t slot) const { return offsets_[slot]; }
-  /// Tensor `index` of the metric's update scratch (on the state's device, never part of the state:
-  /// a copy or a move to another device starts with none), undefined until the metric sets it.
+  /// Tensor `index` of the metric's update scratch (what updates reuse: delta rows, constants on the
+  /// state's device, host-side keys), never part of the state: a copy or a move to another device
+  /// starts with none. Undefined until the metric sets it.
   at::Tensor& scratch(size_t index);
   at::ScalarType count_dtype() const { return entries_.front().tensor.scalar_type(); }
   /// The tally, where the state tracks bad input.
