@@ -193,7 +193,7 @@ class Session {
     switch (how) {
       case 0: dict.erase(victim); break;
       case 1: dict.emplace("bogus", at::zeros({1})); break;
-      case 2: t = t.to(t.scalar_type() == at::kLong ? at::kDouble : at::kLong); break;
+      case 2: t = t.to(other_dtype(t.scalar_type())); break;
       case 3: t = t.unsqueeze(0); break;
       case 4: dict["_version"] = at::full({}, 3, at::kLong); break;  // a version after this build's (2)
       case 5: dict["_version"] = at::ones({2}, at::kLong); break;
@@ -215,6 +215,9 @@ class Session {
     context("load a bad state", c10::str("change ", how, " to '", victim, "'"));
     attempt(*a_, nullptr, Outcome::Throws, [&] { a_->load_state_dict(dict); });
   }
+
+  // A dtype the entry's cannot be converted from (int64 counts load into float64 ones exactly).
+  static at::ScalarType other_dtype(at::ScalarType dtype) { return dtype == at::kDouble ? at::kFloat : at::kDouble; }
 
   static void victim_count(StateDict& dict) {
     auto& count = dict.at("update_count");
