@@ -6,7 +6,6 @@
 #include "kernels.h"
 
 #include <ATen/ATen.h>
-#include <ATen/ScalarOps.h>
 
 #include <cmath>
 #include <limits>
@@ -24,7 +23,9 @@ namespace {
 
 // The state's scratch tensors (MetricState::scratch): a delta row pair per kind of update (each
 // kind writes its own places), and the bounds value_and_one_bounds() gives.
-enum Scratch { kScalarWeight, kTensorWeight, kHostValue, kExtremum, kLowBound, kHighBound, kZeroRow };
+enum Scratch {
+  kScalarWeight, kTensorWeight, kHostValue, kExtremum, kLowBound, kHighBound, kZeroRow, kBatchSize, kBatchSizeKey
+};
 
 // The float64 delta row of updates of `kind`, allocated on first use: it starts as 1 at 0 (the
 // update count's place) and 0 elsewhere, and each update rewrites the places it adds to.
@@ -139,9 +140,23 @@ void tally(MetricState& state, const at::Tensor& row, const DeltaLayout& layout,
   at::fmin_out(first, first, at::addcdiv(state.entries().front().tensor, bad, bad, 0));
 }
 
-// A host number as a CPU 0-dim tensor, which a kernel on any device takes as an argument (as ATen
-// does with a Python number): made without dispatching an op, so nothing is copied or counted.
-at::Tensor host_number(double v) { return c10::scalar_to_tensor(v); }
+// The batch size `n` as a float64 0-dim tensor on the state's device, filled again only when it
+// changes (a host-side key remembers it): consecutive batches of one size dispatch the same ops, and
+// no host number reaches an op (a CPU scalar tensor is copied to the device on some PyTorch versions).
+at::Tensor batch_size(MetricState& state, int64_t n) {
+  auto& size = state.scratch(kBatchSize);
+  auto& key = state.scratch(kBatchSizeKey);
+  if (!size.defined()) {
+    size = at::empty({}, at::TensorOptions().dtype(at::kDouble).device(state.device()));
+    key = at::full({}, int64_t{-1}, at::kLong);
+  }
+  auto* known = key.data_ptr<int64_t>();  // a CPU tensor: read on the host, no op dispatched
+  if (*known != n) {
+    size.fill_(static_cast<double>(n));
+    *known = n;
+  }
+  return size;
+}
 
 // at::nansum_out over `dim` in float64. LibTorch alone has no meta kernel for nansum (Python
 // registers one): on meta without it the same shapes come from a masked sum.
@@ -169,7 +184,6 @@ void sum_all(MetricState& state, at::Tensor totals, const at::Tensor& x) {
 void delta_with_host_weight(MetricState& state, const at::Tensor& row, const DeltaLayout& layout, int64_t width,
                             const at::Tensor& x, double w, const NanPolicy& policy) {
   auto totals = width == 1 ? row.select(0, layout.totals) : row.narrow(0, layout.totals, width);
-  const auto n = static_cast<double>(x.numel());
   if (!policy.checks()) {
     sum_all(state, totals, x);
   } else if (policy.strategy == NanStrategy::Replace) {
@@ -181,7 +195,7 @@ void delta_with_host_weight(MetricState& state, const at::Tensor& row, const Del
     nansum_out(totals, at::clamp(x.expand({2, x.numel()}), low, high), 1);
     if (policy.counts()) {
       auto nans = row.select(0, layout.kinds);
-      at::sub_out(nans, host_number(n), totals.select(0, 1));
+      at::sub_out(nans, batch_size(state, x.numel()), totals.select(0, 1));
       tally(state, row, layout, nans);
     }
   } else {
