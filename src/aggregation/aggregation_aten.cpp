@@ -261,17 +261,14 @@ void weighted_sum_on_device(MetricState& state, WeightedSumSlots slots, const at
   apply_weighted_sum_delta(state, slots, layout, delta);
 }
 
-// The totals' own part of the compensation (see WeightedSumSlots).
-at::Tensor compensation_of_totals(const MetricState& state, WeightedSumSlots slots) {
-  const auto& compensation = state[slots.compensation];
-  const auto width = state[slots.total].numel();
-  return compensation.numel() == width ? compensation : compensation.narrow(0, state.offset(slots.total), width);
+// Where the totals' own part of the compensation starts in it (see WeightedSumSlots).
+int64_t compensation_offset(const MetricState& state, WeightedSumSlots slots) {
+  return state[slots.compensation].numel() == state[slots.total].numel() ? 0 : state.offset(slots.total);
 }
 
 void add_host_batch_on_cpu(MetricState& state, WeightedSumSlots slots, const double* batch) {
   auto& total = state[slots.total];
-  auto compensation = compensation_of_totals(state, slots);
-  cpu::add_compensated(total, compensation, batch, total.size(0));
+  cpu::add_compensated(total, state[slots.compensation], compensation_offset(state, slots), batch, total.size(0));
 }
 
 void weighted_sum_of_host_value(MetricState& state, WeightedSumSlots slots, double x, double w,
@@ -362,7 +359,8 @@ void accumulate_extremum(MetricState& state, size_t slot, bool is_max, const Val
 
 at::Tensor compensated_totals(const MetricState& state, WeightedSumSlots slots) {
   const auto& total = state[slots.total];
-  return select(non_finite_mask(total), total, total + compensation_of_totals(state, slots));
+  const auto compensation = state[slots.compensation].narrow(0, compensation_offset(state, slots), total.numel());
+  return select(non_finite_mask(total), total, total + compensation);
 }
 
 }  // namespace metrics::detail

@@ -227,10 +227,11 @@ ExtremumBatch extremum(double value, bool is_max, const NanPolicy& policy) {
   return extremum_span(&value, 1, is_max, policy);
 }
 
-void add_compensated(at::Tensor& total, at::Tensor& compensation, const double* batch, int64_t width) {
+void add_compensated(at::Tensor& total, at::Tensor& compensation, int64_t compensation_offset, const double* batch,
+                     int64_t width) {
   AT_DISPATCH_FLOATING_TYPES(total.scalar_type(), "add_compensated", [&] {
     auto* sum = total.data_ptr<scalar_t>();
-    auto* comp = compensation.data_ptr<scalar_t>();
+    auto* comp = compensation.data_ptr<scalar_t>() + compensation_offset;
     for (int64_t k = 0; k < width; ++k) two_sum(sum[k], comp[k], static_cast<scalar_t>(batch[k]));
   });
 }

@@ -31,8 +31,10 @@ ExtremumBatch extremum(const at::Tensor& value, bool is_max, const NanPolicy& po
 ExtremumBatch extremum(double value, bool is_max, const NanPolicy& policy);
 
 /// total += batch (element-wise over `width`) on CPU state tensors, keeping what each addition
-/// rounds off in `compensation` (TwoSum), so the sum's error does not grow with the update count.
-void add_compensated(at::Tensor& total, at::Tensor& compensation, const double* batch, int64_t width);
+/// rounds off in `compensation` from `compensation_offset` on (TwoSum), so the sum's error does not
+/// grow with the update count. (An offset, not a narrowed view: a view costs more than the add.)
+void add_compensated(at::Tensor& total, at::Tensor& compensation, int64_t compensation_offset, const double* batch,
+                     int64_t width);
 
 /// extremum_state = max/min(extremum_state, batch) on a CPU state tensor, NaN winning.
 void fold_extremum(at::Tensor& state, const ExtremumBatch& batch, bool is_max);
