@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <type_traits>
 
 namespace metrics {
@@ -244,8 +245,13 @@ bool MetricState::is_count(size_t slot) const {
 }
 
 at::Tensor MetricState::widened(const at::Tensor& given, size_t slot) const {
-  const bool was_int64 = given.defined() && given.scalar_type() == at::kLong && count_dtype() == at::kDouble;
-  return was_int64 && is_update_count_or_tally(slot) ? given.to(at::kDouble) : given;
+  if (!given.defined() || given.scalar_type() != at::kLong || !is_update_count_or_tally(slot)) return given;
+  auto tally = given;
+  if (bad_input_ && slot == bad_input_->first_slot() && !given.is_meta()) {
+    // before format version 2 "no bad update yet" was INT64_MAX; it is 2^62 now (exact in float64)
+    tally = given.masked_fill(given.eq(std::numeric_limits<int64_t>::max()), BadInput::kNone);
+  }
+  return count_dtype() == at::kDouble ? tally.to(at::kDouble) : tally;
 }
 
 void MetricState::to(at::Device device) {

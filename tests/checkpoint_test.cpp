@@ -2,6 +2,7 @@
 
 #include <fstream>
 #include <iterator>
+#include <limits>
 
 #include <metrics/aggregation.h>
 #include <metrics/checkpoint.h>
@@ -118,9 +119,11 @@ TEST(Checkpoint, AVersionOneStateLoadsWhereItsLayoutIsUnchanged) {
   accuracy.update(at::tensor({0, 1, 2}, at::kLong), at::tensor({0, 2, 2}, at::kLong));
   auto dict = accuracy.state_dict();
   dict["_version"] = at::full({}, 1, at::kLong);
+  dict["first_bad_update"] = at::full({1}, std::numeric_limits<int64_t>::max(), at::kLong);  // version 1's none
   Accuracy resumed(Opts::multiclass(3));
   resumed.load_state_dict(dict);
   EXPECT_TRUE(states_equal(resumed.state_dict(), accuracy.state_dict()));
+  EXPECT_EQ(resumed.bad_input_report().first_bad_update, -1);
 }
 
 TEST(Checkpoint, AWeightedStateWithAnInt64CountAndTallyLoadsExactly) {

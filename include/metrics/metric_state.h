@@ -106,7 +106,8 @@ class MetricState {
   bool is_count(size_t slot) const;
   bool is_update_count_or_tally(size_t slot) const;
   // Until the update count and the tally moved into the counts' dtype (float64 for a weighted
-  // classification metric), they were int64 in every state: such a dict still loads, exactly.
+  // classification metric), they were int64 in every state, and first_bad_update's none was
+  // INT64_MAX: such a dict still loads, exactly.
   at::Tensor widened(const at::Tensor& given, size_t slot) const;
 
   std::vector<StateEntry> entries_;  // entries_[0] is "update_count"
