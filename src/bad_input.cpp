@@ -25,17 +25,6 @@ BadInput::BadInput(std::vector<std::string> kinds, size_t counts_slot, size_t fi
   TORCH_INTERNAL_ASSERT(!kinds_.empty());
 }
 
-void BadInput::record(std::vector<StateEntry>& entries, const at::Tensor& kind_counts,
-                      const at::Tensor& update_index) const {
-  auto& counts = entries[counts_slot_].tensor;
-  auto& first = entries[first_slot_].tensor;
-  const auto kinds = static_cast<int64_t>(kinds_.size());
-  const auto any = kind_counts.sum().clamp_max_(1);
-  counts.narrow(0, 0, kinds).add_(kind_counts);
-  counts.narrow(0, kinds, 1).add_(any);
-  at::minimum_out(first, first, update_index.masked_fill(any.eq(0), kNone));
-}
-
 namespace {
 
 // The host's counts added into CPU tally tensors of dtype T.

@@ -136,11 +136,6 @@ at::Tensor& MetricState::operator[](size_t slot) {
   return entries_[slot].tensor;
 }
 
-void MetricState::finish_update(const at::Tensor& bad_counts) {
-  if (bad_input_) bad_input_->record(entries_, bad_counts, update_count_tensor());
-  update_count_tensor().add_(1);
-}
-
 void MetricState::finish_update(c10::ArrayRef<int64_t> bad_counts) {
   if (bad_input_ && !bad_counts.empty()) bad_input_->record(entries_, bad_counts, update_count_tensor());
   auto& count = update_count_tensor();

@@ -47,10 +47,9 @@ class BadInput {
   size_t counts_slot() const { return counts_slot_; }
   size_t first_slot() const { return first_slot_; }
 
-  /// Adds one update's counts (int64 [kinds] on the state's device); `update_index` is the
-  /// device's update count before this update. ATen ops only: nothing is read back.
-  void record(std::vector<StateEntry>& entries, const at::Tensor& kind_counts, const at::Tensor& update_index) const;
-  /// The same for counts the host already knows (the CPU kernels'): nothing when all are 0.
+  /// Adds one update's counts, which the host knows (the CPU kernels'; nothing when all are 0);
+  /// `update_index` is the update count before this update. (The device paths add their counts in
+  /// their own fused update, as this would.)
   void record(std::vector<StateEntry>& entries, c10::ArrayRef<int64_t> kind_counts,
               const at::Tensor& update_index) const;
   /// Another stream's first_bad_update as seen after `offset` updates of this one (forward()

@@ -68,9 +68,8 @@ class MetricState {
   const std::vector<StateEntry>& entries() const { return entries_; }
   at::Device device() const { return entries_.front().tensor.device(); }
 
-  /// Ends an update: adds the bad entries it kept out (int64 [kinds] on the device, or counts the
-  /// host knows) to the tally, then counts the update. Never reads anything back.
-  void finish_update(const at::Tensor& bad_counts);
+  /// Ends an update whose bad entries the host counted: adds them to the tally, then counts the
+  /// update. Never reads anything back.
   void finish_update(c10::ArrayRef<int64_t> bad_counts = {});
 
   /// Reads the update count back (a copy from the device).
