@@ -18,7 +18,17 @@ void init_distributed(py::module_& m) {
                                }
                                return buffers;
                              },
-                             "[(reduction, tensor)]: the tensors themselves; reduce them in place.");
+                             "[(reduction, tensor)]: the tensors themselves; reduce them in place.")
+      .def_property_readonly("rows",
+                             [](PackedState& self) {
+                               py::list rows;
+                               for (const auto& r : self.rows()) rows.append(r.tensor);
+                               return rows;
+                             },
+                             "The Cat entries' rows, one tensor each; replace them with set_rows.")
+      .def(
+          "set_rows", [](PackedState& self, size_t i, const at::Tensor& rows) { self.rows().at(i).tensor = rows; },
+          py::arg("index"), py::arg("rows"), "Replaces Cat entry `index`'s rows (with every rank's).");
   m.def("collective_device", [](const std::string& backend, const py::object& device) {
     return collective_device(backend, to_device(device));
   });

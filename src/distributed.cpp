@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
+#include <algorithm>
 
 namespace metrics {
 namespace {
@@ -15,8 +16,10 @@ c10d::ReduceOp reduce_op(Reduction reduction) {
       return c10d::ReduceOp::MIN;
     case Reduction::Max:
       return c10d::ReduceOp::MAX;
+    case Reduction::Cat:  // gathered (gather_rows), never reduced
+      break;
   }
-  return c10d::ReduceOp::SUM;
+  TORCH_INTERNAL_ASSERT(false, "no reduce op for ", reduction_name(reduction));
 }
 
 // FNV-1a: the same value for the same text in every process (std::hash promises no such thing).
@@ -59,7 +62,25 @@ void check_same_on_every_rank(const std::string& text, c10d::ProcessGroup& group
   check_same_texts(texts, who);
 }
 
+// Every rank's rows, in rank order: their counts first, then the rows padded to the longest.
+at::Tensor gather_rows(c10d::ProcessGroup& group, const at::Tensor& rows) {
+  const auto device = collective_device(group.getBackendName(), rows.device());
+  const auto count = at::full({1}, rows.size(0), at::TensorOptions().dtype(at::kLong).device(device));
+  std::vector<int64_t> counts;
+  for (const auto& c : all_gather(group, count)) counts.push_back(c.item<int64_t>());
+  const auto longest = *std::max_element(counts.begin(), counts.end());
+  auto shape = rows.sizes().vec();
+  shape[0] = longest;
+  auto padded = at::zeros(shape, rows.options().device(device));
+  padded.narrow(0, 0, rows.size(0)).copy_(rows);
+  std::vector<at::Tensor> parts;
+  const auto gathered = all_gather(group, padded);
+  for (size_t rank = 0; rank < gathered.size(); ++rank) parts.push_back(gathered[rank].narrow(0, 0, counts[rank]));
+  return at::cat(parts).to(rows.device());
+}
+
 void all_reduce(PackedState& packed, c10d::ProcessGroup& group) {
+  for (auto& rows : packed.rows()) rows.tensor = gather_rows(group, rows.tensor);
   const auto backend = group.getBackendName();
   for (auto& buffer : packed.buffers()) {
     const auto device = collective_device(backend, buffer.tensor.device());
@@ -77,6 +98,10 @@ PackedState::PackedState(const std::vector<StateEntry>& entries) {
   std::vector<std::vector<at::Tensor>> parts;
   std::vector<int64_t> sizes;
   for (const auto& entry : entries) {
+    if (entry.reduction == Reduction::Cat) {
+      rows_.push_back({entry.name, entry.tensor.clone()});
+      continue;
+    }
     const auto dtype = entry.tensor.scalar_type();
     size_t b = 0;
     while (b < buffers_.size() &&
@@ -103,6 +128,7 @@ StateDict PackedState::unpack() const {
     const auto numel = c10::multiply_integers(slot.shape);
     dict.emplace(slot.name, buffer.narrow(0, slot.offset, numel).view(slot.shape).clone());
   }
+  for (const auto& rows : rows_) dict.emplace(rows.name, rows.tensor.clone());
   return dict;
 }
 

@@ -178,7 +178,7 @@ std::string Metric::description() const {
   std::ostringstream text;
   text << name_ << "(" << options_text() << ")\n";
   for (const auto& entry : state_->entries()) {
-    text << entry.name << " " << entry.tensor.scalar_type() << entry.tensor.sizes() << " "
+    text << entry.name << " " << entry.tensor.scalar_type() << shape_text(entry) << " "
          << reduction_name(entry.reduction) << "\n";
   }
   return text.str();

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <sstream>
 #include <type_traits>
 
 namespace metrics {
@@ -42,6 +43,20 @@ void check_count(const at::Tensor& given, const StateEntry& entry, const std::st
 
 }  // namespace
 
+bool same_shape(const StateEntry& entry, const at::Tensor& other) {
+  const auto mine = entry.tensor.sizes();
+  if (entry.reduction != Reduction::Cat) return other.sizes() == mine;
+  return other.dim() == entry.tensor.dim() && other.sizes().slice(1) == mine.slice(1);
+}
+
+std::string shape_text(const StateEntry& entry) {
+  std::ostringstream text;
+  text << entry.tensor.sizes();
+  if (entry.reduction != Reduction::Cat) return text.str();
+  auto shape = text.str();  // "[rows, ...]": the rows are any number
+  return "[*" + shape.substr(shape.find_first_of(",]"));
+}
+
 const char* reduction_name(Reduction reduction) {
   switch (reduction) {
     case Reduction::Sum:
@@ -50,6 +65,8 @@ const char* reduction_name(Reduction reduction) {
       return "min";
     case Reduction::Max:
       return "max";
+    case Reduction::Cat:
+      return "cat";
   }
   return "";
 }
@@ -81,7 +98,11 @@ size_t MetricState::add(std::string name, at::IntArrayRef shape, at::ScalarType 
 void MetricState::pack() {
   std::vector<std::vector<at::Tensor>> parts;
   std::vector<at::ScalarType> dtypes;
-  for (const auto& entry : entries_) {
+  for (auto& entry : entries_) {
+    if (entry.reduction == Reduction::Cat) {
+      entry.tensor = entry.tensor.clone();  // its own tensor: it grows
+      continue;
+    }
     const auto dtype = entry.tensor.scalar_type();
     const auto b = std::find(dtypes.begin(), dtypes.end(), dtype) - dtypes.begin();
     if (b == static_cast<std::ptrdiff_t>(dtypes.size())) {
@@ -99,6 +120,10 @@ void MetricState::view_buffers() {
   std::vector<int64_t> used(buffers_.size(), 0);
   offsets_.clear();
   for (auto& entry : entries_) {
+    if (entry.reduction == Reduction::Cat) {
+      offsets_.push_back(-1);
+      continue;
+    }
     const auto b = buffer_of(entry.tensor.scalar_type());
     const auto numel = entry.tensor.numel();
     entry.tensor = buffers_[b].narrow(0, used[b], numel).view(entry.tensor.sizes());
@@ -154,8 +179,24 @@ BadInputReport MetricState::bad_input_report() const {
   return bad_input_ ? bad_input_->report(entries_) : BadInputReport{};
 }
 
+void MetricState::append(const std::vector<std::pair<size_t, at::Tensor>>& rows) {
+  std::vector<at::Tensor> grown;  // all made before any is kept: an error changes nothing
+  for (const auto& [slot, more] : rows) {
+    const auto& entry = entries_[slot];
+    TORCH_INTERNAL_ASSERT(entry.reduction == Reduction::Cat && same_shape(entry, more));
+    grown.push_back(at::cat({entry.tensor, more.to(entry.tensor.scalar_type())}));
+  }
+  for (size_t i = 0; i < rows.size(); ++i) entries_[rows[i].first].tensor = std::move(grown[i]);
+}
+
 void MetricState::reset() {
-  for (auto& entry : entries_) entry.tensor.fill_(entry.fill);
+  for (auto& entry : entries_) {
+    if (entry.reduction == Reduction::Cat) {
+      entry.tensor = entry.tensor.narrow(0, 0, 0).clone();
+    } else {
+      entry.tensor.fill_(entry.fill);
+    }
+  }
 }
 
 void MetricState::merge(const MetricState& other, const std::string& metric, MergeOrder order) {
@@ -169,7 +210,7 @@ void MetricState::merge(const MetricState& other, const std::string& metric, Mer
   for (size_t i = 0; i < entries_.size(); ++i) {
     const auto& mine = entries_[i];
     const auto& theirs = other.entries_[i];
-    TORCH_CHECK_VALUE(mine.name == theirs.name && mine.tensor.sizes() == theirs.tensor.sizes() &&
+    TORCH_CHECK_VALUE(mine.name == theirs.name && same_shape(mine, theirs.tensor) &&
                           mine.tensor.scalar_type() == theirs.tensor.scalar_type(),
                       metric, ".merge: state '", mine.name, "' is ", mine.tensor.scalar_type(), mine.tensor.sizes(),
                       " here but '", theirs.name, "' is ", theirs.tensor.scalar_type(), theirs.tensor.sizes(),
@@ -193,6 +234,9 @@ void MetricState::merge(const MetricState& other, const std::string& metric, Mer
         break;
       case Reduction::Max:
         at::maximum_out(mine, mine, theirs);
+        break;
+      case Reduction::Cat:
+        mine = at::cat({mine, theirs});
         break;
     }
   }
@@ -219,14 +263,17 @@ void MetricState::load_state_dict(const StateDict& dict, const std::string& metr
     TORCH_CHECK_VALUE(it != dict.end(), metric, ".load_state_dict: missing key '", entry.name, "'");
     const auto given = widened(it->second, slot);
     TORCH_CHECK_VALUE(given.defined(), metric, ".load_state_dict: '", entry.name, "' is an undefined tensor");
-    TORCH_CHECK_VALUE(given.sizes() == entry.tensor.sizes() && given.scalar_type() == entry.tensor.scalar_type(),
-                      metric, ".load_state_dict: '", entry.name, "' must be ", entry.tensor.scalar_type(),
-                      entry.tensor.sizes(), " but is ", given.scalar_type(), given.sizes());
+    TORCH_CHECK_VALUE(same_shape(entry, given) && given.scalar_type() == entry.tensor.scalar_type(), metric,
+                      ".load_state_dict: '", entry.name, "' must be ", entry.tensor.scalar_type(), shape_text(entry),
+                      " but is ", given.scalar_type(), given.sizes());
     check_has_values(given, entry.tensor, metric, ".load_state_dict: '" + entry.name + "'");
     if (is_count(slot)) check_count(given, entry, metric);
     incoming.push_back(given.to(entry.tensor.device(), /*non_blocking=*/false, /*copy=*/true));
   }
-  for (size_t i = 0; i < entries_.size(); ++i) entries_[i].tensor.copy_(incoming[i]);
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    auto& mine = entries_[i].tensor;
+    entries_[i].reduction == Reduction::Cat ? void(mine = incoming[i]) : void(mine.copy_(incoming[i]));
+  }
 }
 
 bool MetricState::is_update_count_or_tally(size_t slot) const {
@@ -251,6 +298,9 @@ at::Tensor MetricState::widened(const at::Tensor& given, size_t slot) const {
 
 void MetricState::to(at::Device device) {
   for (auto& buffer : buffers_) buffer = buffer.to(device);
+  for (auto& entry : entries_) {
+    if (entry.reduction == Reduction::Cat) entry.tensor = entry.tensor.to(device);
+  }
   view_buffers();
   scratch_.clear();
 }

@@ -17,11 +17,16 @@ class ProcessGroup;
 namespace metrics {
 
 /// State tensors packed for collectives: one contiguous 1-D buffer per (reduction, dtype), so
-/// that a metric or a whole collection costs one collective per pair, not one per tensor.
+/// that a metric or a whole collection costs one collective per pair, not one per tensor. Cat
+/// entries (rows of any number) are not packed: each is gathered on its own (gather_rows).
 class PackedState {
  public:
   struct Buffer {
     Reduction reduction;
+    at::Tensor tensor;
+  };
+  struct Rows {
+    std::string name;
     at::Tensor tensor;
   };
 
@@ -30,7 +35,10 @@ class PackedState {
 
   std::vector<Buffer>& buffers() { return buffers_; }
   const std::vector<Buffer>& buffers() const { return buffers_; }
-  /// The entries' values, read from the buffers, keyed by the walk's names.
+  /// The Cat entries: replace each tensor by the rows of every rank, in rank order.
+  std::vector<Rows>& rows() { return rows_; }
+  const std::vector<Rows>& rows() const { return rows_; }
+  /// The entries' values, read from the buffers and the rows, keyed by the walk's names.
   StateDict unpack() const;
 
  private:
@@ -42,6 +50,7 @@ class PackedState {
   };
   std::vector<Buffer> buffers_;
   std::vector<Slot> slots_;
+  std::vector<Rows> rows_;
 };
 
 /// What a rank's collection is, for the check that every rank holds the same one: each metric's
@@ -61,7 +70,8 @@ at::Device collective_device(const std::string& backend, at::Device state_device
 /// value on every rank; `metric` itself is unchanged and goes on accumulating locally. Costs one
 /// small all-gather that checks that every rank holds the same metric (a ValueError naming the
 /// first difference on every rank otherwise, never a hang), then one all-reduce per (reduction,
-/// dtype). Every rank of the group must call it.
+/// dtype), and two all-gathers per Cat entry (row counts, then the rows padded to the longest).
+/// Every rank of the group must call it.
 std::unique_ptr<Metric> synced(const Metric& metric, c10d::ProcessGroup& group);
 /// The same for a collection: one all-reduce per (reduction, dtype) for all its states together.
 MetricCollection synced(const MetricCollection& collection, c10d::ProcessGroup& group);

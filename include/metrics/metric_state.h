@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <metrics/bad_input.h>
@@ -42,7 +43,8 @@ class MetricState {
   MetricState(MetricState&&) noexcept = default;
   MetricState& operator=(MetricState&&) noexcept = default;
 
-  /// Registers a tensor of `shape` and `dtype` filled with `fill`; returns its slot.
+  /// Registers a tensor of `shape` and `dtype` filled with `fill`; returns its slot. A Cat entry
+  /// starts with 0 rows (shape[0] == 0) and is not packed: append() grows it.
   size_t add(std::string name, at::IntArrayRef shape, at::ScalarType dtype, const c10::Scalar& fill,
              Reduction reduction);
   /// Adds the bad-input tally with these kinds (labels, in the order the kernels count them).
@@ -55,7 +57,7 @@ class MetricState {
   /// The packed 1-D view from the start of entry `first` to the end of entry `last` (two entries of
   /// one dtype) in their buffer: writing it writes them and the entries of that dtype between them.
   at::Tensor span(size_t first, size_t last) const;
-  /// Where entry `slot` starts in the packed buffer of its dtype.
+  /// Where entry `slot` starts in the packed buffer of its dtype (-1 for a Cat entry).
   int64_t offset(size_t slot) const { return offsets_[slot]; }
   /// Tensor `index` of the metric's update scratch (what updates reuse: delta rows, constants on the
   /// state's device, host-side keys), never part of the state: a copy or a move to another device
@@ -67,6 +69,9 @@ class MetricState {
   /// Every tensor with its name, reduction and dtype: read them, never write them.
   const std::vector<StateEntry>& entries() const { return entries_; }
   at::Device device() const { return entries_.front().tensor.device(); }
+
+  /// Appends rows (the entry's shape past dim 0) to Cat entries: (slot, rows) pairs, all or none.
+  void append(const std::vector<std::pair<size_t, at::Tensor>>& rows);
 
   /// Ends an update whose bad entries the host counted: adds them to the tally, then counts the
   /// update. Never reads anything back.

@@ -9,19 +9,30 @@
 namespace metrics {
 
 /// How a state tensor combines with another metric's (merge) or another process's (all-reduce).
-enum class Reduction { Sum, Min, Max };
+enum class Reduction {
+  Sum,
+  Min,
+  Max,
+  Cat,  ///< rows, one or more per update, that grow along dim 0: joined end to end (all-gather)
+};
 
-/// "sum", "min" or "max".
+/// "sum", "min", "max" or "cat".
 const char* reduction_name(Reduction reduction);
 
 /// One tensor of a metric's state: allocated once on the metric's device, updated in place,
-/// restored to `fill` by reset(), combined with others by `reduction`.
+/// restored to `fill` by reset(), combined with others by `reduction`. A Cat entry instead grows by
+/// the rows each update appends, and reset() empties it (TorchMetrics' list states, as one tensor).
 struct StateEntry {
   std::string name;
   at::Tensor tensor;
   c10::Scalar fill;
   Reduction reduction;
 };
+
+/// Whether `other` has the shape `entry` takes: its own, or for a Cat entry any number of rows.
+bool same_shape(const StateEntry& entry, const at::Tensor& other);
+/// The shape as description() and messages show it: "[3, 4]", or "[*, 4]" for a Cat entry.
+std::string shape_text(const StateEntry& entry);
 
 /// State tensors by name, as state_dict() returns them.
 using StateDict = std::map<std::string, at::Tensor>;

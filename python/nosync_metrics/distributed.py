@@ -2,7 +2,8 @@
 
 The C++ core packs a metric's (or a whole collection's) state into one buffer per (reduction,
 dtype); here each buffer is all-reduced with its reduction, after one small all-gather that checks
-that every rank holds the same metrics. A state on a device the backend cannot serve (a CPU state
+that every rank holds the same metrics. Rows that grow with the samples (multidim_average=
+"samplewise") are gathered, padded to the longest rank's. A state on a device the backend cannot serve (a CPU state
 under NCCL) travels to the current CUDA device for the collective and back, one copy per buffer.
 """
 
@@ -37,12 +38,29 @@ def _check_same_on_every_rank(text, group, who, device):
     _C.check_same_texts(texts, who)
 
 
+def _gather_rows(rows, group, backend):
+    """Every rank's rows, in rank order: their counts first, then the rows padded to the longest."""
+    on = rows.to(_C.collective_device(backend, str(rows.device)))
+    count = torch.tensor([on.shape[0]], dtype=torch.int64, device=on.device)
+    counts = [torch.empty_like(count) for _ in range(dist.get_world_size(group))]
+    dist.all_gather(counts, count, group=group)
+    counts = [int(c) for c in counts]
+    padded = on.new_zeros((max(counts),) + tuple(on.shape[1:]))
+    padded[:on.shape[0]] = on
+    gathered = [torch.empty_like(padded) for _ in counts]
+    dist.all_gather(gathered, padded, group=group)
+    return torch.cat([g[:c] for g, c in zip(gathered, counts)]).to(rows.device)
+
+
 def reduce_packed(packed, description, group, who):
-    """All-reduces `packed`'s buffers in place over `group` (None: the default group)."""
+    """All-reduces `packed`'s buffers in place over `group` (None: the default group), and gathers
+    its rows (the Cat entries: TorchMetrics' list states)."""
     backend = dist.get_backend(group)
     buffers = packed.buffers
     device = _C.collective_device(backend, str(buffers[0][1].device))
     _check_same_on_every_rank(description, group, who, device)
+    for index, rows in enumerate(packed.rows):
+        packed.set_rows(index, _gather_rows(rows, group, backend))
     for reduction, buffer in buffers:
         on = buffer.to(_C.collective_device(backend, str(buffer.device)))
         dist.all_reduce(on, op=_OPS[reduction], group=group)
