@@ -39,8 +39,8 @@ ClassificationOptions make_options(const std::string& task, const py::object& nu
                                    int64_t top_k, const py::object& average, const std::string& multidim_average,
                                    const py::object& ignore_index, bool validate_args, double zero_division,
                                    bool weighted, const py::object& device) {
-  TORCH_CHECK_VALUE(multidim_average == "global", "multidim_average='", multidim_average,
-                    "' is not supported: nosync-metrics counts globally (multidim_average='global')");
+  TORCH_CHECK_VALUE(multidim_average == "global" || multidim_average == "samplewise",
+                    "multidim_average must be 'global' or 'samplewise', got '", multidim_average, "'");
   const auto parsed = parse_task(task);
   int64_t classes = 1;
   if (parsed != Task::Binary) {
@@ -52,6 +52,7 @@ ClassificationOptions make_options(const std::string& task, const py::object& nu
   o.threshold(threshold);
   if (!ignore_index.is_none()) o.ignore_index(ignore_index.cast<int64_t>());
   return o.top_k(top_k)
+      .multidim_average(multidim_average == "global" ? MultidimAverage::Global : MultidimAverage::Samplewise)
       .average(parse_average(average))
       .validate_args(validate_args)
       .zero_division(zero_division)

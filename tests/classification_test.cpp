@@ -557,6 +557,67 @@ TEST(ClassificationKernels, CpuAndAtenPathsAgreeOnBinaryAndMultilabelStreams) {
   }
 }
 
+// multidim_average=samplewise: a row of counts per sample, in a state that grows (Cat entries).
+
+Opts samplewise(Opts o) { return o.multidim_average(MultidimAverage::Samplewise); }
+
+TEST(Samplewise, CountsEachSampleOverItsPositionsByBruteForce) {
+  auto gen = testing::generator(41);
+  const auto preds = at::randint(3, {4, 6}, gen, at::kLong);
+  const auto target = at::randint(3, {4, 6}, gen, at::kLong);
+  StatScores metric(samplewise(Opts::multiclass(3).average(Average::None)));
+  metric.update(preds, target);
+  const auto table = metric.compute();  // [4, 3, 5]
+  ASSERT_EQ(table.sizes(), (std::vector<int64_t>{4, 3, 5}));
+  for (int64_t n = 0; n < 4; ++n) {
+    for (int64_t c = 0; c < 3; ++c) {
+      int64_t tp = 0, fp = 0, tn = 0, fn = 0;
+      for (int64_t j = 0; j < 6; ++j) {
+        const bool p = preds[n][j].item<int64_t>() == c, t = target[n][j].item<int64_t>() == c;
+        tp += p && t, fp += p && !t, fn += !p && t, tn += !p && !t;
+      }
+      const std::vector<int64_t> expected{tp, fp, tn, fn, tp + fn};
+      for (int64_t k = 0; k < 5; ++k) EXPECT_EQ(table[n][c][k].item<int64_t>(), expected[k]) << n << " " << c;
+    }
+  }
+}
+
+TEST(Samplewise, RowsGrowMergeEndToEndAndResetEmpties) {
+  const auto labels = [](std::vector<int64_t> values, int64_t rows) { return at::tensor(values).view({rows, -1}); };
+  Accuracy metric(samplewise(Opts::binary()));
+  metric.update(labels({1, 1, 0, 1}, 2), labels({1, 0, 0, 1}, 2));
+  Accuracy other(samplewise(Opts::binary()));
+  other.update(labels({1, 1, 1}, 1), labels({1, 1, 0}, 1));
+  metric.merge(other);
+  EXPECT_TRUE(tensors_close(metric.compute(), at::tensor({0.5f, 1.0f, 2.0f / 3})));
+  EXPECT_EQ(other.value().size(0), 1);  // the other metric is unchanged
+  EXPECT_NE(metric.description().find("tp Long[*, 1] cat"), std::string::npos) << metric.description();
+  metric.reset();
+  EXPECT_EQ(metric.value().size(0), 0);
+}
+
+TEST(Samplewise, StateDictsOfAnyRowCountLoadAndABadOneChangesNothing) {
+  Recall metric(samplewise(Opts::multilabel(3)));
+  auto gen = testing::generator(42);
+  metric.update(at::rand({5, 3, 2}, gen), at::randint(2, {5, 3, 2}, gen, at::kLong));
+  const auto saved = metric.state_dict();
+  Recall restored(samplewise(Opts::multilabel(3)));
+  restored.update(at::rand({1, 3, 2}, gen), at::randint(2, {1, 3, 2}, gen, at::kLong));
+  restored.load_state_dict(saved);
+  EXPECT_TRUE(tensors_close(restored.compute(), metric.compute()));
+  auto bad = saved;
+  bad["tp"] = at::zeros({5, 4}, at::kLong);
+  const auto before = restored.state_dict();
+  EXPECT_THROW(restored.load_state_dict(bad), c10::ValueError);
+  EXPECT_TRUE(states_equal(restored.state_dict(), before));
+}
+
+TEST(Samplewise, RefusedWithWeightsAndForConfusionMatrices) {
+  EXPECT_THROW(Accuracy(samplewise(Opts::binary()).weighted(true)), c10::ValueError);
+  EXPECT_THROW(ConfusionMatrix(samplewise(Opts::multiclass(3))), c10::ValueError);
+  Accuracy metric(samplewise(Opts::multiclass(3)));
+  EXPECT_THROW(metric.update(at::randn({4, 3}), at::randint(3, {4}, at::kLong)), c10::ValueError);
+}
 
 }  // namespace
 }  // namespace metrics

@@ -136,6 +136,29 @@ TEST(Distributed, SyncedMetricReducesCountsTallyAndExtremes) {
   }
 }
 
+TEST(Distributed, SamplewiseRowsAreGatheredInRankOrder) {
+  // rank r holds samples of batch r (rank 2 none): the synced metric has every rank's rows in order
+  const auto o = Opts::multiclass(4).multidim_average(MultidimAverage::Samplewise);
+  const auto sample_batch = [](int64_t i) {
+    auto gen = generator(900 + i);
+    return std::pair{at::randn({2 + i, 4, 3}, gen), at::randint(4, {2 + i, 3}, gen, at::kLong)};
+  };
+  Recall whole(o);
+  for (int64_t i = 0; i < 2; ++i) whole.update(sample_batch(i).first, sample_batch(i).second);
+  const auto expected = whole.compute();
+  std::vector<at::Tensor> got(3);
+  const auto errors = on_ranks(3, [&](int rank, c10d::ProcessGroup& group) {
+    Recall local(o);
+    if (rank < 2) local.update(sample_batch(rank).first, sample_batch(rank).second);
+    got[rank] = synced(local, group)->compute();
+  });
+  ASSERT_EQ(expected.size(0), 5);
+  for (int rank = 0; rank < 3; ++rank) {
+    ASSERT_EQ(errors[rank], "") << rank;
+    EXPECT_TRUE(tensors_close(got[rank], expected)) << rank;
+  }
+}
+
 TEST(Distributed, RanksWithDifferentMetricsAllRaiseNamingTheFirstDifference) {
   const auto errors = on_ranks(2, [&](int rank, c10d::ProcessGroup& group) {
     Accuracy accuracy(Opts::multiclass(4).average(rank == 0 ? Average::Macro : Average::Micro));

@@ -141,6 +141,29 @@ TEST(MetaDevice, EveryMetricUpdatesMergesAndComputesOnMeta) {
   }
 }
 
+TEST(MetaDevice, SamplewiseMetricsGrowARowPerSampleOnMeta) {
+  const auto samplewise = [](Opts o) { return o.multidim_average(MultidimAverage::Samplewise).device(at::kMeta); };
+  const std::vector<std::tuple<std::string, Opts, std::vector<int64_t>, std::vector<int64_t>>> tasks{
+      {"multiclass scores", Opts::multiclass(5), {8, 5, 3}, {8, 3}},
+      {"multiclass top2", Opts::multiclass(5).top_k(2), {8, 5, 3}, {8, 3}},
+      {"binary", Opts::binary(), {8, 3}, {8, 3}},
+      {"multilabel", Opts::multilabel(4).average(Average::None), {8, 4, 3}, {8, 4, 3}}};
+  for (const auto& [name, opts, preds_shape, target_shape] : tasks) {
+    SCOPED_TRACE(name);
+    const auto preds = at::empty(preds_shape, on(at::kMeta));
+    const auto target = at::empty(target_shape, on(at::kMeta, at::kLong));
+    F1Score metric(samplewise(opts));
+    metric.update(preds, target);
+    metric.update(preds, target);
+    EXPECT_EQ(metric.forward(preds, target).size(0), 8);
+    metric.merge(*metric.clone());
+    const auto value = metric.value();
+    EXPECT_TRUE(value.is_meta());
+    EXPECT_EQ(value.size(0), 48);
+    EXPECT_EQ(value.dim(), opts.average() == Average::None ? 2 : 1);
+  }
+}
+
 TEST(MetaDevice, ACollectionUpdatesAndComputesOnMeta) {
   const auto o = Opts::multiclass(5).device(at::kMeta);
   MetricCollection collection;

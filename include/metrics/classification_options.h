@@ -19,6 +19,12 @@ enum class Average {
   None,      ///< the per-class scores
 };
 
+/// What the counts cover (TorchMetrics' multidim_average).
+enum class MultidimAverage {
+  Global,      ///< every sample and position of the stream: one count per class
+  Samplewise,  ///< each sample over its extra dimensions (N, ...): a value per sample; the state grows
+};
+
 /// ConfusionMatrix normalization: none, over targets (rows), predictions (columns), or all.
 enum class Normalize { None, True, Pred, All };
 
@@ -55,6 +61,10 @@ struct ClassificationOptions {
   TORCH_ARG(bool, weighted) = false;
   /// Where the state lives; inputs must be there too.
   TORCH_ARG(at::Device, device) = at::Device(at::kCPU);
+  /// Samplewise needs inputs with extra dimensions (binary and multiclass labels (N, P, ...),
+  /// multiclass scores and multilabel (N, C, P, ...)); values are then per sample, and the state
+  /// holds a row of counts per sample seen (Cat entries). Not with weights.
+  TORCH_ARG(MultidimAverage, multidim_average) = MultidimAverage::Global;
   /// Macro by default, as in TorchMetrics' task classes.
   TORCH_ARG(Average, average) = Average::Macro;
   /// The value of a ratio with a zero denominator: 0 or 1.

@@ -4,7 +4,8 @@ nosync-metrics' C++ metrics.
 
 Beyond TorchMetrics, every class takes two keyword arguments: ``weighted=True`` accepts per-sample
 weights in ``update(preds, target, weight)``, and ``device`` places the state.
-``multidim_average`` accepts ``"global"`` only. As in TorchMetrics, the arguments are readable as
+``multidim_average="samplewise"`` gives a value per sample, as TorchMetrics: its state grows by a row
+of counts per sample (joined across processes by an all-gather). As in TorchMetrics, the arguments are readable as
 attributes (``metric.num_classes``, ``metric.average``, ...), here read-only: they are the C++
 metric's options. Accuracy and StatScores take ``zero_division`` and, as TorchMetrics, never use it.
 
@@ -67,11 +68,11 @@ def _checked(who, arguments):
     for name in ("average", "normalize"):
         if name in a:
             check_str(who, name, a[name], optional=True)
-    if a.get("multidim_average", "global") != "global":
+    if "multidim_average" in a:
         check_str(who, "multidim_average", a["multidim_average"])
-        if a["multidim_average"] == "samplewise":
-            raise ValueError(f"{who}: multidim_average='samplewise' is not supported: nosync-metrics counts "
-                             "globally (multidim_average='global')")
+        if a["multidim_average"] not in ("global", "samplewise"):
+            raise ValueError(f"{who}: multidim_average must be 'global' or 'samplewise', got "
+                             f"{a['multidim_average']!r}")
     check_bool(who, "validate_args", a["validate_args"])
     check_bool(who, "weighted", a["weighted"])
     a["device"] = check_device(who, "device", a["device"])

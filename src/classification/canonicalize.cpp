@@ -116,6 +116,17 @@ void check_shapes(const std::string& metric, const ClassificationOptions& o, con
                     " needs scores (N, ", k, ", ...), but preds are labels");
 }
 
+// Samplewise counts a sample over its extra dimensions: TorchMetrics asks for them.
+void check_samplewise(const std::string& metric, const ClassificationOptions& o, const at::Tensor& preds,
+                      const at::Tensor& target) {
+  if (o.multidim_average() != MultidimAverage::Samplewise) return;
+  const bool with_classes = o.task() == Task::Multilabel || preds.dim() == target.dim() + 1;
+  const auto needed = with_classes ? 3 : 2;
+  TORCH_CHECK_VALUE(preds.dim() >= needed, metric, ".update: multidim_average=samplewise needs preds of at least ",
+                    needed, " dimensions (", with_classes ? "N, C, P, ..." : "N, P, ...", "), got shape ",
+                    preds.sizes());
+}
+
 }  // namespace
 
 ClassificationBatch canonicalize(const std::string& metric, const ClassificationOptions& o, const at::Tensor& preds,
@@ -123,6 +134,7 @@ ClassificationBatch canonicalize(const std::string& metric, const Classification
                                  at::Device state_device) {
   check_tensors(metric, preds, target, state_device, o.task() != Task::Multiclass);
   check_shapes(metric, o, preds, target);
+  check_samplewise(metric, o, preds, target);
   if (weight) check_weight(metric, o, *weight, target);
 
   ClassificationBatch batch;
@@ -139,6 +151,7 @@ ClassificationBatch canonicalize(const std::string& metric, const Classification
     batch.target = flat(target_labels(target));
   }
   if (weight) batch.weight = canonical_weight(o, *weight, target);
+  batch.samples = target.size(0);
   return batch;
 }
 

@@ -39,6 +39,8 @@ void check_options(const std::string& metric, const ClassificationOptions& o) {
                     " is larger than num_classes = ", k);
   TORCH_CHECK_VALUE(o.zero_division() == 0.0 || o.zero_division() == 1.0, metric,
                     ": zero_division must be 0 or 1, got ", o.zero_division());
+  TORCH_CHECK_VALUE(o.multidim_average() == MultidimAverage::Global || !o.weighted(), metric,
+                    ": multidim_average=samplewise counts without weights; build it with weighted=false");
 }
 
 std::string task_name(const std::string& base_name, const ClassificationOptions& options) {
@@ -173,7 +175,10 @@ F1Score::F1Score(ClassificationOptions options) : Cloneable("F1Score", 1.0, opti
 ConfusionMatrix::ConfusionMatrix(ClassificationOptions options, Normalize normalize)
     : Cloneable("ConfusionMatrix", options,
                 options.task() == Task::Multiclass ? CountLayout::Matrix : CountLayout::PerClass),
-      normalize_(normalize) {}
+      normalize_(normalize) {
+  TORCH_CHECK_VALUE(options.multidim_average() == MultidimAverage::Global, name(),
+                    ": multidim_average=samplewise does not apply to a confusion matrix");
+}
 
 std::string ConfusionMatrix::options_text() const {
   static const char* const names[] = {"None", "true", "pred", "all"};

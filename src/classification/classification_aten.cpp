@@ -137,13 +137,20 @@ at::Tensor kept_value(const c10::optional<at::Tensor>& weight, const BadMasks& m
   return weight ? weight->masked_fill(m.dropped, 0.0) : m.dropped.bitwise_not();
 }
 
+// The last entry in the packed buffer: the counts follow the update count, unless they are rows.
+size_t last_packed_slot(const MetricState& state) {
+  auto slot = state.entries().size() - 1;
+  while (state.entries()[slot].reduction == Reduction::Cat) --slot;
+  return slot;
+}
+
 // Adds the update count and, where the state tracks bad input, the per-kind bad entries and the
 // bad-update flag to `scatter`, applies it, and records the first bad update.
 void finish(MetricState& state, Scatter& scatter, const BadMasks& m) {
   const auto* tally = state.bad_input();
   scatter.at_one(state.offset(0), 1);
   scatter.add(constant(state, kOne, [](const at::TensorOptions& t) { return at::ones({1}, t); }));
-  if (!tally) return scatter.apply(state.entries().size() - 1);
+  if (!tally) return scatter.apply(last_packed_slot(state));
   const auto counts = state.offset(tally->counts_slot());
   for (size_t k = 0; k < m.kinds.size(); ++k) {
     scatter.at_one(counts + static_cast<int64_t>(k), m.kinds[k].numel());
@@ -197,15 +204,25 @@ std::pair<at::Tensor, at::Tensor> stat_rows(MetricState& state) {
   return {rows[0], rows[1]};
 }
 
-void count_multiclass(MetricState& state, const ClassificationBatch& b, const ClassificationOptions& o) {
-  const int64_t classes = o.num_classes();
+// Each row's target (clamped into range) and predicted class, and its bad masks.
+struct MulticlassRows {
+  at::Tensor tc, p;
+  BadMasks m;
+};
+
+MulticlassRows multiclass_rows(const ClassificationBatch& b, const ClassificationOptions& o) {
   const auto& t = b.target;
-  const auto tc = t.clamp(0, classes - 1);
+  const auto tc = t.clamp(0, o.num_classes() - 1);
   const auto target_bad = tc.ne(t);
-  const auto [p, pred_bad] = predicted_class(b, o, tc, target_bad);
+  auto [p, pred_bad] = predicted_class(b, o, tc, target_bad);
   std::vector<at::Tensor> kinds{target_bad, pred_bad};
   if (b.weight) kinds.push_back(weight_bad(*b.weight));
-  const auto m = bad_masks(std::move(kinds), t, o);
+  return {tc, std::move(p), bad_masks(std::move(kinds), t, o)};
+}
+
+void count_multiclass(MetricState& state, const ClassificationBatch& b, const ClassificationOptions& o) {
+  const int64_t classes = o.num_classes();
+  const auto [tc, p, m] = multiclass_rows(b, o);
   Scatter scatter(state);
   if (layout_of(state) == CountLayout::Matrix) {
     scatter.indexed(at::add(p, tc, classes), state.offset(1));
@@ -247,8 +264,15 @@ at::Tensor predicted(MetricState& state, const at::Tensor& x, const Classificati
   return x.gt(select(logits, logit_threshold, threshold));
 }
 
-// Binary (M,) and multilabel (M, L) entries, each a binary prediction of its label.
-void count_entries(MetricState& state, const ClassificationBatch& b, const ClassificationOptions& o) {
+// Binary (M,) and multilabel (M, L) entries: each one's cell 2 * target + prediction (0 tn, 1 fp,
+// 2 fn, 3 tp), its weight, and the bad masks.
+struct EntryRows {
+  at::Tensor cell;
+  c10::optional<at::Tensor> weight;
+  BadMasks m;
+};
+
+EntryRows entry_rows(MetricState& state, const ClassificationBatch& b, const ClassificationOptions& o) {
   const auto& t = b.target;
   const auto& x = b.preds;
   const auto tc = t.clamp(0, 1);
@@ -264,17 +288,61 @@ void count_entries(MetricState& state, const ClassificationBatch& b, const Class
   c10::optional<at::Tensor> weight;
   if (b.weight) weight = b.weight->dim() < t.dim() ? b.weight->unsqueeze(1).expand_as(t) : *b.weight;
   if (weight) kinds.push_back(weight_bad(*weight));
-  const auto m = bad_masks(std::move(kinds), t, o);
+  return {at::add(pred, tc, 2), std::move(weight), bad_masks(std::move(kinds), t, o)};
+}
+
+// Each binary prediction of its label.
+void count_entries(MetricState& state, const ClassificationBatch& b, const ClassificationOptions& o) {
+  const auto [cell, weight, m] = entry_rows(state, b, o);
   Scatter scatter(state);
-  const auto cell = at::add(pred, tc, 2);
-  scatter.indexed(cell_offsets(state).gather(0, cell.reshape({-1})), 0, t.dim() == 1 ? 1 : t.size(1));
+  scatter.indexed(cell_offsets(state).gather(0, cell.reshape({-1})), 0, cell.dim() == 1 ? 1 : cell.size(1));
   scatter.add(kept_value(weight, m));
   finish(state, scatter, m);
+}
+
+// multidim_average=samplewise: the counts of each sample of the batch, [N, C] per stat, appended
+// to the state's rows (the rows are sample-major, `rows / N` to a sample). One index_add_ per
+// stat into a zeroed block; tn is what the sample kept less the other three.
+void count_samplewise(MetricState& state, const ClassificationBatch& b, const ClassificationOptions& o) {
+  const int64_t n = b.samples, classes = o.num_classes(), rows = b.target.size(0);
+  const int64_t per_sample = n == 0 ? 0 : rows / n;
+  const auto long_options = b.target.options().dtype(at::kLong);
+  const auto sample = at::arange(rows, long_options).div_(std::max<int64_t>(per_sample, 1), "floor");
+  at::Tensor tp, fp, tn, fn;
+  BadMasks masks;
+  if (o.task() == Task::Multiclass) {
+    auto [tc, p, m] = multiclass_rows(b, o);
+    const auto kept = m.dropped.bitwise_not().to(at::kLong);
+    const auto wrong = p.ne(tc).to(at::kLong).mul_(kept);
+    const auto first = sample.mul(classes);
+    auto sums = at::zeros({3, n * classes}, long_options);
+    sums[0].index_add_(0, first + tc, kept - wrong);
+    sums[1].index_add_(0, first + p, wrong);
+    sums[2].index_add_(0, first + tc, wrong);
+    const auto per = sums.view({3, n, classes});
+    tp = per[0], fp = per[1], fn = per[2];
+    tn = kept.reshape({n, per_sample}).sum(1, /*keepdim=*/true) - tp - fp - fn;
+    masks = std::move(m);
+  } else {
+    auto [cell, weight, m] = entry_rows(state, b, o);
+    const auto labels = cell.dim() == 1 ? 1 : cell.size(1);
+    const auto label = at::arange(labels, long_options);
+    const auto index = sample.unsqueeze(1).mul(labels).add(label).mul_(4).add_(cell.reshape({rows, labels}));
+    const auto kept = m.dropped.bitwise_not().to(at::kLong).reshape({-1});
+    const auto cells = at::zeros({n * labels * 4}, long_options).index_add_(0, index.reshape({-1}), kept);
+    const auto per = cells.view({n, labels, 4}).unbind(2);
+    tn = per[0], fp = per[1], fn = per[2], tp = per[3];
+    masks = std::move(m);
+  }
+  state.append({{1, tp}, {2, fp}, {3, tn}, {4, fn}});
+  Scatter scatter(state);
+  finish(state, scatter, masks);
 }
 
 }  // namespace
 
 void count_on_aten(MetricState& state, const ClassificationBatch& batch, const ClassificationOptions& options) {
+  if (options.multidim_average() == MultidimAverage::Samplewise) return count_samplewise(state, batch, options);
   options.task() == Task::Multiclass ? count_multiclass(state, batch, options) : count_entries(state, batch, options);
 }
 

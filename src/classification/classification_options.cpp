@@ -25,7 +25,8 @@ std::string counting_key(const ClassificationOptions& o) {
   key << task_prefix(o.task()) << "/classes=" << o.num_classes()
       << "/threshold=" << detail::number_text(o.threshold()) << "/top_k=" << o.top_k()
       << "/ignore=" << (o.ignore_index() ? std::to_string(*o.ignore_index()) : "none")
-      << "/validate=" << o.validate_args() << "/weighted=" << o.weighted();
+      << "/validate=" << o.validate_args() << "/weighted=" << o.weighted()
+      << (o.multidim_average() == MultidimAverage::Samplewise ? "/samplewise" : "");
   return key.str();
 }
 
@@ -65,6 +66,8 @@ std::string describe(const ClassificationOptions& o) {
        << ", validate_args=" << (o.validate_args() ? "True" : "False")
        << ", zero_division=" << detail::number_text(o.zero_division())
        << ", weighted=" << (o.weighted() ? "True" : "False");
+  // only where it is not the default: a global metric's description (in its state_dict) is unchanged
+  if (o.multidim_average() == MultidimAverage::Samplewise) text << ", multidim_average=samplewise";
   return text.str();
 }
 

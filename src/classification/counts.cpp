@@ -23,6 +23,8 @@ MetricState make_count_state(const ClassificationOptions& options, CountLayout l
   if (layout == CountLayout::Matrix) {
     TORCH_INTERNAL_ASSERT(options.task() == Task::Multiclass);
     state.add("confmat", {classes, classes}, dtype, 0, Reduction::Sum);
+  } else if (options.multidim_average() == MultidimAverage::Samplewise) {
+    for (const char* name : {"tp", "fp", "tn", "fn"}) state.add(name, {0, classes}, dtype, 0, Reduction::Cat);
   } else {
     for (const char* name : {"tp", "fp", "tn", "fn"}) state.add(name, {classes}, dtype, 0, Reduction::Sum);
   }
@@ -55,7 +57,8 @@ at::Tensor confusion_matrix(const MetricState& state, const ClassificationOption
 }
 
 void count(MetricState& state, const ClassificationOptions& options, const ClassificationBatch& batch) {
-  if (!cpu_fast_path_enabled() || !batch.target.is_cpu()) return count_on_aten(state, batch, options);
+  const bool samplewise = options.multidim_average() == MultidimAverage::Samplewise;
+  if (samplewise || !cpu_fast_path_enabled() || !batch.target.is_cpu()) return count_on_aten(state, batch, options);
   CountSink sink;
   sink.layout = layout_of(state);
   if (sink.layout == CountLayout::Matrix) {

@@ -38,7 +38,7 @@ at::Tensor average_scores(const at::Tensor& score, const Doubles& c, const Class
       return score;
     case Average::Weighted: {
       const auto support = c.tp + c.fn;
-      return safe_divide((support * score).sum(), support.sum(), 0.0);
+      return safe_divide((support * score).sum(-1), support.sum(-1), 0.0);
     }
     case Average::Macro: {
       auto weights = at::ones_like(score);
@@ -46,14 +46,17 @@ at::Tensor average_scores(const at::Tensor& score, const Doubles& c, const Class
         const auto seen = top_k == 1 ? c.tp + c.fp + c.fn : c.tp + c.fn;
         weights.masked_fill_(seen == 0, 0.0);
       }
-      return safe_divide((weights * score).sum(), weights.sum(), 0.0);
+      return safe_divide((weights * score).sum(-1), weights.sum(-1), 0.0);
     }
   }
   return score;
 }
 
+bool samplewise(const ClassificationOptions& o) { return o.multidim_average() == MultidimAverage::Samplewise; }
+
+// A binary score is a scalar, or one per sample.
 at::Tensor finish(const at::Tensor& score, const ClassificationOptions& o) {
-  return (binary(o) ? score.reshape({}) : score).to(at::kFloat);
+  return (binary(o) ? score.reshape(samplewise(o) ? at::IntArrayRef{-1} : at::IntArrayRef{}) : score).to(at::kFloat);
 }
 
 // tp / (tp + other): precision (other = fp) and recall (other = fn).
@@ -62,8 +65,8 @@ at::Tensor ratio_score(const StatCounts& counts, const ClassificationOptions& o,
   const auto& other = precision ? c.fp : c.fn;
   if (binary(o)) return finish(safe_divide(c.tp, c.tp + other, o.zero_division()), o);
   if (o.average() == Average::Micro) {
-    const auto tp = c.tp.sum();
-    return finish(safe_divide(tp, tp + other.sum(), o.zero_division()), o);
+    const auto tp = c.tp.sum(-1);
+    return finish(safe_divide(tp, tp + other.sum(-1), o.zero_division()), o);
   }
   return finish(average_scores(safe_divide(c.tp, c.tp + other, o.zero_division()), c, o, o.top_k()), o);
 }
@@ -75,8 +78,8 @@ at::Tensor accuracy(const StatCounts& counts, const ClassificationOptions& o) {
   const auto all = c.tp + c.tn + c.fp + c.fn;
   if (binary(o)) return finish(safe_divide(c.tp + c.tn, all, 0.0), o);
   if (o.average() == Average::Micro) {
-    if (multilabel(o)) return finish(safe_divide((c.tp + c.tn).sum(), all.sum(), 0.0), o);
-    return finish(safe_divide(c.tp.sum(), (c.tp + c.fn).sum(), 0.0), o);
+    if (multilabel(o)) return finish(safe_divide((c.tp + c.tn).sum(-1), all.sum(-1), 0.0), o);
+    return finish(safe_divide(c.tp.sum(-1), (c.tp + c.fn).sum(-1), 0.0), o);
   }
   const auto score = multilabel(o) ? safe_divide(c.tp + c.tn, all, 0.0) : safe_divide(c.tp, c.tp + c.fn, 0.0);
   return finish(average_scores(score, c, o, o.top_k()), o);
@@ -97,21 +100,21 @@ at::Tensor fbeta_score(const StatCounts& counts, double beta, const Classificati
     return safe_divide((1 + beta2) * tp, (1 + beta2) * tp + beta2 * fn + fp, o.zero_division());
   };
   if (binary(o)) return finish(score(c.tp, c.fp, c.fn), o);
-  if (o.average() == Average::Micro) return finish(score(c.tp.sum(), c.fp.sum(), c.fn.sum()), o);
+  if (o.average() == Average::Micro) return finish(score(c.tp.sum(-1), c.fp.sum(-1), c.fn.sum(-1)), o);
   return finish(average_scores(score(c.tp, c.fp, c.fn), c, o, /*top_k=*/1), o);
 }
 
 at::Tensor stat_scores(const StatCounts& c, const ClassificationOptions& o) {
-  const auto table = at::stack({c.tp, c.fp, c.tn, c.fn, c.tp + c.fn}, /*dim=*/-1);  // [C, 5]
-  if (binary(o)) return table.reshape({5});
+  const auto table = at::stack({c.tp, c.fp, c.tn, c.fn, c.tp + c.fn}, /*dim=*/-1);  // [C, 5], samplewise [S, C, 5]
+  if (binary(o)) return samplewise(o) ? table.reshape({-1, 5}).squeeze() : table.reshape({5});  // as TorchMetrics
   switch (o.average()) {
     case Average::Micro:
-      return table.sum(0);
+      return table.sum(-2);
     case Average::Macro:
-      return table.to(at::kFloat).mean(0);
+      return table.to(at::kFloat).mean(-2);
     case Average::Weighted: {
       const auto support = (c.tp + c.fn).to(at::kDouble);
-      return (table.to(at::kDouble) * (support / support.sum()).unsqueeze(1)).sum(0).to(at::kFloat);
+      return (table.to(at::kDouble) * (support / support.sum(-1, true)).unsqueeze(-1)).sum(-2).to(at::kFloat);
     }
     case Average::None:
       break;

@@ -23,6 +23,8 @@ struct ClassificationBatch {
   /// float64: (M,) one per row, or (M, L) one per multilabel entry.
   c10::optional<at::Tensor> weight;
   bool scores = false;
+  /// N: the rows are sample-major, M / N to a sample (what samplewise counts per sample).
+  int64_t samples = 0;
 };
 
 /// Checks shapes, dtypes and devices (metadata only) and reshapes into canonical form.
@@ -44,7 +46,8 @@ std::vector<std::string> bad_input_kinds(const ClassificationOptions& options);
 /// The counting state of `options` in `layout`, with its bad-input tally if validate_args.
 MetricState make_count_state(const ClassificationOptions& options, CountLayout layout);
 CountLayout layout_of(const MetricState& state);
-/// tp, fp, tn, fn per class, derived from the matrix under the Matrix layout.
+/// tp, fp, tn, fn per class, derived from the matrix under the Matrix layout; [S, C] rows of S
+/// samples under multidim_average=samplewise.
 StatCounts stat_counts(const MetricState& state);
 /// [C, C] multiclass (Matrix layout), [2, 2] binary, [L, 2, 2] multilabel.
 at::Tensor confusion_matrix(const MetricState& state, const ClassificationOptions& options);
@@ -58,6 +61,7 @@ struct CountSink {
 };
 
 /// ATen path (any device): counts a batch into `state` and finishes the update (count and tally).
+/// It alone counts samplewise, on the CPU too.
 void count_on_aten(MetricState& state, const ClassificationBatch& batch, const ClassificationOptions& options);
 
 namespace cpu {

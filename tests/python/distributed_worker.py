@@ -24,7 +24,9 @@ def batch(i):
             "binary_preds": torch.rand(n, generator=g),
             "binary_target": torch.randint(0, 2, (n,), generator=g),
             "multilabel_preds": torch.rand(n, 3, generator=g),
-            "multilabel_target": torch.randint(0, 2, (n, 3), generator=g)}
+            "multilabel_target": torch.randint(0, 2, (n, 3), generator=g),
+            "sample_preds": torch.randn(n, CLASSES, 4, generator=g),
+            "sample_target": torch.randint(0, CLASSES, (n, 4), generator=g)}
 
 
 def mine(rank, world):
@@ -51,6 +53,9 @@ def metrics():
         "confmat": (nm.MulticlassConfusionMatrix(num_classes=CLASSES), ["preds", "target"]),
         "binary_accuracy": (nm.BinaryAccuracy(), ["binary_preds", "binary_target"]),
         "multilabel_f1": (nm.MultilabelF1Score(num_labels=3), ["multilabel_preds", "multilabel_target"]),
+        # rows per sample, gathered in rank order
+        "samplewise_f1": (nm.MulticlassF1Score(num_classes=CLASSES, multidim_average="samplewise"),
+                          ["sample_preds", "sample_target"]),
     }
 
 

@@ -34,9 +34,10 @@ def run(scenario, world, tmp_path):
     return [torch.load(out) for out in outs]
 
 
-def single_process_values():
+def single_process_values(order=range(worker.BATCHES)):
+    """Every value over the batches in `order` (samplewise values come in that order)."""
     ms, c = worker.metrics(), worker.collection()
-    for i in range(worker.BATCHES):
+    for i in order:
         b = worker.batch(i)
         for metric, keys in ms.values():
             metric.update(*[b[k] for k in keys])
@@ -48,7 +49,9 @@ def single_process_values():
 
 @pytest.mark.parametrize("world", [2, 3])
 def test_synced_compute_equals_one_process_over_the_union(world, tmp_path):
-    expected = single_process_values()
+    # a sync gathers samplewise rows in rank order: the union taken rank by rank
+    expected = single_process_values([i for rank in range(world) for i in worker.mine(rank, world)])
+    assert expected["samplewise_f1"].shape == (sum(3 + 4 * i for i in range(worker.BATCHES)),)
     for rank, got in enumerate(run("every_metric", world, tmp_path)):
         assert got.pop("local_counts_kept") is True
         assert got.keys() == expected.keys()

@@ -54,8 +54,8 @@ def test_classification_errors():
         nm.BinaryF1Score(threshold=1.5)
     with pytest.raises(ValueError, match="average must be 'micro', 'macro', 'weighted', 'none' or None"):
         nm.MulticlassF1Score(num_classes=3, average="samples")
-    with pytest.raises(ValueError, match="multidim_average='samplewise' is not supported"):
-        nm.MulticlassF1Score(num_classes=3, multidim_average="samplewise")
+    with pytest.raises(ValueError, match="multidim_average must be 'global' or 'samplewise'"):
+        nm.MulticlassF1Score(num_classes=3, multidim_average="per_sample")
     with pytest.raises(ValueError, match="normalize must be"):
         nm.MulticlassConfusionMatrix(num_classes=3, normalize="rows")
     with pytest.raises(TypeError):

@@ -6,7 +6,8 @@
 
 namespace metrics {
 
-/// Per-class counts, each [C] (int64, or float64 when weighted).
+/// Per-class counts, each [C] (int64, or float64 when weighted), or [S, C] for S samples under
+/// multidim_average=samplewise, whose values are then per sample.
 struct StatCounts {
   at::Tensor tp, fp, tn, fn;
 };
