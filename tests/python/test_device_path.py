@@ -21,8 +21,8 @@ def test_update_is_replay_invariant_without_sync(config):
     result = launch_bench.measure(config)
     assert result["error"] is None
     assert result["syncs"] == [0, 0]
-    assert result["first_difference"] is None
-    assert result["replay_invariant"]
+    assert result["first_difference"] is None  # a growing state's rows aside (samplewise)
+    assert result["replay_invariant"] != config.grows
     assert result["launching"][0] == result["launching"][1] > 0
 
 
@@ -107,6 +107,11 @@ def test_table_reports_counts_budget_and_reference():
     assert launch_bench.problems([row]) == []
     assert launch_bench.problems([dict(row, syncs=[1, 1])]) == [
         "MeanMetric warn, value (4096,): sync-class ops [1, 1]"]
+    grown = dict(row, grows=True, replay_invariant=False, first_difference=None)
+    assert "| no: its state grows |" in launch_bench.table_row(grown)
+    assert launch_bench.problems([grown]) == []
+    assert launch_bench.problems([dict(grown, first_difference=(3, "a", "b"))]) == [
+        "MeanMetric warn, value (4096,): not replay-invariant at (3, 'a', 'b')"]
 
 
 class ReadsBack:
