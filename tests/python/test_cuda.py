@@ -192,6 +192,27 @@ def test_classification_updates_are_sync_free_and_equal_the_cpu_cuda(cls, task, 
     assert_same_state(gpu.state_dict(), cpu.state_dict())
 
 
+@pytest.mark.parametrize("task, make", [
+    ("multiclass", lambda **k: nm.MulticlassF1Score(num_classes=C, multidim_average="samplewise", top_k=2, **k)),
+    ("binary", lambda **k: nm.BinaryStatScores(multidim_average="samplewise", **k)),
+    ("multilabel", lambda **k: nm.MultilabelRecall(num_labels=L, multidim_average="samplewise", average=None, **k)),
+])
+def test_samplewise_updates_are_sync_free_and_equal_the_cpu_cuda(task, make):
+    # (N, ..., 3): each sample spans three positions
+    data = [tuple(x.unsqueeze(-1).expand(*x.shape, 3).contiguous() for x in batch)
+            for batch in batches(task, seed=77, bad=(1,))]
+    cpu, gpu = make(), make(device=DEVICE)
+    for batch in data:
+        cpu.update(*batch)
+    sync_free(gpu.update, [on_device(b) for b in data])
+    assert_same_state(gpu.state_dict(), cpu.state_dict())
+    with pytest.raises(ValueError) as gpu_error:
+        gpu.compute()
+    with pytest.raises(ValueError) as cpu_error:
+        cpu.compute()
+    assert first_line(gpu_error.value) == first_line(cpu_error.value)
+
+
 def test_classification_values_match_sklearn_cuda():
     from sklearn import metrics as skm
 
