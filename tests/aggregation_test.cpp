@@ -425,6 +425,41 @@ TEST(AggregationPrecision, DevicePathCompensatesAcrossUpdates) {
   EXPECT_GT(relative_error(naive, exact), 1e-12);  // what the compensation is for
 }
 
+// A total that becomes infinite (an infinite value, or finite values whose sum overflows) stays
+// infinite on the device path, where the compensated add's rounding error is NaN, and a later
+// infinity of the other sign makes it NaN: as on the CPU path, for both accumulator dtypes.
+TEST(AggregationDevicePath, InfiniteTotalsMatchTheCpuPath) {
+  const double big = 1e308;
+  const std::vector<std::vector<double>> batches{{1.0, 2.5}, {big}, {big}, {-1.0}, {kInf}, {3.0}, {-kInf}};
+  for (auto dtype : {at::kDouble, at::kFloat}) {
+    for (int aten = 0; aten < 2; ++aten) {
+      std::unique_ptr<ForceAtenPath> force;
+      if (aten) force = std::make_unique<ForceAtenPath>();
+      Sum sum(AggregationOptions().dtype(dtype));
+      Mean mean(AggregationOptions().dtype(dtype));
+      std::vector<double> sums, means;
+      for (const auto& batch : batches) {
+        const auto x = floats(batch, at::kDouble);
+        sum.update(x);
+        mean.update(x, floats(std::vector<double>(batch.size(), 0.5), at::kDouble));
+        sums.push_back(value_of(sum.compute()));
+        means.push_back(value_of(mean.compute()));
+      }
+      SCOPED_TRACE(std::string(aten ? "ATen path, " : "CPU path, ") + c10::toString(dtype));
+      EXPECT_EQ(sums[0], 3.5);
+      EXPECT_EQ(sums[1], dtype == at::kFloat ? kInf : big + 3.5);  // 1e308 is beyond float32
+      EXPECT_EQ(sums[2], kInf);  // 2e308 overflows float64 too
+      EXPECT_EQ(sums[3], kInf);
+      EXPECT_EQ(sums[4], kInf);
+      EXPECT_EQ(sums[5], kInf);
+      EXPECT_TRUE(std::isnan(sums[6]));
+      EXPECT_EQ(means[4], kInf);
+      EXPECT_TRUE(std::isnan(means[6]));
+      EXPECT_EQ(sum.update_count(), 7);
+    }
+  }
+}
+
 // The device path's delta row (every policy, both accumulator dtypes, no weight, a host weight and
 // weight tensors, NaN and +-inf among values and weights, inf * 0) gives the CPU path's values and
 // tallies, update after update.

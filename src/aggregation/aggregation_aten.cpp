@@ -21,19 +21,22 @@ namespace metrics::detail {
 
 namespace {
 
-// The state's scratch tensors (MetricState::scratch): a delta row pair per kind of update (each
-// kind writes its own places), and the bounds value_and_one_bounds() gives.
+// The state's scratch tensors (MetricState::scratch): a delta per kind of update (each kind writes
+// its own places), a float32 state's delta of its totals, and the bounds value_and_one_bounds() gives.
 enum Scratch {
-  kScalarWeight, kTensorWeight, kHostValue, kExtremum, kLowBound, kHighBound, kZeroRow, kBatchSize, kBatchSizeKey
+  kScalarWeight, kTensorWeight, kHostValue, kExtremum, kLowBound, kHighBound, kZeroRow, kBatchSize, kBatchSizeKey,
+  kFloatDelta
 };
 
-// The float64 delta row of updates of `kind`, allocated on first use: it starts as 1 at 0 (the
-// update count's place) and 0 elsewhere, and each update rewrites the places it adds to.
+// The float64 delta of updates of `kind`, (2, length), allocated on first use. Row 0 is what an
+// update adds: it starts as 1 at 0 (the update count's place) and 0 elsewhere, and each update
+// rewrites the places it adds to. Row 1 is compensated_add's: it receives what each addition
+// rounds off.
 at::Tensor delta_of(MetricState& state, Scratch kind, int64_t length) {
   auto& delta = state.scratch(kind);
-  if (!delta.defined() || delta.size(0) != length) {
-    delta = at::zeros({length}, at::TensorOptions().dtype(at::kDouble).device(state.device()));
-    delta.select(0, 0).fill_(1);
+  if (!delta.defined() || delta.size(1) != length) {
+    delta = at::zeros({2, length}, at::TensorOptions().dtype(at::kDouble).device(state.device()));
+    delta[0][0].fill_(1);
   }
   return delta;
 }
@@ -107,27 +110,34 @@ DeltaLayout layout_of(const MetricState& state, WeightedSumSlots slots) {
   return layout;
 }
 
-// total += b, keeping in `compensation` what each addition rounds off: t = total + b and
-// e = b - (t - total) (exact where |total| >= |b|, Fast2Sum). Where t is not finite e is NaN, and
-// compensated_totals leaves it out. Five ops whatever the width.
-void compensated_add(const at::Tensor& total, const at::Tensor& compensation, const at::Tensor& b) {
+// rows = [total; compensation] += [b; e], where b is delta's row 0 and e = b - (t - total) with
+// t = total + b is what that addition rounds off (exact where |total| >= |b|, Fast2Sum), written
+// into delta's row 1. total + b rounds as t does. Where t is not finite e is NaN, and
+// compensated_totals leaves it out. Four ops whatever the width.
+void compensated_add(const at::Tensor& rows, const at::Tensor& delta) {
+  const auto total = rows.select(0, 0);
+  const auto b = delta.select(0, 0);
   const auto t = total + b;
-  compensation.add_(b - (t - total));
-  total.add_(b);
+  auto e = delta.select(0, 1);
+  at::sub_out(e, b, t - total);
+  rows.add_(delta);
 }
 
-// Adds a weighted sum's delta (count, totals, tally) to its state, compensated.
+// Adds a weighted sum's delta (count, totals, tally in row 0) to its state, compensated.
 void apply_weighted_sum_delta(MetricState& state, WeightedSumSlots slots, const DeltaLayout& layout,
                               const at::Tensor& delta) {
   const auto& total = state[slots.total];
   if (total.scalar_type() == state.count_dtype()) {
-    const auto rows = state.span(0, slots.compensation).view({2, layout.length});
-    return compensated_add(rows.select(0, 0), rows.select(0, 1), delta);
+    return compensated_add(state.span(0, slots.compensation).view({2, layout.length}), delta);
   }
-  state.span(0, last_count_slot(state)).add_(delta.narrow(0, 0, layout.totals));
+  const auto row = delta.select(0, 0);
+  state.span(0, last_count_slot(state)).add_(row.narrow(0, 0, layout.totals));
+  // the totals in the state's dtype, rounded as the CPU path's store rounds them
   const auto width = total.numel();
-  const auto rows = state.span(slots.total, slots.compensation).view({2, width});
-  compensated_add(rows.select(0, 0), rows.select(0, 1), delta.narrow(0, layout.totals, width).to(total.scalar_type()));
+  auto& narrow = state.scratch(kFloatDelta);
+  if (!narrow.defined()) narrow = at::empty({2, width}, total.options());
+  narrow.select(0, 0).copy_(row.narrow(0, layout.totals, width));
+  compensated_add(state.span(slots.total, slots.compensation).view({2, width}), narrow);
 }
 
 // Counts the update as one with bad input where `bad` (a 0-dim view of the row: its bad entries)
@@ -251,7 +261,7 @@ void weighted_sum_on_device(MetricState& state, WeightedSumSlots slots, const at
   const bool host = !weight.is_tensor() && std::isfinite(host_weight) &&
                     (policy.strategy != NanStrategy::Replace || host_weight == 1.0);
   const auto delta = delta_of(state, host ? kScalarWeight : kTensorWeight, layout.length);
-  const auto& row = delta;
+  const auto row = delta.select(0, 0);
   if (host) {
     delta_with_host_weight(state, row, layout, width, value.reshape({-1}), host_weight, policy);
   } else {
@@ -289,7 +299,8 @@ void weighted_sum_of_host_value(MetricState& state, WeightedSumSlots slots, doub
   const auto layout = layout_of(state, slots);
   const auto delta = delta_of(state, kHostValue, layout.length);
   const auto dtype = state[slots.total].scalar_type();
-  for (int64_t k = 0; k < width; ++k) delta[layout.totals + k].fill_(as_state_scalar(batch[k], dtype));
+  const auto row = delta.select(0, 0);
+  for (int64_t k = 0; k < width; ++k) row[layout.totals + k].fill_(as_state_scalar(batch[k], dtype));
   apply_weighted_sum_delta(state, slots, layout, delta);
 }
 
@@ -303,8 +314,7 @@ void extremum_on_device(MetricState& state, size_t slot, bool is_max, const at::
                         const NanPolicy& policy) {
   auto& extremum = state[slot];
   const auto counted = state.span(0, last_count_slot(state));
-  const auto delta = delta_of(state, kExtremum, counted.numel());
-  const auto& row = delta;
+  const auto row = delta_of(state, kExtremum, counted.numel()).select(0, 0);
   auto x = value.reshape({-1});
   at::Tensor nan;
   if (policy.checks()) {
