@@ -199,7 +199,7 @@ def test_weighted_inf_and_nan_mixes_agree_on_both_paths(kind, strategy, dtype):
     w = torch.tensor([u for _ in grid for u in grid], dtype=dtype)
     results = []
     for strided in (False, True):
-        metric = CLASSES[kind](nan_strategy=strategy).set_dtype(dtype)
+        metric = CLASSES[kind](nan_strategy=strategy, dtype=dtype)  # the accumulators' dtype
         for i in range(len(grid)):  # one row of the grid per update, after a clean one
             xs, ws = x[i * len(grid):(i + 1) * len(grid)], w[i * len(grid):(i + 1) * len(grid)]
             if strided:
