@@ -425,6 +425,41 @@ TEST(AggregationPrecision, DevicePathCompensatesAcrossUpdates) {
   EXPECT_GT(relative_error(naive, exact), 1e-12);  // what the compensation is for
 }
 
+// A total that becomes infinite (an infinite value, or finite values whose sum overflows) stays
+// infinite on the device path, where the compensated add's rounding error is NaN, and a later
+// infinity of the other sign makes it NaN: as on the CPU path, for both accumulator dtypes.
+TEST(AggregationDevicePath, InfiniteTotalsMatchTheCpuPath) {
+  const double big = 1e308;
+  const std::vector<std::vector<double>> batches{{1.0, 2.5}, {big}, {big}, {-1.0}, {kInf}, {3.0}, {-kInf}};
+  for (auto dtype : {at::kDouble, at::kFloat}) {
+    for (int aten = 0; aten < 2; ++aten) {
+      std::unique_ptr<ForceAtenPath> force;
+      if (aten) force = std::make_unique<ForceAtenPath>();
+      Sum sum(AggregationOptions().dtype(dtype));
+      Mean mean(AggregationOptions().dtype(dtype));
+      std::vector<double> sums, means;
+      for (const auto& batch : batches) {
+        const auto x = floats(batch, at::kDouble);
+        sum.update(x);
+        mean.update(x, floats(std::vector<double>(batch.size(), 0.5), at::kDouble));
+        sums.push_back(value_of(sum.compute()));
+        means.push_back(value_of(mean.compute()));
+      }
+      SCOPED_TRACE(std::string(aten ? "ATen path, " : "CPU path, ") + c10::toString(dtype));
+      EXPECT_EQ(sums[0], 3.5);
+      EXPECT_EQ(sums[1], dtype == at::kFloat ? kInf : big + 3.5);  // 1e308 is beyond float32
+      EXPECT_EQ(sums[2], kInf);  // 2e308 overflows float64 too
+      EXPECT_EQ(sums[3], kInf);
+      EXPECT_EQ(sums[4], kInf);
+      EXPECT_EQ(sums[5], kInf);
+      EXPECT_TRUE(std::isnan(sums[6]));
+      EXPECT_EQ(means[4], kInf);
+      EXPECT_TRUE(std::isnan(means[6]));
+      EXPECT_EQ(sum.update_count(), 7);
+    }
+  }
+}
+
 // The device path's delta row (every policy, both accumulator dtypes, no weight, a host weight and
 // weight tensors, NaN and +-inf among values and weights, inf * 0) gives the CPU path's values and
 // tallies, update after update.
@@ -474,6 +509,79 @@ TEST(AggregationDevicePath, AgreesWithTheCpuPathForEveryPolicyDtypeAndWeight) {
       }
     }
   }
+}
+
+// Every kind of entry a weighted update can hold, one per update after a clean one (so its total
+// is the entry's alone), with a weight tensor and with a host weight: NaN values or weights are
+// the NaN kind, an infinite weight with a value that is not NaN the infinite-weight kind, and
+// x = +-inf with w = 0 is kept (its product is NaN). The device path gives the CPU path's value
+// bit for bit, its counts, bad updates and first bad update, for every policy and both dtypes.
+TEST(AggregationDevicePath, EachWeightedEntryKindMatchesTheCpuPath) {
+  const std::vector<double> grid{1.5, -2.0, 0.0, -0.0, kInf, -kInf, kNaN};
+  const std::vector<NanPolicy> policies{NanPolicy::warn(), NanPolicy::error(), NanPolicy::ignore(),
+                                        NanPolicy::disable(), NanPolicy::replace(7.0)};
+  WarningCapture quiet;
+  for (const auto& policy : policies) {
+    for (auto dtype : {at::kDouble, at::kFloat}) {
+      for (double x : grid) {
+        for (double w : grid) {
+          for (bool host_weight : {false, true}) {
+            std::vector<std::unique_ptr<detail::WeightedSumMetric>> paths[2];
+            for (int aten = 0; aten < 2; ++aten) {
+              std::unique_ptr<ForceAtenPath> force;
+              if (aten) force = std::make_unique<ForceAtenPath>();
+              const auto options = AggregationOptions().nan_policy(policy).dtype(dtype);
+              paths[aten].emplace_back(new Mean(options));
+              paths[aten].emplace_back(new Sum(options));
+              for (auto& metric : paths[aten]) {
+                metric->update(floats({1.0, 2.0}), floats({0.5, 0.25}));
+                host_weight ? metric->update(floats({x, 0.5}), w) : metric->update(floats({x, 0.5}), floats({w, 2.0}));
+              }
+            }
+            for (size_t m = 0; m < paths[0].size(); ++m) {
+              const auto &cpu = *paths[0][m], &aten = *paths[1][m];
+              SCOPED_TRACE(cpu.name() + " " + cpu.options_text() + " x=" + std::to_string(x) +
+                           " w=" + std::to_string(w) + (host_weight ? " (host weight)" : ""));
+              const auto want = cpu.value(), got = aten.value();
+              EXPECT_TRUE(at::equal(at::isnan(want), at::isnan(got)) &&
+                          at::equal(want.nan_to_num(0, kInf, -kInf), got.nan_to_num(0, kInf, -kInf)))
+                  << got << " against " << want;
+              const auto a = aten.bad_input_report(), c = cpu.bad_input_report();
+              EXPECT_EQ(a.counts, c.counts);
+              EXPECT_EQ(a.bad_updates, c.bad_updates);
+              EXPECT_EQ(a.first_bad_update, c.first_bad_update);
+              EXPECT_EQ(aten.update_count(), 2);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// A batch mixing all those kinds (and a weight broadcast along a dimension) counts each kind once
+// per entry on the device path, as on the CPU path.
+TEST(AggregationDevicePath, MixedWeightedBatchCountsEachKind) {
+  ForceAtenPath aten;
+  const auto x = floats({1.0, kNaN, 2.0, kInf, 3.0, kNaN, 4.0, -kInf}).view({2, 4});
+  const auto w = floats({kInf, 0.5, kNaN, 0.0, 2.0, -kInf, 1.0, 1.0}).view({2, 4});
+  WarningCapture quiet;
+  Mean mean;
+  mean.update(floats({1.0}));
+  mean.update(x, w);
+  mean.update(x.t(), w.t());  // strided input
+  const auto report = mean.bad_input_report();
+  // per batch: NaN kind at (x NaN: 2) + (w NaN: 1) = 3, infinite weights with x not NaN: 1 (w = inf at x = 1;
+  // w = -inf is at x = NaN, so the NaN kind); x = inf with w = 0 is kept and makes the total NaN
+  EXPECT_EQ(report.counts, (std::vector<std::pair<std::string, int64_t>>{{"NaN values", 6}, {"infinite weights", 2}}));
+  EXPECT_EQ(report.bad_updates, 2);
+  EXPECT_EQ(report.first_bad_update, 1);
+  EXPECT_TRUE(std::isnan(value_of(mean.value())));
+  Sum sum(AggregationOptions().nan_policy(NanPolicy::warn()));
+  sum.update(x.narrow(1, 0, 3), w.narrow(1, 0, 3));  // no inf * 0 left: a finite total
+  EXPECT_EQ(value_of(sum.value()), 3.0 * 2.0 + 4.0);
+  EXPECT_EQ(sum.bad_input_report().counts[0].second, 3);
+  EXPECT_EQ(sum.bad_input_report().counts[1].second, 1);
 }
 
 // ---------------------------------------------------------------- integer and bool input

@@ -21,19 +21,22 @@ namespace metrics::detail {
 
 namespace {
 
-// The state's scratch tensors (MetricState::scratch): a delta row pair per kind of update (each
-// kind writes its own places), and the bounds value_and_one_bounds() gives.
+// The state's scratch tensors (MetricState::scratch): a delta per kind of update (each kind writes
+// its own places), a float32 state's delta of its totals, and constants made once with fill ops.
 enum Scratch {
-  kScalarWeight, kTensorWeight, kHostValue, kExtremum, kLowBound, kHighBound, kZeroRow, kBatchSize, kBatchSizeKey
+  kScalarWeight, kTensorWeight, kHostValue, kExtremum, kLowBound, kHighBound, kZeroRow, kBatchSize, kBatchSizeKey,
+  kFloatDelta, kRowLow, kRowHigh, kRowBase, kReplacements
 };
 
-// The float64 delta row of updates of `kind`, allocated on first use: it starts as 1 at 0 (the
-// update count's place) and 0 elsewhere, and each update rewrites the places it adds to.
+// The float64 delta of updates of `kind`, (2, length), allocated on first use. Row 0 is what an
+// update adds: it starts as 1 at 0 (the update count's place) and 0 elsewhere, and each update
+// rewrites the places it adds to. Row 1 is compensated_add's: it receives what each addition
+// rounds off.
 at::Tensor delta_of(MetricState& state, Scratch kind, int64_t length) {
   auto& delta = state.scratch(kind);
-  if (!delta.defined() || delta.size(0) != length) {
-    delta = at::zeros({length}, at::TensorOptions().dtype(at::kDouble).device(state.device()));
-    delta.select(0, 0).fill_(1);
+  if (!delta.defined() || delta.size(1) != length) {
+    delta = at::zeros({2, length}, at::TensorOptions().dtype(at::kDouble).device(state.device()));
+    delta[0][0].fill_(1);
   }
   return delta;
 }
@@ -107,27 +110,34 @@ DeltaLayout layout_of(const MetricState& state, WeightedSumSlots slots) {
   return layout;
 }
 
-// total += b, keeping in `compensation` what each addition rounds off: t = total + b and
-// e = b - (t - total) (exact where |total| >= |b|, Fast2Sum). Where t is not finite e is NaN, and
-// compensated_totals leaves it out. Five ops whatever the width.
-void compensated_add(const at::Tensor& total, const at::Tensor& compensation, const at::Tensor& b) {
+// rows = [total; compensation] += [b; e], where b is delta's row 0 and e = b - (t - total) with
+// t = total + b is what that addition rounds off (exact where |total| >= |b|, Fast2Sum), written
+// into delta's row 1. total + b rounds as t does. Where t is not finite e is NaN, and
+// compensated_totals leaves it out. Four ops whatever the width.
+void compensated_add(const at::Tensor& rows, const at::Tensor& delta) {
+  const auto total = rows.select(0, 0);
+  const auto b = delta.select(0, 0);
   const auto t = total + b;
-  compensation.add_(b - (t - total));
-  total.add_(b);
+  auto e = delta.select(0, 1);
+  at::sub_out(e, b, t - total);
+  rows.add_(delta);
 }
 
-// Adds a weighted sum's delta (count, totals, tally) to its state, compensated.
+// Adds a weighted sum's delta (count, totals, tally in row 0) to its state, compensated.
 void apply_weighted_sum_delta(MetricState& state, WeightedSumSlots slots, const DeltaLayout& layout,
                               const at::Tensor& delta) {
   const auto& total = state[slots.total];
   if (total.scalar_type() == state.count_dtype()) {
-    const auto rows = state.span(0, slots.compensation).view({2, layout.length});
-    return compensated_add(rows.select(0, 0), rows.select(0, 1), delta);
+    return compensated_add(state.span(0, slots.compensation).view({2, layout.length}), delta);
   }
-  state.span(0, last_count_slot(state)).add_(delta.narrow(0, 0, layout.totals));
+  const auto row = delta.select(0, 0);
+  state.span(0, last_count_slot(state)).add_(row.narrow(0, 0, layout.totals));
+  // the totals in the state's dtype, rounded as the CPU path's store rounds them
   const auto width = total.numel();
-  const auto rows = state.span(slots.total, slots.compensation).view({2, width});
-  compensated_add(rows.select(0, 0), rows.select(0, 1), delta.narrow(0, layout.totals, width).to(total.scalar_type()));
+  auto& narrow = state.scratch(kFloatDelta);
+  if (!narrow.defined()) narrow = at::empty({2, width}, total.options());
+  narrow.select(0, 0).copy_(row.narrow(0, layout.totals, width));
+  compensated_add(state.span(slots.total, slots.compensation).view({2, width}), narrow);
 }
 
 // Counts the update as one with bad input where `bad` (a 0-dim view of the row: its bad entries)
@@ -209,34 +219,82 @@ void delta_with_host_weight(MetricState& state, const at::Tensor& row, const Del
   if (w != 1.0) totals.mul_(w);
 }
 
+// A float64 constant with one entry per row, on the state's device, made on first use.
+at::Tensor per_row_constant(MetricState& state, Scratch kind, std::initializer_list<double> values) {
+  auto& constant = state.scratch(kind);
+  if (!constant.defined()) {
+    constant = at::empty({static_cast<int64_t>(values.size())}, at::TensorOptions().dtype(at::kDouble).device(state.device()));
+    int64_t i = 0;
+    for (double v : values) constant[i++].fill_(v);
+  }
+  return constant;
+}
+
+// `constant` (k,) viewed as (k, 1, ..., 1), to broadcast one entry over each row of a (k, x's shape).
+at::Tensor as_rows(const at::Tensor& constant, int64_t dims) {
+  std::vector<int64_t> sizes(static_cast<size_t>(dims) + 1, 1);
+  sizes[0] = constant.size(0);
+  return constant.view(sizes);
+}
+
+// Three float64 rows of x's shape, in two ops: [x * w; w; h], where the weight row is NaN where x is
+// NaN and h is 0 where the entry is kept and NaN where it is bad (x NaN, w NaN or infinite). A clamp
+// of x expanded to three rows between [-inf, 1, 0] and [inf, 1, 0] gives [x; 1; 0] (1 and 0 NaN
+// where x is NaN: a float64 copy of x and two NaN masks), and addcmul([0, -0, 0], that, w) the rows
+// (0 * w is NaN where w is not finite; -0 + w is w, even -0). x * w is exact for float32 inputs, and
+// rounds as today's addcmul(0, x, w) for float64 ones; x = inf with w = 0 is kept and gives NaN.
+at::Tensor product_rows(MetricState& state, const at::Tensor& x, const at::Tensor& weights) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  const auto low = per_row_constant(state, kRowLow, {-kInf, 1.0, 0.0});
+  const auto high = per_row_constant(state, kRowHigh, {kInf, 1.0, 0.0});
+  const auto base = per_row_constant(state, kRowBase, {0.0, -0.0, 0.0});
+  std::vector<int64_t> sizes{3};
+  sizes.insert(sizes.end(), x.sizes().begin(), x.sizes().end());
+  const auto values = at::clamp(x.unsqueeze(0).expand(sizes), as_rows(low, x.dim()), as_rows(high, x.dim()));
+  return at::addcmul(as_rows(base, x.dim()), values, weights);
+}
+
+// Σ over each row of `rows` (k, ...) into `out` (k,), in float64.
+void sum_rows(at::Tensor out, const at::Tensor& rows) {
+  at::sum_out(out, rows.reshape({out.size(0), -1}), 1, false, at::kDouble);
+}
+
 // The delta of a batch `x` with weights `weights` (broadcast to it) into `row`: NaN values or
 // weights and infinite weights are bad (dropped, or replaced under Replace). The products are
-// float64 (addcmul promotes to its zero row's dtype): exact for float32 inputs, as on the CPU.
+// float64: exact for float32 inputs, as on the CPU. With the tally (Warn, Error): clamp, addcmul,
+// heaviside, ne, sum, then the tally's three ops and one sub.
 void delta_with_weights(MetricState& state, const at::Tensor& row, const DeltaLayout& layout, int64_t width,
                         const at::Tensor& x, const at::Tensor& weights, const NanPolicy& policy) {
-  // Sums rows of one shape into `out`, one row per element of `out`.
-  const auto sum_rows = [](at::Tensor out, c10::ArrayRef<at::Tensor> rows) {
-    at::sum_out(out, at::stack(rows).reshape({out.size(0), -1}), 1, false, at::kDouble);
-  };
-  const auto w = weights.expand_as(x);
-  std::vector<at::Tensor> rows{at::addcmul(zero_row(state), x, w).view(x.sizes()), w};
-  rows.resize(width);
-  if (!policy.checks()) return sum_rows(row.narrow(0, layout.totals, width), rows);
-  const auto nan = nan_mask(x).bitwise_or_(nan_mask(w));
-  const auto bad = nan.bitwise_or(non_finite_mask(w));
-  const bool replace = policy.strategy == NanStrategy::Replace;
-  rows[0] = rows[0].masked_fill(bad, replace ? policy.replacement : 0.0);
-  if (width == 2) rows[1] = w.masked_fill(bad, replace ? 1.0 : 0.0);
-  if (!policy.counts()) return sum_rows(row.narrow(0, layout.totals, width), rows);
+  const auto totals = row.narrow(0, layout.totals, width);
+  if (!policy.checks()) {
+    const auto w = weights.expand_as(x);
+    const auto product = at::addcmul(zero_row(state), x, w).view(x.sizes());
+    return sum_rows(totals, width == 1 ? product.unsqueeze(0) : at::stack({product, w}));
+  }
+  const auto rows = product_rows(state, x, weights);
+  const auto values = rows.narrow(0, 0, width);
+  const auto kept = rows.select(0, 2).expand_as(values);  // 0 where kept, NaN where bad
+  if (policy.strategy == NanStrategy::Replace) {
+    const auto replacements = per_row_constant(state, kReplacements, {policy.replacement, 1.0});
+    return sum_rows(totals, select(nan_mask(kept), as_rows(replacements.narrow(0, 0, width), x.dim()), values));
+  }
+  // heaviside(h, v) is v where h is 0 and 0 where h is NaN: the kept entries' values, NaN included
+  if (!policy.counts()) return sum_rows(totals, at::heaviside(kept, values));
+  // [kept values; NaN kind; bad]: w != w is an entry of the NaN kind (x or w NaN), h != h a bad one
+  std::vector<int64_t> sizes{width + 2};
+  sizes.insert(sizes.end(), x.sizes().begin(), x.sizes().end());
+  const auto counted = at::empty(sizes, rows.options());
+  auto head = counted.narrow(0, 0, width);
+  auto flags = counted.narrow(0, width, 2);
+  at::heaviside_out(head, kept, values);
+  at::ne_out(flags, rows.narrow(0, 1, 2), rows.narrow(0, 1, 2));
   // kinds: [NaN, bad] first, then infinite weights = bad - NaN once the tally has read the bad count
   auto kinds = row.narrow(0, layout.kinds, 2);
   if (layout.kinds == layout.totals + width) {  // one sum for the totals and the kinds
-    rows.push_back(nan);
-    rows.push_back(bad);
-    sum_rows(row.narrow(0, layout.totals, width + 2), rows);
+    sum_rows(row.narrow(0, layout.totals, width + 2), counted);
   } else {
-    sum_rows(row.narrow(0, layout.totals, width), rows);
-    sum_rows(kinds, {nan, bad});
+    sum_rows(totals, head);
+    sum_rows(kinds, flags);
   }
   tally(state, row, layout, kinds.select(0, 1));
   kinds.select(0, 1).sub_(kinds.select(0, 0));
@@ -251,7 +309,7 @@ void weighted_sum_on_device(MetricState& state, WeightedSumSlots slots, const at
   const bool host = !weight.is_tensor() && std::isfinite(host_weight) &&
                     (policy.strategy != NanStrategy::Replace || host_weight == 1.0);
   const auto delta = delta_of(state, host ? kScalarWeight : kTensorWeight, layout.length);
-  const auto& row = delta;
+  const auto row = delta.select(0, 0);
   if (host) {
     delta_with_host_weight(state, row, layout, width, value.reshape({-1}), host_weight, policy);
   } else {
@@ -289,7 +347,8 @@ void weighted_sum_of_host_value(MetricState& state, WeightedSumSlots slots, doub
   const auto layout = layout_of(state, slots);
   const auto delta = delta_of(state, kHostValue, layout.length);
   const auto dtype = state[slots.total].scalar_type();
-  for (int64_t k = 0; k < width; ++k) delta[layout.totals + k].fill_(as_state_scalar(batch[k], dtype));
+  const auto row = delta.select(0, 0);
+  for (int64_t k = 0; k < width; ++k) row[layout.totals + k].fill_(as_state_scalar(batch[k], dtype));
   apply_weighted_sum_delta(state, slots, layout, delta);
 }
 
@@ -303,8 +362,7 @@ void extremum_on_device(MetricState& state, size_t slot, bool is_max, const at::
                         const NanPolicy& policy) {
   auto& extremum = state[slot];
   const auto counted = state.span(0, last_count_slot(state));
-  const auto delta = delta_of(state, kExtremum, counted.numel());
-  const auto& row = delta;
+  const auto row = delta_of(state, kExtremum, counted.numel()).select(0, 0);
   auto x = value.reshape({-1});
   at::Tensor nan;
   if (policy.checks()) {

@@ -186,3 +186,35 @@ def test_within_batch_sum_is_at_least_as_exact_as_torch_sum(kind, seed):
     assert ours <= theirs + 2 * np.finfo(np.float64).eps * abs(exact)
     plain = abs(float(np.cumsum(x)[-1]) - exact)  # what a running sum loses, for scale
     assert ours <= plain
+
+
+@pytest.mark.parametrize("kind", ["mean", "sum"])
+@pytest.mark.parametrize("strategy", ["warn", "error", "ignore", "disable", 7.0])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_weighted_inf_and_nan_mixes_agree_on_both_paths(kind, strategy, dtype):
+    """Every (value, weight) pair of a grid with infinities and NaNs, contiguous (the CPU kernels) and
+    strided (the ATen ops of the device path): the same value bit for bit and the same counts."""
+    grid = [1.5, -2.0, 0.0, math.inf, -math.inf, NAN]
+    x = torch.tensor([v for v in grid for _ in grid], dtype=dtype)
+    w = torch.tensor([u for _ in grid for u in grid], dtype=dtype)
+    results = []
+    for strided in (False, True):
+        metric = CLASSES[kind](nan_strategy=strategy, dtype=dtype)  # the accumulators' dtype
+        for i in range(len(grid)):  # one row of the grid per update, after a clean one
+            xs, ws = x[i * len(grid):(i + 1) * len(grid)], w[i * len(grid):(i + 1) * len(grid)]
+            if strided:
+                xs, ws = torch.stack([xs, xs], 1)[:, 0], torch.stack([ws, ws], 1)[:, 0]
+                assert not xs.is_contiguous()
+            metric.update(torch.tensor([1.0, 2.0], dtype=dtype), torch.tensor([0.5, 0.25], dtype=dtype))
+            metric.update(xs, ws)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            report = metric.bad_input()
+            value = metric.compute().item() if strategy != "error" or report["updates"] == 0 else None
+        results.append((value, report))
+    (cpu_value, cpu_report), (aten_value, aten_report) = results
+    assert aten_report == cpu_report
+    if cpu_value is not None and math.isnan(cpu_value):
+        assert math.isnan(aten_value)
+    else:
+        assert aten_value == cpu_value
