@@ -201,7 +201,8 @@ def _task_wrapper(name, classes, parameters, doc):
         extra = arguments.pop("kwargs")
         del arguments["cls"]
         if not isinstance(task, str) or task.lower() not in classes:
-            raise ValueError(f"{name}: task must be 'binary', 'multiclass' or 'multilabel', got {task!r}")
+            raise ValueError(f"{name}: Invalid Classification task: expected one of ['BINARY', 'MULTICLASS', "
+                             f"'MULTILABEL'] (any case), but got {task!r}")
         task = task.lower()
         for needed, when in (("num_classes", "multiclass"), ("top_k", "multiclass"), ("num_labels", "multilabel")):
             if task == when and needed in arguments and not isinstance(arguments[needed], int):
@@ -213,8 +214,10 @@ def _task_wrapper(name, classes, parameters, doc):
         return target(**chosen, **extra)
 
     __new__.__signature__ = signature
-    # TorchMetrics' wrapper classes keep its Metric base's class attributes (None).
-    return type(name, (), {"__new__": __new__, "__doc__": doc, "__module__": "nosync_metrics", **CONSTANTS})
+    # As TorchMetrics' wrapper classes: a Metric subclass (never instantiated: __new__ returns the task
+    # class's instance) with its Metric base's class attributes (None).
+    return type(name, (_C.Metric,), {"__new__": __new__, "__doc__": doc, "__module__": "nosync_metrics",
+                                     **CONSTANTS})
 
 
 StatScores = _task_wrapper("StatScores", _STAT_SCORES, _WRAPPER_SCORE, "StatScores(task=...): a task class.")

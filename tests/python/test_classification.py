@@ -257,8 +257,13 @@ def test_task_wrappers_pick_the_task_class_and_defaults():
     assert nm.Precision(task="multiclass", num_classes=4)._arguments["average"] == "micro"  # wrapper default
     assert nm.MulticlassPrecision(num_classes=4)._arguments["average"] == "macro"            # class default
     assert nm.FBetaScore(task="binary", beta=2.0)._arguments["beta"] == 2.0
-    with pytest.raises(ValueError, match="task must be"):
+    with pytest.raises(ValueError, match="Invalid Classification task"):
         nm.Accuracy(task="regression")
+    # as TorchMetrics' wrappers (its test_wrapper_class): Metric subclasses that make a task class
+    for wrapper in (nm.StatScores, nm.Accuracy, nm.Precision, nm.Recall, nm.F1Score, nm.FBetaScore,
+                    nm.ConfusionMatrix):
+        assert issubclass(wrapper, nm.Metric)
+        assert isinstance(wrapper(task="binary"), nm.Metric)
     with pytest.raises(ValueError, match="num_classes` is expected to be `int`"):
         nm.Accuracy(task="multiclass")
 

@@ -49,7 +49,8 @@ def test_task_is_matched_in_any_case(wrapper, task, arguments, preds, target, ex
 
 @pytest.mark.parametrize("task", ["regression", "multi-class", None, 3])
 def test_an_unknown_task_names_the_wrapper_and_task(task):
-    with pytest.raises(ValueError, match=r"Accuracy: task must be 'binary', 'multiclass' or 'multilabel', got"):
+    with pytest.raises(ValueError, match=r"Accuracy: Invalid Classification task: expected one of \['BINARY', "
+                                         r"'MULTICLASS', 'MULTILABEL'\] \(any case\), but got"):
         nm.Accuracy(task=task, num_classes=3)
     with pytest.raises(ValueError, match="Accuracy: `top_k` is expected to be `int`"):
         nm.Accuracy(task="Multiclass", num_classes=3, top_k=1.5)
