@@ -628,7 +628,7 @@ class MulticlassAccuracy(ClassificationMetric):
 
     def __init__(
         self,
-        num_classes: int,
+        num_classes: Optional[int] = None,
         top_k: int = 1,
         average: _Average = "macro",
         multidim_average: _MultidimAverage = "global",
@@ -648,7 +648,7 @@ class MulticlassAccuracy(ClassificationMetric):
         **kwargs: Any,
     ) -> None: ...
     @property
-    def num_classes(self) -> int: ...
+    def num_classes(self) -> Optional[int]: ...
     @property
     def top_k(self) -> int: ...
     @property
@@ -699,7 +699,7 @@ class MulticlassF1Score(ClassificationMetric):
 
     def __init__(
         self,
-        num_classes: int,
+        num_classes: Optional[int],
         top_k: int = 1,
         average: _Average = "macro",
         multidim_average: _MultidimAverage = "global",
@@ -719,7 +719,7 @@ class MulticlassF1Score(ClassificationMetric):
         **kwargs: Any,
     ) -> None: ...
     @property
-    def num_classes(self) -> int: ...
+    def num_classes(self) -> Optional[int]: ...
     @property
     def top_k(self) -> int: ...
     @property
@@ -742,7 +742,7 @@ class MulticlassFBetaScore(ClassificationMetric):
     def __init__(
         self,
         beta: float,
-        num_classes: int,
+        num_classes: Optional[int],
         top_k: int = 1,
         average: _Average = "macro",
         multidim_average: _MultidimAverage = "global",
@@ -764,7 +764,7 @@ class MulticlassFBetaScore(ClassificationMetric):
     @property
     def beta(self) -> float: ...
     @property
-    def num_classes(self) -> int: ...
+    def num_classes(self) -> Optional[int]: ...
     @property
     def top_k(self) -> int: ...
     @property
@@ -784,7 +784,7 @@ class MulticlassPrecision(ClassificationMetric):
 
     def __init__(
         self,
-        num_classes: int,
+        num_classes: Optional[int] = None,
         top_k: int = 1,
         average: _Average = "macro",
         multidim_average: _MultidimAverage = "global",
@@ -804,7 +804,7 @@ class MulticlassPrecision(ClassificationMetric):
         **kwargs: Any,
     ) -> None: ...
     @property
-    def num_classes(self) -> int: ...
+    def num_classes(self) -> Optional[int]: ...
     @property
     def top_k(self) -> int: ...
     @property
@@ -824,7 +824,7 @@ class MulticlassRecall(ClassificationMetric):
 
     def __init__(
         self,
-        num_classes: int,
+        num_classes: Optional[int] = None,
         top_k: int = 1,
         average: _Average = "macro",
         multidim_average: _MultidimAverage = "global",
@@ -844,7 +844,7 @@ class MulticlassRecall(ClassificationMetric):
         **kwargs: Any,
     ) -> None: ...
     @property
-    def num_classes(self) -> int: ...
+    def num_classes(self) -> Optional[int]: ...
     @property
     def top_k(self) -> int: ...
     @property
@@ -864,7 +864,7 @@ class MulticlassStatScores(ClassificationMetric):
 
     def __init__(
         self,
-        num_classes: int,
+        num_classes: Optional[int] = None,
         top_k: int = 1,
         average: _Average = "macro",
         multidim_average: _MultidimAverage = "global",
@@ -884,7 +884,7 @@ class MulticlassStatScores(ClassificationMetric):
         **kwargs: Any,
     ) -> None: ...
     @property
-    def num_classes(self) -> int: ...
+    def num_classes(self) -> Optional[int]: ...
     @property
     def top_k(self) -> int: ...
     @property
