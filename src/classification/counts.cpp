@@ -28,7 +28,11 @@ MetricState make_count_state(const ClassificationOptions& options, CountLayout l
     TORCH_INTERNAL_ASSERT(options.task() == Task::Multiclass);
     state.add("confmat", {classes, classes}, dtype, 0, Reduction::Sum);
   } else {
-    for (const char* name : {"tp", "fp", "tn", "fn"}) state.add(name, {classes}, dtype, 0, Reduction::Sum);
+    // without num_classes tn is TorchMetrics' 1 * n - (tp + fp + fn): minus the wrong predictions
+    const bool signed_tn = options.num_classes() == kUnknownClasses;
+    for (const std::string name : {"tp", "fp", "tn", "fn"}) {
+      state.add(name, {classes}, dtype, 0, Reduction::Sum, signed_tn && name == "tn");
+    }
   }
   if (options.validate_args()) state.track_bad_input(bad_input_kinds(options));
   return state;
