@@ -43,10 +43,14 @@ ClassificationOptions make_options(const std::string& task, const py::object& nu
                     "multidim_average must be 'global' or 'samplewise', got '", multidim_average, "'");
   const auto parsed = parse_task(task);
   int64_t classes = 1;
-  if (parsed != Task::Binary) {
-    TORCH_CHECK_VALUE(!num_classes.is_none(), "a ", task, " metric needs ",
-                      parsed == Task::Multiclass ? "num_classes" : "num_labels");
+  if (parsed == Task::Multiclass && num_classes.is_none()) {
+    classes = kUnknownClasses;  // TorchMetrics' num_classes=None: the metric checks average and top_k
+  } else if (parsed != Task::Binary) {
+    TORCH_CHECK_VALUE(!num_classes.is_none(), "a ", task, " metric needs num_labels");
     classes = num_classes.cast<int64_t>();
+    // an int never means "unknown": only None does
+    TORCH_CHECK_VALUE(classes != kUnknownClasses, parsed == Task::Multiclass ? "num_classes" : "num_labels",
+                      " must be at least 2, got ", classes);
   }
   ClassificationOptions o(parsed, classes);
   o.threshold(threshold);

@@ -21,16 +21,18 @@ void check_has_values(const at::Tensor& given, const at::Tensor& mine, const std
 
 // Counts (update counts, bad-input tallies, label counts) and the first-bad-update index are whole
 // numbers, never negative, and stay far enough below 2^63 (2^53 when float64) that later updates
-// cannot overflow them or lose exactness.
+// cannot overflow them or lose exactness. A signed count stays as far above -2^62 (-2^53).
 template <class T>
 void check_counts_of(const at::Tensor& host, const StateEntry& entry, const std::string& metric) {
   const double limit = std::is_integral<T>::value ? 0x1p62 : 0x1p53;
+  const double low = entry.signed_count ? -limit : 0.0;
   const auto* data = host.data_ptr<T>();
   for (int64_t i = 0; i < host.numel(); ++i) {
     const double v = static_cast<double>(data[i]);
     const bool sentinel = entry.reduction == Reduction::Min && data[i] == entry.fill.to<T>();
-    TORCH_CHECK_VALUE(sentinel || (v >= 0 && v < limit && std::floor(v) == v), metric, ".load_state_dict: '",
-                      entry.name, "' holds ", data[i], "; a count must be a whole number between 0 and ", limit);
+    TORCH_CHECK_VALUE(sentinel || (v >= low && v < limit && std::floor(v) == v), metric, ".load_state_dict: '",
+                      entry.name, "' holds ", data[i], "; a count must be a whole number between ", low, " and ",
+                      limit);
   }
 }
 
@@ -88,9 +90,9 @@ MetricState& MetricState::operator=(const MetricState& other) {
 }
 
 size_t MetricState::add(std::string name, at::IntArrayRef shape, at::ScalarType dtype, const c10::Scalar& fill,
-                        Reduction reduction) {
+                        Reduction reduction, bool signed_count) {
   auto tensor = at::full(shape, fill, at::TensorOptions().dtype(dtype).device(device()));
-  entries_.push_back({std::move(name), std::move(tensor), fill, reduction});
+  entries_.push_back({std::move(name), std::move(tensor), fill, reduction, signed_count});
   pack();
   return entries_.size() - 1;
 }

@@ -56,11 +56,21 @@ void add_sample(Reference& ref, int64_t classes, int64_t t, int64_t p, double w)
   }
 }
 
+// num_classes unknown: TorchMetrics' micro branch with num_classes 1, tn = 1 * n - (tp + fp + fn).
+void add_unknown_classes_sample(Reference& ref, int64_t t, int64_t p, double w) {
+  const double wrong = t == p ? 0.0 : w;
+  ref.tp[0] += w - wrong;
+  ref.fp[0] += wrong;
+  ref.fn[0] += wrong;
+  ref.tn[0] -= wrong;
+}
+
 // preds (N, C, ...) scores or (N, ...) labels, target (N, ...), weight (N,) or empty.
 void reference_multiclass(Reference& ref, const Opts& o, const at::Tensor& preds, const at::Tensor& target,
                           const at::Tensor& weight) {
-  const int64_t classes = o.num_classes();
   const bool scores = preds.dim() == target.dim() + 1;
+  const bool unknown = o.num_classes() == kUnknownClasses;  // any label, scores of any width
+  const int64_t classes = unknown ? (scores ? preds.size(1) : 1) : o.num_classes();
   const auto rows = scores ? preds.movedim(1, -1).reshape({-1, classes}) : preds.reshape({-1});
   const auto x = doubles(rows);
   const auto t_all = doubles(target.reshape({-1}));
@@ -70,7 +80,7 @@ void reference_multiclass(Reference& ref, const Opts& o, const at::Tensor& preds
     const auto t = static_cast<int64_t>(t_all[m]);
     const bool per_entry = w_all.size() == t_all.size();
     const double w = w_all.empty() ? 1.0 : w_all[per_entry ? m : m / per_sample];
-    if (ignored(o, t) || t < 0 || t >= classes || bad_weight(w)) continue;
+    if (ignored(o, t) || (!unknown && (t < 0 || t >= classes)) || bad_weight(w)) continue;
     int64_t p;
     if (scores) {
       const double* row = x.data() + m * classes;
@@ -79,9 +89,9 @@ void reference_multiclass(Reference& ref, const Opts& o, const at::Tensor& preds
       p = std::find(top.begin(), top.end(), t) != top.end() ? t : top[0];
     } else {
       p = static_cast<int64_t>(x[m]);
-      if (p < 0 || p >= classes) continue;
+      if (!unknown && (p < 0 || p >= classes)) continue;
     }
-    add_sample(ref, classes, t, p, w);
+    unknown ? add_unknown_classes_sample(ref, t, p, w) : add_sample(ref, classes, t, p, w);
   }
 }
 
@@ -198,20 +208,22 @@ Batch make_batch(const StreamSpec& spec, int64_t i) {
   auto gen = generator(90000 + i);
   const auto& o = spec.options;
   const int64_t n = 3 + (i * 7) % 29;
-  const int64_t k = o.num_classes();
+  // num_classes unknown: scores 1 to 4 classes wide, changing between batches; labels in [-2, 6)
+  const bool unknown = o.num_classes() == kUnknownClasses;
+  const int64_t k = unknown ? 1 + i % 4 : o.num_classes();
   std::vector<int64_t> shape = {n};
   if (o.task() == Task::Multilabel) shape.push_back(k);
   if (spec.extra_dims) shape.push_back(3);
   Batch b;
   const int64_t target_high = o.task() == Task::Multiclass ? k : 2;
-  b.target = at::randint(target_high, shape, gen, at::kLong);
+  b.target = unknown ? at::randint(-2, 6, shape, gen, at::kLong) : at::randint(target_high, shape, gen, at::kLong);
   if (o.task() == Task::Multiclass && !spec.labels) {
     auto score_shape = shape;
     score_shape.insert(score_shape.begin() + 1, k);
     b.preds = at::randn(score_shape, gen);
     if (i % 3 == 1) b.preds = b.preds.round();  // ties
   } else if (o.task() == Task::Multiclass) {
-    b.preds = at::randint(k, shape, gen, at::kLong);
+    b.preds = unknown ? at::randint(-2, 6, shape, gen, at::kLong) : at::randint(k, shape, gen, at::kLong);
   } else {
     b.preds = spec.logits ? at::randn(shape, gen) * 3 : at::rand(shape, gen);
   }
@@ -316,6 +328,61 @@ TEST_P(ClassificationStream, CountsAndScoresMatchTheReferenceOnBothPaths) {
 INSTANTIATE_TEST_SUITE_P(Classification, ClassificationStream, ::testing::ValuesIn(stream_specs()),
                          [](const auto& info) { return info.param.name; });
 
+// num_classes unknown (TorchMetrics' num_classes=None): micro averaging only, one class.
+std::vector<StreamSpec> unknown_classes_specs() {
+  const auto o = Opts::multiclass(kUnknownClasses).average(Average::Micro);
+  return {
+      {"NoClasses", o},
+      {"NoClassesLabels", o, true},
+      {"NoClassesExtraDims", o, false, true},
+      {"NoClassesIgnore", Opts(o).ignore_index(-1), true},
+      {"NoClassesIgnoreScores", Opts(o).ignore_index(2)},
+      {"NoClassesWeighted", Opts(o).weighted(true)},
+      {"NoClassesWeightedPerPixel", Opts(o).weighted(true), false, true, false, false, true},
+      {"NoClassesDirty", Opts(o).validate_args(false).weighted(true), false, false, false, true},
+      {"NoClassesLabelsDirty", Opts(o).validate_args(false), true, false, false, true},
+  };
+}
+
+class UnknownClassesStream : public ::testing::TestWithParam<StreamSpec> {};
+
+TEST_P(UnknownClassesStream, CountsAndScoresMatchTheReferenceOnBothPaths) {
+  const auto& spec = GetParam();
+  for (bool aten : {false, true}) {
+    std::unique_ptr<ForceAtenPath> force;
+    if (aten) force = std::make_unique<ForceAtenPath>();
+    for (double zero_division : {0.0, 1.0}) {
+      const auto o = Opts(spec.options).zero_division(zero_division);
+      Reference ref(1);
+      Accuracy accuracy(o);
+      Precision precision(o);
+      Recall recall(o);
+      FBetaScore f2(2.0, o);
+      StatScores stat_scores(o);
+      for (int64_t i = 0; i < 5; ++i) {
+        const auto b = make_batch(spec, i);
+        const c10::optional<at::Tensor> w = b.weight.defined() ? c10::optional<at::Tensor>(b.weight) : c10::nullopt;
+        for (ClassificationMetric* m :
+             std::initializer_list<ClassificationMetric*>{&accuracy, &precision, &recall, &f2, &stat_scores}) {
+          m->update(b.preds, b.target, w);
+        }
+        reference_update(ref, o, b.preds, b.target, b.weight);
+      }
+      const std::string where = spec.name + (aten ? " aten" : " cpu");
+      expect_values(stat_scores.compute(), {ref.tp[0], ref.fp[0], ref.tn[0], ref.fn[0], ref.tp[0] + ref.fn[0]},
+                    where + " stat_scores");
+      EXPECT_LE(ref.tn[0], 0.0) << where;  // tn = -wrong, as TorchMetrics counts it
+      expect_values(accuracy.compute(), expected_score(Score::Accuracy, ref, o), where + " accuracy");
+      expect_values(precision.compute(), expected_score(Score::Precision, ref, o), where + " precision");
+      expect_values(recall.compute(), expected_score(Score::Recall, ref, o), where + " recall");
+      expect_values(f2.compute(), expected_score(Score::FBeta, ref, o, 2.0), where + " f2");
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Classification, UnknownClassesStream, ::testing::ValuesIn(unknown_classes_specs()),
+                         [](const auto& info) { return info.param.name; });
+
 // ---------------------------------------------------------------- contract
 
 template <typename M, typename... Extra>
@@ -334,7 +401,8 @@ std::vector<testing::ContractCase> classification_cases() {
     cases.push_back(contract_case<Accuracy>(spec, "Accuracy"));
     cases.push_back(contract_case<ConfusionMatrix>(spec, "ConfusionMatrix"));
   }
-  for (const auto& spec : {stream_specs()[0], stream_specs()[6], stream_specs()[19]}) {
+  for (const auto& spec : unknown_classes_specs()) cases.push_back(contract_case<Accuracy>(spec, "Accuracy"));
+  for (const auto& spec : {stream_specs()[0], stream_specs()[6], stream_specs()[19], unknown_classes_specs()[0]}) {
     cases.push_back(contract_case<Precision>(spec, "Precision"));
     cases.push_back(contract_case<Recall>(spec, "Recall"));
     cases.push_back(contract_case<F1Score>(spec, "F1Score"));

@@ -230,6 +230,93 @@ TEST(Multiclass, ConfusionMatrixNormalization) {
                             floats({1, 0, 0, 0, 0, 0, 0, 0, 0}).reshape({3, 3})));
 }
 
+// ---------------------------------------------------------------- multiclass, num_classes unknown
+
+// TorchMetrics 1.6.2+'s num_classes=None (micro only): one class, tn = 1 * n - (tp + fp + fn) = -wrong.
+Opts unknown_classes() { return Opts::multiclass(kUnknownClasses).average(Average::Micro); }
+
+TEST(UnknownClasses, CountsIntoOneClassAsTorchMetrics) {
+  on_both_paths([] {
+    // labels of any value count: 3 right (0, 5, -3), 2 wrong (7 for 1, 2 for 9)
+    const auto preds = longs({0, 5, -3, 7, 2}), target = longs({0, 5, -3, 1, 9});
+    EXPECT_TRUE(tensors_close(computed(StatScores(unknown_classes()), preds, target), longs({3, 2, -2, 2, 5})));
+    for (const auto& value : {computed(Accuracy(unknown_classes()), preds, target),
+                              computed(Precision(unknown_classes()), preds, target),
+                              computed(Recall(unknown_classes()), preds, target),
+                              computed(F1Score(unknown_classes()), preds, target),
+                              computed(FBetaScore(0.5, unknown_classes()), preds, target)}) {
+      EXPECT_TRUE(tensors_close(value, floats({0.6}).reshape({}), 1e-6));
+    }
+    // scores of any width: the argmax is the prediction (doc_scores: 2, 1, 0, 1); target 7 is just wrong
+    EXPECT_TRUE(tensors_close(computed(StatScores(unknown_classes()), doc_scores(), longs({2, 1, 0, 7})),
+                              longs({3, 1, -1, 1, 4})));
+    EXPECT_TRUE(tensors_close(computed(StatScores(unknown_classes()), floats({0.3, -2}).reshape({2, 1}), longs({0, 1})),
+                              longs({1, 1, -1, 1, 2})));
+  });
+}
+
+TEST(UnknownClasses, IgnoreIndexWeightsAndExtraDimensions) {
+  on_both_paths([] {
+    StatScores ignoring(Opts(unknown_classes()).ignore_index(-1));
+    ignoring.update(longs({0, 4, 1, 2}), longs({0, -1, 2, 2}));
+    EXPECT_TRUE(tensors_close(ignoring.compute(), longs({2, 1, -1, 1, 3})));
+    StatScores weighted(Opts(unknown_classes()).weighted(true));
+    weighted.update(longs({0, 4, 1}), longs({0, 4, 2}), values({0.5, 2.0, 0.25}));
+    EXPECT_TRUE(tensors_close(weighted.compute(), values({2.5, 0.25, -0.25, 0.25, 2.75})));
+    // (N, C, d) scores against (N, d) targets, and a per-pixel weight
+    StatScores pixels(Opts(unknown_classes()).weighted(true));
+    const auto scores = floats({0.9, 0.1, 0.2, 0.8}).reshape({1, 2, 2});  // pixel 0: class 0, pixel 1: class 1
+    pixels.update(scores, longs({0, 0}).reshape({1, 2}), values({3.0, 1.5}).reshape({1, 2}));
+    EXPECT_TRUE(tensors_close(pixels.compute(), values({3, 1.5, -1.5, 1.5, 4.5})));
+  });
+}
+
+TEST(UnknownClasses, NaNScoresAreBadInputAndTargetsNeverAre) {
+  on_both_paths([] {
+    Accuracy accuracy(unknown_classes());
+    auto scores = doc_scores();
+    scores.index_put_({1, 2}, kNaN);
+    accuracy.update(scores, longs({2, 1, -40, 1000}));
+    EXPECT_THROWS_WITH(accuracy.compute(), c10::ValueError,
+                       "MulticlassAccuracy: 1 NaN predictions in 1 update, first at update 0 (kept out of the state)");
+    const auto counts = accuracy.stat_counts();
+    EXPECT_EQ(counts.tp.item<int64_t>(), 1);
+    EXPECT_EQ(counts.fn.item<int64_t>(), 2);
+    EXPECT_EQ(counts.tn.item<int64_t>(), -2);
+  });
+}
+
+TEST(UnknownClasses, OnlyWithMicroAndTopOne) {
+  for (auto average : {Average::Macro, Average::Weighted, Average::None}) {
+    EXPECT_THROWS_WITH(Precision(Opts(unknown_classes()).average(average)), c10::ValueError,
+                       "MulticlassPrecision: num_classes can only be None (unknown) for average='micro', got average=");
+  }
+  EXPECT_THROWS_WITH(Accuracy{Opts(unknown_classes()).top_k(2)}, c10::ValueError,
+                     "MulticlassAccuracy: top_k = 2 needs num_classes, got None");
+  EXPECT_THROWS_WITH(ConfusionMatrix{unknown_classes()}, c10::ValueError,
+                     "MulticlassConfusionMatrix: num_classes is required, got None");
+  EXPECT_THROWS_WITH(Recall(Opts::multilabel(kUnknownClasses)), c10::ValueError, "num_labels must be at least 2");
+  EXPECT_THROWS_WITH(Accuracy(unknown_classes()).update(at::zeros({2, 0}), longs({0, 1})), c10::ValueError,
+                     "MulticlassAccuracy.update: preds has shape [2, 0] but target has [2]; expected preds (N, C, ...) "
+                     "with C >= 1");
+  EXPECT_EQ(Accuracy(unknown_classes()).options_text().rfind("num_classes=None, top_k=1, average=micro", 0), 0u);
+}
+
+TEST(UnknownClasses, MergesAndSharesOnlyWithTheSameOptions) {
+  Accuracy unknown(unknown_classes()), known(Opts::multiclass(3).average(Average::Micro));
+  EXPECT_THROWS_WITH(unknown.merge(known), c10::ValueError, "num_classes=3");
+  EXPECT_NE(unknown.sharing_key().counts, known.sharing_key().counts);
+  EXPECT_EQ(unknown.sharing_key().counts, Precision(unknown_classes()).sharing_key().counts);
+  Accuracy other(unknown_classes());
+  unknown.update(longs({0, 1}), longs({0, 2}));
+  other.update(longs({5}), longs({5}));
+  unknown.merge(other);
+  EXPECT_TRUE(tensors_close(unknown.compute(), floats({2.0 / 3}).reshape({}), 1e-6));
+  Accuracy loaded(unknown_classes());
+  loaded.load_state_dict(unknown.state_dict());
+  EXPECT_TRUE(states_equal(loaded.state_dict(), unknown.state_dict()));
+}
+
 // ---------------------------------------------------------------- multilabel
 
 TEST(Multilabel, TorchMetricsDocExamples) {

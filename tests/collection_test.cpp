@@ -226,6 +226,20 @@ TEST(MetricCollection, HoldsMetricsOfEveryFamilyAndRoutesKeywords) {
   EXPECT_TRUE(tensors_close(values.at("top2"), top2.compute()));
 }
 
+TEST(MetricCollection, UnknownClassesShareOnlyWithTheSameOptions) {
+  const auto unknown = ClassificationOptions::multiclass(kUnknownClasses).average(Average::Micro);
+  MetricCollection collection;
+  collection.add("acc", Accuracy(unknown)).add("f1", F1Score(unknown));
+  collection.add("acc3", Accuracy(ClassificationOptions::multiclass(3).average(Average::Micro)));
+  collection.add("cm3", ConfusionMatrix(ClassificationOptions::multiclass(3)));
+  EXPECT_THAT(collection.groups(), ElementsAre(ElementsAre("acc", "f1"), ElementsAre("acc3", "cm3")));
+  collection.update(UpdateArgs({at::tensor({0, 2, 1}, at::kLong), at::tensor({0, 1, 1}, at::kLong)}));
+  const auto values = collection.compute();
+  EXPECT_NEAR(values.at("acc").item<double>(), 2.0 / 3, 1e-6);
+  EXPECT_NEAR(values.at("f1").item<double>(), 2.0 / 3, 1e-6);
+  EXPECT_NEAR(values.at("acc3").item<double>(), 2.0 / 3, 1e-6);
+}
+
 TEST(MetricCollection, IdenticalAggregatorsShareOneState) {
   MetricCollection collection;
   collection.add("a", Mean()).add("b", Mean()).add("c", Mean(AggregationOptions().nan_policy(NanPolicy::ignore())));

@@ -28,6 +28,13 @@ enum class MultidimAverage {
 /// ConfusionMatrix normalization: none, over targets (rows), predictions (columns), or all.
 enum class Normalize { None, True, Pred, All };
 
+/// num_classes of a multiclass metric whose classes are not given (TorchMetrics' num_classes=None),
+/// for micro averaging with top_k 1 only. As TorchMetrics 1.6.2+, the state then holds one class:
+/// labels are compared as they are (no range, so none is bad), a right prediction adds a true
+/// positive and a wrong one a false positive, a false negative and -1 true negative
+/// (tn = 1 * n - (tp + fp + fn)). Scores (N, C, ...) may have any C >= 1.
+constexpr int64_t kUnknownClasses = -1;
+
 /// Options of every classification metric. The counting options (task through device) decide
 /// the state; metrics whose counting options are equal can share one state in a collection.
 /// average and zero_division only shape compute().
@@ -44,7 +51,7 @@ struct ClassificationOptions {
   static ClassificationOptions multilabel(int64_t num_labels, double threshold = 0.5);
 
   TORCH_ARG(Task, task);
-  /// Classes (multiclass) or labels (multilabel); 1 for binary.
+  /// Classes (multiclass) or labels (multilabel); 1 for binary. Multiclass: kUnknownClasses too.
   TORCH_ARG(int64_t, num_classes);
   /// Binary and multilabel: a probability above it is a positive prediction. Scores outside
   /// [0, 1] in a batch mark it as logits, compared with log(t / (1 - t)) instead.
@@ -77,6 +84,9 @@ std::string counting_key(const ClassificationOptions& options);
 
 /// The options in TorchMetrics' words, e.g. "num_classes=10, top_k=1, average=macro, ...".
 std::string describe(const ClassificationOptions& options);
+
+/// "micro", "macro", "weighted" or "none".
+const char* average_name(Average average);
 
 /// "Binary", "Multiclass" or "Multilabel": the prefix of TorchMetrics' class names.
 std::string task_prefix(Task task);

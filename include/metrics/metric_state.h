@@ -46,7 +46,7 @@ class MetricState {
   /// Registers a tensor of `shape` and `dtype` filled with `fill`; returns its slot. A Cat entry
   /// starts with 0 rows (shape[0] == 0) and is not packed: append() grows it.
   size_t add(std::string name, at::IntArrayRef shape, at::ScalarType dtype, const c10::Scalar& fill,
-             Reduction reduction);
+             Reduction reduction, bool signed_count = false);
   /// Adds the bad-input tally with these kinds (labels, in the order the kernels count them).
   void track_bad_input(std::vector<std::string> kinds);
   bool tracks_bad_input() const { return bad_input_.has_value(); }

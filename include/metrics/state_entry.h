@@ -27,6 +27,9 @@ struct StateEntry {
   at::Tensor tensor;
   c10::Scalar fill;
   Reduction reduction;
+  /// Counts that may go below 0 (TorchMetrics' tn without num_classes, -1 per wrong prediction):
+  /// a loaded one is checked for whole numbers within (-limit, limit) rather than [0, limit).
+  bool signed_count = false;
 };
 
 /// Whether `other` has the shape `entry` takes: its own, or for a Cat entry any number of rows.

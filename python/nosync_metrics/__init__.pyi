@@ -240,7 +240,7 @@ class count_syncs(contextlib.ContextDecorator):  # noqa: N801
 def sync_class_ops() -> List[Tuple[str, str]]:
     """The ops count_syncs counts: a list of (name, why)."""
 
-class Accuracy:
+class Accuracy(Metric):
     """Accuracy(task=...): a task class."""
 
     def __new__(
@@ -498,7 +498,7 @@ class BinaryStatScores(ClassificationMetric):
     def zero_division(self) -> float: ...
 
 
-class ConfusionMatrix:
+class ConfusionMatrix(Metric):
     """ConfusionMatrix(task=...): a task class."""
 
     def __new__(
@@ -514,7 +514,7 @@ class ConfusionMatrix:
     ) -> Union[BinaryConfusionMatrix, MulticlassConfusionMatrix, MultilabelConfusionMatrix]: ...
 
 
-class F1Score:
+class F1Score(Metric):
     """F1Score(task=...): a task class."""
 
     def __new__(
@@ -532,7 +532,7 @@ class F1Score:
     ) -> Union[BinaryF1Score, MulticlassF1Score, MultilabelF1Score]: ...
 
 
-class FBetaScore:
+class FBetaScore(Metric):
     """FBetaScore(task=..., beta=...): a task class."""
 
     def __new__(
@@ -628,7 +628,7 @@ class MulticlassAccuracy(ClassificationMetric):
 
     def __init__(
         self,
-        num_classes: int,
+        num_classes: Optional[int] = None,
         top_k: int = 1,
         average: _Average = "macro",
         multidim_average: _MultidimAverage = "global",
@@ -648,7 +648,7 @@ class MulticlassAccuracy(ClassificationMetric):
         **kwargs: Any,
     ) -> None: ...
     @property
-    def num_classes(self) -> int: ...
+    def num_classes(self) -> Optional[int]: ...
     @property
     def top_k(self) -> int: ...
     @property
@@ -699,7 +699,7 @@ class MulticlassF1Score(ClassificationMetric):
 
     def __init__(
         self,
-        num_classes: int,
+        num_classes: Optional[int],
         top_k: int = 1,
         average: _Average = "macro",
         multidim_average: _MultidimAverage = "global",
@@ -719,7 +719,7 @@ class MulticlassF1Score(ClassificationMetric):
         **kwargs: Any,
     ) -> None: ...
     @property
-    def num_classes(self) -> int: ...
+    def num_classes(self) -> Optional[int]: ...
     @property
     def top_k(self) -> int: ...
     @property
@@ -742,7 +742,7 @@ class MulticlassFBetaScore(ClassificationMetric):
     def __init__(
         self,
         beta: float,
-        num_classes: int,
+        num_classes: Optional[int],
         top_k: int = 1,
         average: _Average = "macro",
         multidim_average: _MultidimAverage = "global",
@@ -764,7 +764,7 @@ class MulticlassFBetaScore(ClassificationMetric):
     @property
     def beta(self) -> float: ...
     @property
-    def num_classes(self) -> int: ...
+    def num_classes(self) -> Optional[int]: ...
     @property
     def top_k(self) -> int: ...
     @property
@@ -784,7 +784,7 @@ class MulticlassPrecision(ClassificationMetric):
 
     def __init__(
         self,
-        num_classes: int,
+        num_classes: Optional[int] = None,
         top_k: int = 1,
         average: _Average = "macro",
         multidim_average: _MultidimAverage = "global",
@@ -804,7 +804,7 @@ class MulticlassPrecision(ClassificationMetric):
         **kwargs: Any,
     ) -> None: ...
     @property
-    def num_classes(self) -> int: ...
+    def num_classes(self) -> Optional[int]: ...
     @property
     def top_k(self) -> int: ...
     @property
@@ -824,7 +824,7 @@ class MulticlassRecall(ClassificationMetric):
 
     def __init__(
         self,
-        num_classes: int,
+        num_classes: Optional[int] = None,
         top_k: int = 1,
         average: _Average = "macro",
         multidim_average: _MultidimAverage = "global",
@@ -844,7 +844,7 @@ class MulticlassRecall(ClassificationMetric):
         **kwargs: Any,
     ) -> None: ...
     @property
-    def num_classes(self) -> int: ...
+    def num_classes(self) -> Optional[int]: ...
     @property
     def top_k(self) -> int: ...
     @property
@@ -864,7 +864,7 @@ class MulticlassStatScores(ClassificationMetric):
 
     def __init__(
         self,
-        num_classes: int,
+        num_classes: Optional[int] = None,
         top_k: int = 1,
         average: _Average = "macro",
         multidim_average: _MultidimAverage = "global",
@@ -884,7 +884,7 @@ class MulticlassStatScores(ClassificationMetric):
         **kwargs: Any,
     ) -> None: ...
     @property
-    def num_classes(self) -> int: ...
+    def num_classes(self) -> Optional[int]: ...
     @property
     def top_k(self) -> int: ...
     @property
@@ -1178,7 +1178,7 @@ class MultilabelStatScores(ClassificationMetric):
     def zero_division(self) -> float: ...
 
 
-class Precision:
+class Precision(Metric):
     """Precision(task=...): a task class."""
 
     def __new__(
@@ -1196,7 +1196,7 @@ class Precision:
     ) -> Union[BinaryPrecision, MulticlassPrecision, MultilabelPrecision]: ...
 
 
-class Recall:
+class Recall(Metric):
     """Recall(task=...): a task class."""
 
     def __new__(
@@ -1214,7 +1214,7 @@ class Recall:
     ) -> Union[BinaryRecall, MulticlassRecall, MultilabelRecall]: ...
 
 
-class StatScores:
+class StatScores(Metric):
     """StatScores(task=...): a task class."""
 
     def __new__(

@@ -36,6 +36,10 @@ _SCORE_PARAMETERS = {
     "multilabel": [_arg("num_labels"), _arg("threshold", 0.5), _arg("average", "macro"),
                    _arg("multidim_average", "global"), _arg("ignore_index", None), _arg("validate_args", True)],
 }
+# TorchMetrics 1.6.2+ (MulticlassStatScores and the classes that inherit its __init__: Accuracy,
+# Precision, Recall): num_classes defaults to None, taken with average="micro" only.
+_SCORE_PARAMETERS_OPTIONAL_CLASSES = dict(
+    _SCORE_PARAMETERS, multiclass=[_arg("num_classes", None)] + _SCORE_PARAMETERS["multiclass"][1:])
 _CONFUSION_PARAMETERS = {
     "binary": [_arg("threshold", 0.5), _arg("ignore_index", None), _arg("normalize", None), _arg("validate_args", True)],
     "multiclass": [_arg("num_classes"), _arg("ignore_index", None), _arg("normalize", None),
@@ -60,7 +64,8 @@ def _checked(who, arguments):
     a = dict(arguments)
     for name in ("num_classes", "num_labels", "top_k"):
         if name in a:
-            a[name] = check_int(who, name, a[name])
+            # num_classes=None: classes unknown, micro only (the C++ metric checks average and top_k)
+            a[name] = check_int(who, name, a[name], optional=name == "num_classes")
     a["ignore_index"] = check_int(who, "ignore_index", a["ignore_index"], optional=True)
     for name in ("threshold", "beta", "zero_division"):
         if name in a:
@@ -117,7 +122,9 @@ def _stat_scores_dtype(self):
 def _task_class(name, base, task, parameters, construct, doc, attributes, options, result_dtype):
     """A subclass of the C++ metric `base` whose __init__ takes `parameters` (TorchMetrics' names)."""
     return metric_class(name, base, parameters, lambda self, arguments: construct(self, task, arguments), doc,
-                        shown_always=[p.name for p in parameters if p.default is _P.empty], update=_UPDATE,
+                        shown_always=[p.name for p in parameters
+                                      if p.default is _P.empty or p.name in ("num_classes", "num_labels")],
+                        update=_UPDATE,
                         update_doc=_UPDATE_DOC, attributes=attributes, options=options, result_dtype=result_dtype)
 
 
@@ -150,11 +157,14 @@ def _define_family(family, base, doc, construct, attributes, leading=(), zero_di
 
 
 _STAT_SCORES = _define_family("StatScores", _C.StatScores, "[tp, fp, tn, fn, support] (TorchMetrics' StatScores).",
-                              _counts, _COUNT_ATTRIBUTES, result_dtype=_stat_scores_dtype)
+                              _counts, _COUNT_ATTRIBUTES, parameters=_SCORE_PARAMETERS_OPTIONAL_CLASSES,
+                              result_dtype=_stat_scores_dtype)
 _ACCURACY = _define_family("Accuracy", _C.Accuracy, "Accuracy (TorchMetrics' semantics; macro by default).",
-                           _counts, _SCORE_ATTRIBUTES)
-_PRECISION = _define_family("Precision", _C.Precision, "Precision tp / (tp + fp).", _scores, _SCORE_ATTRIBUTES)
-_RECALL = _define_family("Recall", _C.Recall, "Recall tp / (tp + fn).", _scores, _SCORE_ATTRIBUTES)
+                           _counts, _SCORE_ATTRIBUTES, parameters=_SCORE_PARAMETERS_OPTIONAL_CLASSES)
+_PRECISION = _define_family("Precision", _C.Precision, "Precision tp / (tp + fp).", _scores, _SCORE_ATTRIBUTES,
+                            parameters=_SCORE_PARAMETERS_OPTIONAL_CLASSES)
+_RECALL = _define_family("Recall", _C.Recall, "Recall tp / (tp + fn).", _scores, _SCORE_ATTRIBUTES,
+                         parameters=_SCORE_PARAMETERS_OPTIONAL_CLASSES)
 _F1 = _define_family("F1Score", _C.F1Score, "F1 score.", _scores, _SCORE_ATTRIBUTES,
                      zero_division=_ZERO_DIVISION_POSITIONAL, fixed={"beta": 1.0})
 _FBETA = _define_family(

@@ -99,19 +99,25 @@ void check_shapes(const std::string& metric, const ClassificationOptions& o, con
     case Task::Multiclass:
       break;
   }
+  // without num_classes, scores may have any number of classes C >= 1 (argmax needs one)
+  const bool unknown = k == kUnknownClasses;
+  const auto classes = unknown ? std::string("C") : std::to_string(k);
   if (preds.dim() == target.dim() + 1) {
     TORCH_CHECK_TYPE(is_score_type(preds.scalar_type()), metric, ".update: preds of shape ", preds.sizes(),
                      " must hold floating-point scores, got ", preds.scalar_type());
     const bool same_rest = preds.size(0) == target.size(0) && preds.sizes().slice(2) == target.sizes().slice(1);
-    TORCH_CHECK_VALUE(preds.size(1) == k && same_rest, metric, ".update: preds has shape ", preds.sizes(),
-                      " but target has ", target.sizes(), "; expected preds (N, ", k, ", ...) and target (N, ...)");
+    const bool classes_ok = unknown ? preds.size(1) >= 1 : preds.size(1) == k;
+    TORCH_CHECK_VALUE(classes_ok && same_rest, metric, ".update: preds has shape ", preds.sizes(), " but target has ",
+                      target.sizes(), "; expected preds (N, ", classes, ", ...)", unknown ? " with C >= 1" : "",
+                      " and target (N, ...)");
     return;
   }
   TORCH_CHECK_VALUE(preds.sizes() == target.sizes(), metric, ".update: preds has shape ", preds.sizes(),
-                    " but target has ", target.sizes(), "; expected preds (N, ", k,
+                    " but target has ", target.sizes(), "; expected preds (N, ", classes,
                     ", ...) scores or (N, ...) labels shaped like target");
   TORCH_CHECK_TYPE(is_integral(preds.scalar_type()), metric, ".update: preds shaped like target are labels and ",
-                   "must be integers, got ", preds.scalar_type(), "; scores need a class dimension (N, ", k, ", ...)");
+                   "must be integers, got ", preds.scalar_type(), "; scores need a class dimension (N, ", classes,
+                   ", ...)");
   TORCH_CHECK_VALUE(o.top_k() == 1, metric, ".update: top_k = ", o.top_k(),
                     " needs scores (N, ", k, ", ...), but preds are labels");
 }
@@ -147,7 +153,7 @@ ClassificationBatch canonicalize(const std::string& metric, const Classification
     batch.preds = classes_last(p, o.num_classes());
     batch.target = classes_last(target_labels(target), o.num_classes());
   } else {
-    batch.preds = multiclass_scores ? classes_last(p, o.num_classes()) : flat(p);
+    batch.preds = multiclass_scores ? classes_last(p, p.size(1)) : flat(p);
     batch.target = flat(target_labels(target));
   }
   if (weight) batch.weight = canonical_weight(o, *weight, target);

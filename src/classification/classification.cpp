@@ -24,6 +24,15 @@ void check_options(const std::string& metric, const ClassificationOptions& o) {
       TORCH_CHECK_VALUE(k == 1, metric, ": a binary task has num_classes 1, got ", k);
       break;
     case Task::Multiclass:
+      if (k == kUnknownClasses) {
+        TORCH_CHECK_VALUE(o.average() == Average::Micro, metric,
+                          ": num_classes can only be None (unknown) for average='micro', got average='",
+                          average_name(o.average()), "'");
+        TORCH_CHECK_VALUE(o.top_k() == 1, metric, ": top_k = ", o.top_k(), " needs num_classes, got None");
+        TORCH_CHECK_VALUE(o.multidim_average() == MultidimAverage::Global, metric,
+                          ": multidim_average=samplewise needs num_classes, got None");
+        break;
+      }
       TORCH_CHECK_VALUE(k >= 2, metric, ": num_classes must be at least 2, got ", k);
       break;
     case Task::Multilabel:
@@ -35,8 +44,8 @@ void check_options(const std::string& metric, const ClassificationOptions& o) {
   TORCH_CHECK_VALUE(o.top_k() >= 1, metric, ": top_k must be at least 1, got ", o.top_k());
   TORCH_CHECK_VALUE(o.top_k() == 1 || o.task() == Task::Multiclass, metric,
                     ": top_k applies to multiclass tasks only, got top_k = ", o.top_k());
-  TORCH_CHECK_VALUE(o.top_k() <= k || o.task() != Task::Multiclass, metric, ": top_k = ", o.top_k(),
-                    " is larger than num_classes = ", k);
+  TORCH_CHECK_VALUE(o.top_k() <= k || o.task() != Task::Multiclass || k == kUnknownClasses, metric,
+                    ": top_k = ", o.top_k(), " is larger than num_classes = ", k);
   TORCH_CHECK_VALUE(o.zero_division() == 0.0 || o.zero_division() == 1.0, metric,
                     ": zero_division must be 0 or 1, got ", o.zero_division());
   TORCH_CHECK_VALUE(o.multidim_average() == MultidimAverage::Global || !o.weighted(), metric,
@@ -50,7 +59,7 @@ std::string task_name(const std::string& base_name, const ClassificationOptions&
 // A num_classes too large for memory gets this error rather than the allocator's, before any
 // allocation where the size is known to be too large (it overflows, or exceeds the RAM of a CPU).
 void check_state_size(const std::string& metric, const ClassificationOptions& o, CountLayout layout) {
-  const auto classes = static_cast<uint64_t>(o.num_classes());
+  const auto classes = static_cast<uint64_t>(detail::counted_classes(o));
   const uint64_t per_class = layout == CountLayout::Matrix && o.task() == Task::Multiclass ? classes : 4;
   uint64_t cells = 0, bytes = 0;
   const bool overflows = __builtin_mul_overflow(classes, per_class, &cells) || __builtin_mul_overflow(cells, 8, &bytes);
@@ -66,6 +75,8 @@ void check_state_size(const std::string& metric, const ClassificationOptions& o,
 // The options are checked before anything is allocated for them.
 MetricState checked_state(const std::string& base_name, const ClassificationOptions& options, CountLayout layout) {
   const auto metric = task_name(base_name, options);
+  TORCH_CHECK_VALUE(layout == CountLayout::PerClass || options.num_classes() != kUnknownClasses, metric,
+                    ": num_classes is required, got None (only micro-averaged scores count without it)");
   check_options(metric, options);
   check_state_size(metric, options, layout);
   try {

@@ -204,6 +204,34 @@ std::pair<at::Tensor, at::Tensor> stat_rows(MetricState& state) {
   return {rows[0], rows[1]};
 }
 
+// num_classes unknown (kUnknownClasses): one class, labels compared as they are; a kept row adds
+// A + B * wrong to tp, fn, tn, fp, tn of class 0, and tn takes the kept rows back (as below).
+// Targets are never bad; predictions only where scores are NaN.
+void count_unknown_classes(MetricState& state, const ClassificationBatch& b, const ClassificationOptions& o) {
+  const auto& t = b.target;
+  at::Tensor p, pred_bad;
+  if (b.scores) {
+    auto [max, index] = b.preds.max(1);
+    p = index;
+    pred_bad = max.ne(max);
+  } else {
+    p = b.preds;
+    pred_bad = at::zeros_like(t, at::kBool);
+  }
+  std::vector<at::Tensor> kinds{b.scores ? at::zeros_like(t, at::kBool) : pred_bad, pred_bad};
+  if (b.weight) kinds.push_back(weight_bad(*b.weight));
+  const auto m = bad_masks(std::move(kinds), t, o);
+  const auto [a, per_wrong] = stat_rows(state);
+  auto rows = at::addcmul(a, per_wrong, p.ne(t));
+  b.weight ? rows.mul_(b.weight->masked_fill(m.dropped, 0.0)) : rows.masked_fill_(m.dropped, 0);
+  Scatter scatter(state);
+  for (const size_t slot : {1, 4, 3, 2, 3}) scatter.at_one(state.offset(slot), t.numel());
+  scatter.add(rows);
+  scatter.at_one(state.offset(3), 1);
+  scatter.add(rows.narrow(0, 0, 2).sum().reshape({1}));
+  finish(state, scatter, m);
+}
+
 // Each row's target (clamped into range) and predicted class, and its bad masks.
 struct MulticlassRows {
   at::Tensor tc, p;
@@ -221,6 +249,7 @@ MulticlassRows multiclass_rows(const ClassificationBatch& b, const Classificatio
 }
 
 void count_multiclass(MetricState& state, const ClassificationBatch& b, const ClassificationOptions& o) {
+  if (o.num_classes() == kUnknownClasses) return count_unknown_classes(state, b, o);
   const int64_t classes = o.num_classes();
   const auto [tc, p, m] = multiclass_rows(b, o);
   Scatter scatter(state);

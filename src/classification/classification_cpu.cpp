@@ -119,6 +119,48 @@ BadInputCounts count_multiclass(const ClassificationBatch& batch, const Classifi
   });
 }
 
+// num_classes unknown (kUnknownClasses): one class, labels compared as they are. A kept row adds
+// its weight to tp if right, else to fp and fn, and takes it from tn (TorchMetrics' micro branch
+// with num_classes 1). Only NaN scores and bad weights are bad input.
+template <typename count_t>
+BadInputCounts count_unknown_classes(const ClassificationBatch& batch, const ClassificationOptions& o,
+                                     CountSink& sink) {
+  BadInputCounts bad;
+  const auto rows = batch.target.numel();
+  const auto* target = batch.target.data_ptr<int64_t>();
+  const double* weight = batch.weight ? batch.weight->data_ptr<double>() : nullptr;
+  const bool has_ignore = o.ignore_index().has_value();
+  const int64_t ignore = o.ignore_index().value_or(0);
+  count_t right = 0, wrong = 0;
+  const auto count_row = [&](int64_t m, int64_t p, bool pred_ok) {
+    const int64_t t = target[m];
+    if (has_ignore && t == ignore) return;
+    const double w = weight ? weight[m] : 1.0;
+    const bool weight_ok = !(weight && bad_weight(w));
+    bad.predictions += !pred_ok;
+    bad.weights += !weight_ok;
+    if (pred_ok && weight_ok) (p == t ? right : wrong) += static_cast<count_t>(w);
+  };
+  if (batch.scores) {
+    AT_DISPATCH_FLOATING_TYPES(batch.preds.scalar_type(), "count_unknown_classes", [&] {
+      const auto* scores = batch.preds.data_ptr<scalar_t>();
+      const int64_t classes = batch.preds.size(1);
+      for (int64_t m = 0; m < rows; ++m) {
+        const int64_t top = first_argmax(scores + m * classes, classes);
+        count_row(m, top, top >= 0);
+      }
+    });
+  } else {
+    const auto* labels = batch.preds.data_ptr<int64_t>();
+    for (int64_t m = 0; m < rows; ++m) count_row(m, labels[m], true);
+  }
+  sink.tp.data_ptr<count_t>()[0] += right;
+  sink.fp.data_ptr<count_t>()[0] += wrong;
+  sink.fn.data_ptr<count_t>()[0] += wrong;
+  sink.tn.data_ptr<count_t>()[0] -= wrong;
+  return bad;
+}
+
 // The verdict on one binary entry: its weight in the one cell it falls in (tp, fp, tn or fn; 0
 // in the others, and in all four if it is not kept), and what was wrong with it. Cells are summed
 // directly, never derived by subtraction, so small weights next to huge ones are not lost.
@@ -331,6 +373,7 @@ BadInputCounts count_typed(const ClassificationBatch& batch, const Classificatio
     return AT_DISPATCH_FLOATING_TYPES(batch.preds.scalar_type(), "count_entries",
                                       [&] { return count_entries<count_t, scalar_t>(batch, o, sink); });
   }
+  if (o.num_classes() == kUnknownClasses) return count_unknown_classes<count_t>(batch, o, sink);
   if (sink.layout == Layout::Matrix) {
     MatrixCounter<count_t> counter{sink.matrix.data_ptr<count_t>(), o.num_classes()};
     return count_multiclass<count_t>(batch, o, counter);

@@ -20,17 +20,23 @@ ClassificationOptions ClassificationOptions::multilabel(int64_t num_labels, doub
   return ClassificationOptions(Task::Multilabel, num_labels).threshold(threshold);
 }
 
+namespace {
+
+std::string classes_text(const ClassificationOptions& o) {
+  return o.num_classes() == kUnknownClasses ? "None" : std::to_string(o.num_classes());
+}
+
+}  // namespace
+
 std::string counting_key(const ClassificationOptions& o) {
   std::ostringstream key;
-  key << task_prefix(o.task()) << "/classes=" << o.num_classes()
+  key << task_prefix(o.task()) << "/classes=" << classes_text(o)
       << "/threshold=" << detail::number_text(o.threshold()) << "/top_k=" << o.top_k()
       << "/ignore=" << (o.ignore_index() ? std::to_string(*o.ignore_index()) : "none")
       << "/validate=" << o.validate_args() << "/weighted=" << o.weighted()
       << (o.multidim_average() == MultidimAverage::Samplewise ? "/samplewise" : "");
   return key.str();
 }
-
-namespace {
 
 const char* average_name(Average average) {
   switch (average) {
@@ -46,8 +52,6 @@ const char* average_name(Average average) {
   return "";
 }
 
-}  // namespace
-
 std::string describe(const ClassificationOptions& o) {
   std::ostringstream text;
   switch (o.task()) {
@@ -55,7 +59,7 @@ std::string describe(const ClassificationOptions& o) {
       text << "threshold=" << detail::number_text(o.threshold());
       break;
     case Task::Multiclass:
-      text << "num_classes=" << o.num_classes() << ", top_k=" << o.top_k() << ", average=" << average_name(o.average());
+      text << "num_classes=" << classes_text(o) << ", top_k=" << o.top_k() << ", average=" << average_name(o.average());
       break;
     case Task::Multilabel:
       text << "num_labels=" << o.num_classes() << ", threshold=" << detail::number_text(o.threshold())

@@ -9,6 +9,10 @@
 namespace metrics::detail {
 
 std::vector<std::string> bad_input_kinds(const ClassificationOptions& o) {
+  if (o.task() == Task::Multiclass && o.num_classes() == kUnknownClasses) {
+    // no range without num_classes: only NaN scores are bad, as a kind the tally keeps in its place
+    return {"targets (none without num_classes)", "NaN predictions", "NaN, negative or infinite weights"};
+  }
   if (o.task() == Task::Multiclass) {
     return {"targets outside [0, " + std::to_string(o.num_classes()) + ")", "NaN or out-of-range predictions",
             "NaN, negative or infinite weights"};
@@ -18,7 +22,7 @@ std::vector<std::string> bad_input_kinds(const ClassificationOptions& o) {
 
 MetricState make_count_state(const ClassificationOptions& options, CountLayout layout) {
   const auto dtype = options.weighted() ? at::kDouble : at::kLong;
-  const auto classes = options.num_classes();
+  const auto classes = counted_classes(options);
   MetricState state(options.device(), dtype);  // the update count and the tally beside the counts
   if (layout == CountLayout::Matrix) {
     TORCH_INTERNAL_ASSERT(options.task() == Task::Multiclass);
@@ -26,7 +30,11 @@ MetricState make_count_state(const ClassificationOptions& options, CountLayout l
   } else if (options.multidim_average() == MultidimAverage::Samplewise) {
     for (const char* name : {"tp", "fp", "tn", "fn"}) state.add(name, {0, classes}, dtype, 0, Reduction::Cat);
   } else {
-    for (const char* name : {"tp", "fp", "tn", "fn"}) state.add(name, {classes}, dtype, 0, Reduction::Sum);
+    // without num_classes tn is TorchMetrics' 1 * n - (tp + fp + fn): minus the wrong predictions
+    const bool signed_tn = options.num_classes() == kUnknownClasses;
+    for (const std::string name : {"tp", "fp", "tn", "fn"}) {
+      state.add(name, {classes}, dtype, 0, Reduction::Sum, signed_tn && name == "tn");
+    }
   }
   if (options.validate_args()) state.track_bad_input(bad_input_kinds(options));
   return state;

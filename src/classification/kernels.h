@@ -27,6 +27,11 @@ struct ClassificationBatch {
   int64_t samples = 0;
 };
 
+/// The classes the state counts: num_classes, or 1 where it is kUnknownClasses.
+inline int64_t counted_classes(const ClassificationOptions& o) {
+  return o.num_classes() == kUnknownClasses ? 1 : o.num_classes();
+}
+
 /// Checks shapes, dtypes and devices (metadata only) and reshapes into canonical form.
 ClassificationBatch canonicalize(const std::string& metric, const ClassificationOptions& options,
                                  const at::Tensor& preds, const at::Tensor& target,

@@ -58,8 +58,11 @@ def test_classification_errors():
         nm.MulticlassF1Score(num_classes=3, multidim_average="per_sample")
     with pytest.raises(ValueError, match="normalize must be"):
         nm.MulticlassConfusionMatrix(num_classes=3, normalize="rows")
+    # num_classes defaults to None, as in TorchMetrics 1.6.3, which only average="micro" takes
+    with pytest.raises(ValueError, match="MulticlassAccuracy: num_classes can only be None"):
+        nm.MulticlassAccuracy()
     with pytest.raises(TypeError):
-        nm.MulticlassAccuracy()  # num_classes is required, as in TorchMetrics
+        nm.MulticlassF1Score()  # required there, as in TorchMetrics
 
 
 def test_deferred_reports_become_warnings_or_errors():

@@ -347,6 +347,8 @@ def test_updates_never_synchronize():
     (lambda: nm.BinaryAccuracy(multidim_average="samplewise", weighted=True),
      "BinaryAccuracy: multidim_average=samplewise counts without weights"),
     (lambda: nm.BinaryAccuracy(multidim_average="sample"), "BinaryAccuracy: multidim_average must be"),
+    (lambda: nm.MulticlassRecall(num_classes=None, average="micro", multidim_average="samplewise"),
+     "MulticlassRecall: multidim_average=samplewise needs num_classes, got None"),
 ])
 def test_errors_name_the_metric_and_the_argument(call, message):
     with pytest.raises(ValueError, match=message):

@@ -257,7 +257,7 @@ def _accuracy():
 
 ERRORS = [
     (lambda: nm.MulticlassAccuracy(num_classes=2.5), ValueError,
-     r"MulticlassAccuracy: num_classes must be an int, got 2\.5 \(float\)"),
+     r"MulticlassAccuracy: num_classes must be an int or None, got 2\.5 \(float\)"),
     (lambda: nm.MulticlassAccuracy(num_classes="3"), ValueError, "MulticlassAccuracy: num_classes must be an int"),
     (lambda: nm.MultilabelRecall(num_labels=None), ValueError, "MultilabelRecall: num_labels must be an int"),
     (lambda: nm.MulticlassAccuracy(num_classes=3, ignore_index=2**64), ValueError,
@@ -294,7 +294,7 @@ ERRORS = [
     (lambda: nm.MinMetric(weighted=True), ValueError, "MinMetric: unexpected keyword arguments: `weighted`"),
     (lambda: nm.MulticlassConfusionMatrix(num_classes=3, zero_division=1), ValueError,
      "MulticlassConfusionMatrix: unexpected keyword arguments: `zero_division`"),
-    (lambda: nm.MulticlassAccuracy(), TypeError, "MulticlassAccuracy: missing a required argument: 'num_classes'"),
+    (lambda: nm.MulticlassF1Score(), TypeError, "MulticlassF1Score: missing a required argument: 'num_classes'"),
     (lambda: nm.Precision("binary", 0.5, None, None, "micro", "global", 1, None, True, 5), TypeError,
      "Precision: too many positional arguments"),
     # methods
