@@ -312,14 +312,23 @@ class PythonMetric(Syncable):
 
     def forward(self, *args, **kwargs):
         """Accumulates the batch, as update() does, and returns the value of this batch alone (over
-        every rank with ``dist_sync_on_step=True``)."""
-        if not (self.dist_sync_on_step and self._world_size() > 1):
+        every rank with ``dist_sync_on_step=True``). A subclass's own update() and compute() are
+        what it runs, as in TorchMetrics."""
+        synced = self.dist_sync_on_step and self._world_size() > 1
+        if not synced and not self._overrides_update_or_compute():
             return self._result(super().forward(*args, **kwargs))
         batch = self.clone()
         batch.reset()
         batch.update(*args, **kwargs)
         self._merge_appended(batch)
+        if not synced:
+            return batch.compute()
         return self._result(batch._synced_core().compute())
+
+    def _overrides_update_or_compute(self):
+        """Whether a Python subclass defines its own update() or compute()."""
+        cls = type(self)
+        return not getattr(cls.update, "_generated", False) or cls.compute is not PythonMetric.compute
 
     def __call__(self, *args, **kwargs):
         """forward(): accumulates the batch and returns its value."""
@@ -445,6 +454,7 @@ def _update_method(base, parameters, doc):
 
     update.__signature__ = inspect.Signature([arg("self")] + list(parameters))
     update.__doc__ = doc
+    update._generated = True  # PythonMetric.forward takes C++'s own forward while update is this one
     return update
 
 

@@ -326,3 +326,25 @@ def test_a_damaged_metric_checkpoint_changes_nothing_in_the_metric(single):
         net.load_state_dict(checkpoint)
     _assert_value(single, net.metric, stream)
     assert _update_counts(net.metric) == [4]
+
+
+class DoubledMean(nm.MeanMetric):
+    """A user's subclass that overrides update()."""
+
+    def update(self, value):
+        super().update(value * 2)
+
+
+def test_calling_a_subclass_runs_its_own_update_and_compute():
+    """As TorchMetrics' forward: the batch goes through the subclass's update(), its value through
+    its compute(), and the batch is kept."""
+    doubled = DoubledMean()
+    assert doubled(torch.tensor([1.0, 2.0])).item() == 3.0
+    assert doubled(torch.tensor([5.0])).item() == 10.0
+    assert doubled.compute().item() == pytest.approx((2 + 4 + 10) / 3)
+    assert type(doubled.clone()) is DoubledMean
+    scaled = ScaledMean(3.0)
+    assert scaled(torch.tensor([1.0, 3.0])).item() == 6.0  # the batch's mean, scaled by its compute()
+    assert scaled.compute().item() == 6.0
+    plain = nm.MeanMetric()
+    assert not plain._overrides_update_or_compute() and doubled._overrides_update_or_compute()
