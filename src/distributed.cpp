@@ -62,26 +62,41 @@ void check_same_on_every_rank(const std::string& text, c10d::ProcessGroup& group
   check_same_texts(texts, who);
 }
 
-// Every rank's rows, in rank order: their counts first, then the rows padded to the longest.
-at::Tensor gather_rows(c10d::ProcessGroup& group, const at::Tensor& rows) {
+// Every rank's row counts of each row entry: one all-gather for them all. counts[rank][entry].
+std::vector<std::vector<int64_t>> gather_row_counts(c10d::ProcessGroup& group, const std::vector<PackedState::Rows>& rows,
+                                                    at::Device device) {
+  std::vector<int64_t> mine;
+  for (const auto& entry : rows) mine.push_back(entry.tensor.size(0));
+  std::vector<std::vector<int64_t>> counts;
+  for (const auto& theirs : all_gather(group, at::tensor(mine, at::kLong).to(device))) {
+    counts.emplace_back(theirs.data_ptr<int64_t>(), theirs.data_ptr<int64_t>() + theirs.numel());
+  }
+  return counts;
+}
+
+// Every rank's rows of entry `e`, in rank order, from one all-gather of the rows padded to the longest.
+at::Tensor gather_rows(c10d::ProcessGroup& group, const at::Tensor& rows, const std::vector<std::vector<int64_t>>& counts,
+                       size_t e) {
   const auto device = collective_device(group.getBackendName(), rows.device());
-  const auto count = at::full({1}, rows.size(0), at::TensorOptions().dtype(at::kLong).device(device));
-  std::vector<int64_t> counts;
-  for (const auto& c : all_gather(group, count)) counts.push_back(c.item<int64_t>());
-  const auto longest = *std::max_element(counts.begin(), counts.end());
+  int64_t longest = 0;
+  for (const auto& theirs : counts) longest = std::max(longest, theirs[e]);
   auto shape = rows.sizes().vec();
   shape[0] = longest;
   auto padded = at::zeros(shape, rows.options().device(device));
   padded.narrow(0, 0, rows.size(0)).copy_(rows);
   std::vector<at::Tensor> parts;
   const auto gathered = all_gather(group, padded);
-  for (size_t rank = 0; rank < gathered.size(); ++rank) parts.push_back(gathered[rank].narrow(0, 0, counts[rank]));
+  for (size_t rank = 0; rank < gathered.size(); ++rank) parts.push_back(gathered[rank].narrow(0, 0, counts[rank][e]));
   return at::cat(parts).to(rows.device());
 }
 
 void all_reduce(PackedState& packed, c10d::ProcessGroup& group) {
-  for (auto& rows : packed.rows()) rows.tensor = gather_rows(group, rows.tensor);
   const auto backend = group.getBackendName();
+  auto& rows = packed.rows();
+  if (!rows.empty()) {
+    const auto counts = gather_row_counts(group, rows, collective_device(backend, rows.front().tensor.device()));
+    for (size_t e = 0; e < rows.size(); ++e) rows[e].tensor = gather_rows(group, rows[e].tensor, counts, e);
+  }
   for (auto& buffer : packed.buffers()) {
     const auto device = collective_device(backend, buffer.tensor.device());
     std::vector<at::Tensor> tensors{buffer.tensor.to(device)};

@@ -18,7 +18,8 @@ namespace metrics {
 
 /// State tensors packed for collectives: one contiguous 1-D buffer per (reduction, dtype), so
 /// that a metric or a whole collection costs one collective per pair, not one per tensor. Cat
-/// entries (rows of any number) are not packed: each is gathered on its own (gather_rows).
+/// entries (rows of any number) are not packed: one all-gather of every rank's row counts, then
+/// one of each entry's rows.
 class PackedState {
  public:
   struct Buffer {

@@ -3,7 +3,7 @@
 The C++ core packs a metric's (or a whole collection's) state into one buffer per (reduction,
 dtype); here each buffer is all-reduced with its reduction, after one small all-gather that checks
 that every rank holds the same metrics. Rows that grow with the samples (multidim_average=
-"samplewise") are gathered, padded to the longest rank's. A state on a device the backend cannot serve (a CPU state
+"samplewise") are gathered, padded to the longest rank's, after one all-gather of every rank's row counts. A state on a device the backend cannot serve (a CPU state
 under NCCL) travels to the current CUDA device for the collective and back, one copy per buffer.
 """
 
@@ -38,13 +38,19 @@ def _check_same_on_every_rank(text, group, who, device):
     _C.check_same_texts(texts, who)
 
 
-def _gather_rows(rows, group, backend):
-    """Every rank's rows, in rank order: their counts first, then the rows padded to the longest."""
+def _gather_row_counts(rows, group, backend):
+    """Every rank's row counts of each row entry, from one all-gather: counts[rank][entry]."""
+    device = _C.collective_device(backend, str(rows[0].device))
+    mine = torch.tensor([r.shape[0] for r in rows], dtype=torch.int64, device=device)
+    gathered = [torch.empty_like(mine) for _ in range(dist.get_world_size(group))]
+    dist.all_gather(gathered, mine, group=group)
+    return [g.tolist() for g in gathered]
+
+
+def _gather_rows(rows, counts, group, backend):
+    """Every rank's `rows`, in rank order, from one all-gather of the rows padded to the longest
+    (`counts`: each rank's row count)."""
     on = rows.to(_C.collective_device(backend, str(rows.device)))
-    count = torch.tensor([on.shape[0]], dtype=torch.int64, device=on.device)
-    counts = [torch.empty_like(count) for _ in range(dist.get_world_size(group))]
-    dist.all_gather(counts, count, group=group)
-    counts = [int(c) for c in counts]
     padded = on.new_zeros((max(counts),) + tuple(on.shape[1:]))
     padded[:on.shape[0]] = on
     gathered = [torch.empty_like(padded) for _ in counts]
@@ -59,8 +65,10 @@ def reduce_packed(packed, description, group, who):
     buffers = packed.buffers
     device = _C.collective_device(backend, str(buffers[0][1].device))
     _check_same_on_every_rank(description, group, who, device)
-    for index, rows in enumerate(packed.rows):
-        packed.set_rows(index, _gather_rows(rows, group, backend))
+    rows = packed.rows
+    counts = _gather_row_counts(rows, group, backend) if rows else []
+    for index, entry in enumerate(rows):
+        packed.set_rows(index, _gather_rows(entry, [theirs[index] for theirs in counts], group, backend))
     for reduction, buffer in buffers:
         on = buffer.to(_C.collective_device(backend, str(buffer.device)))
         dist.all_reduce(on, op=_OPS[reduction], group=group)

@@ -85,7 +85,8 @@ def every_metric(rank, world):
     return out
 
 
-def count_collectives(rank, world):
+def counted_collectives(compute):
+    """The all-reduces and all-gathers that compute() issues (the worker's process ends after it)."""
     counts = {"all_reduce": 0, "all_gather": 0}
     for name in counts:
         original = getattr(dist, name)
@@ -95,11 +96,22 @@ def count_collectives(rank, world):
             return _original(*args, **kwargs)
 
         setattr(dist, name, counted)
+    compute()
+    return counts
+
+
+def count_collectives(rank, world):
     c = collection()
     for i in mine(rank, world):
         feed_collection(c, batch(i))
-    c.compute()
-    return counts
+    return counted_collectives(c.compute)
+
+
+def count_samplewise_collectives(rank, world):
+    m = nm.MulticlassF1Score(num_classes=CLASSES, multidim_average="samplewise")
+    for i in mine(rank, world):
+        m.update(batch(i)["sample_preds"], batch(i)["sample_target"])
+    return counted_collectives(m.compute)
 
 
 def mismatch(rank, world):

@@ -68,6 +68,13 @@ def test_a_collection_sync_costs_one_all_reduce_per_reduction_and_dtype(tmp_path
         assert counts == {"all_reduce": 4, "all_gather": 1}
 
 
+def test_samplewise_rows_cost_one_all_gather_of_their_counts_and_one_per_row_tensor(tmp_path):
+    # the check, every rank's row counts of tp, fp, tn, fn at once, then each one's rows; the update
+    # count and tally are all-reduced (sum and min, int64)
+    for counts in run("count_samplewise_collectives", 3, tmp_path):
+        assert counts == {"all_reduce": 2, "all_gather": 1 + 1 + 4}
+
+
 def test_ranks_with_different_metrics_all_raise_naming_the_difference(tmp_path):
     for got in run("mismatch", 2, tmp_path):
         assert "every rank must hold the same metrics" in got["error"]
