@@ -31,8 +31,12 @@ void init_collection(py::module_& m) {
              return MetricCollection(MetricCollectionOptions().compute_groups(compute_groups));
            }),
            py::arg("compute_groups") = true)
-      .def("add", [](MetricCollection& self, const std::string& name,
-                     std::shared_ptr<Metric> metric) { self.add(name, std::move(metric)); })
+      .def(
+          "add",
+          [](MetricCollection& self, const std::string& name, std::shared_ptr<Metric> metric, bool apart) {
+            self.add(name, std::move(metric), apart ? Updates::Apart : Updates::Together);
+          },
+          py::arg("name"), py::arg("metric"), py::arg("updated_apart") = false)
       .def("update", [](MetricCollection& self, const py::args& args, const py::kwargs& kwargs) {
              const PythonUpdateArgs converted(args, kwargs, kName, device_of(self));
              py::gil_scoped_release release;

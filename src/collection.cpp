@@ -25,23 +25,25 @@ bool never_updated(const Metric& metric) { return metric.device().is_meta() || m
 
 MetricCollection::MetricCollection(MetricCollectionOptions options) : options_(options) {}
 
-MetricCollection& MetricCollection::add(const std::string& name, std::shared_ptr<Metric> metric) {
+MetricCollection& MetricCollection::add(const std::string& name, std::shared_ptr<Metric> metric, Updates updates) {
   TORCH_CHECK_VALUE(metric != nullptr, kName, ".add: metric '", name, "' is null");
   TORCH_CHECK_VALUE(std::none_of(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.name == name; }),
                     kName, ".add: a metric named '", name, "' is already in the collection");
   entries_.push_back({name, std::move(metric)});
-  join_group(entries_.size() - 1);
+  join_group(entries_.size() - 1, updates);
   return *this;
 }
 
 // Puts entry `index` in the first group it can share a fresh state with (making its state the
 // group's if it serves more), else in a group of its own.
-void MetricCollection::join_group(size_t index) {
+void MetricCollection::join_group(size_t index, Updates updates) {
   auto& metric = *entries_[index].metric;
   const auto key = metric.sharing_key();
-  const bool can_share = options_.compute_groups() && !key.counts.empty() && never_updated(metric);
+  const bool can_share = options_.compute_groups() && updates == Updates::Together && !key.counts.empty() &&
+                         never_updated(metric);
   for (auto& group : groups_) {
     if (!can_share) break;
+    if (group.updates == Updates::Apart) continue;
     auto& current = owner(group);
     const auto theirs = current.sharing_key();
     if (theirs.counts != key.counts || current.device() != metric.device() || !never_updated(current)) continue;
@@ -54,17 +56,19 @@ void MetricCollection::join_group(size_t index) {
     group.members.push_back(index);
     return;
   }
-  groups_.push_back({index, {index}});
+  groups_.push_back({index, {index}, updates});
 }
 
 void MetricCollection::update(const UpdateArgs& args) {
   RECORD_USER_SCOPE("metrics::MetricCollection::update");
   auto shared = args;
   shared.skip_unknown_keywords = true;
-  std::vector<UpdateStep> steps;
+  std::vector<std::pair<Metric*, UpdateStep>> steps;
   steps.reserve(groups_.size());
-  for (const auto& group : groups_) steps.push_back(owner(group).prepare_update(shared));
-  for (size_t g = 0; g < groups_.size(); ++g) owner(groups_[g]).apply(steps[g]);
+  for (const auto& group : groups_) {
+    if (group.updates == Updates::Together) steps.emplace_back(&owner(group), owner(group).prepare_update(shared));
+  }
+  for (auto& [metric, step] : steps) metric->apply(step);
 }
 
 void MetricCollection::update(const at::Tensor& preds, const at::Tensor& target,

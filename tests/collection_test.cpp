@@ -111,6 +111,29 @@ TEST(MetricCollection, MetricsWithUpdatesKeepTheirOwnState) {
   EXPECT_TRUE(tensors_close(collection.compute().at("trained"), trained.compute()));
 }
 
+TEST(MetricCollection, MetricsUpdatedApartKeepTheirOwnStateWhichUpdateAndForwardLeaveAlone) {
+  const auto o = Opts::multiclass(10);
+  auto collection = four_macro_metrics(o);
+  auto apart = std::make_shared<Accuracy>(o);
+  collection.add("apart", apart, Updates::Apart);
+  collection.add("late", Accuracy(o));  // never joins the apart metric's state
+  EXPECT_THAT(collection.groups(), ElementsAre(ElementsAre("accuracy", "precision", "recall", "f1", "late"),
+                                               ElementsAre("apart")));
+  const auto b = batch(0);
+  collection.update(b.preds, b.target);
+  collection.forward(b.preds, b.target);
+  EXPECT_EQ(apart->update_count(), 0);
+  apart->update(b.preds, b.target);  // the caller's own update, seen by the collection
+  Accuracy reference(o);
+  reference.update(b.preds, b.target);
+  EXPECT_TRUE(tensors_close(collection.compute().at("apart"), reference.compute()));
+  auto copy = collection.clone();
+  EXPECT_EQ(copy.groups(), collection.groups());
+  copy.update(b.preds, b.target);
+  EXPECT_EQ(copy.at("apart").update_count(), 1);
+  EXPECT_EQ(copy.at("late").update_count(), 3);
+}
+
 TEST(MetricCollection, UpdatesWithoutSyncOnBothPaths) {
   for (bool aten : {false, true}) {
     std::unique_ptr<ForceAtenPath> force;

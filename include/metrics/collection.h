@@ -20,6 +20,12 @@ struct MetricCollectionOptions {
   TORCH_ARG(bool, compute_groups) = true;
 };
 
+/// Who updates a metric of a collection: the collection, with the others (sharing states where
+/// they count the same things), or the caller, apart (a Python subclass with its own update()).
+/// A metric updated apart keeps its own state, which update() and forward() leave alone;
+/// everything else (compute, state dicts, merge, reset, to, sync) treats it as the others.
+enum class Updates { Together, Apart };
+
 /// Named metrics of any family, updated and computed together.
 ///
 /// Metrics whose sharing keys match share one state (a multiclass ConfusionMatrix's C x C state
@@ -37,7 +43,8 @@ class MetricCollection {
 
   /// Adds `metric` under `name` (names are unique). The collection shares the metric: updates
   /// through the collection show in it, and it may now share its state with others.
-  MetricCollection& add(const std::string& name, std::shared_ptr<Metric> metric);
+  MetricCollection& add(const std::string& name, std::shared_ptr<Metric> metric,
+                        Updates updates = Updates::Together);
   /// Adds a copy of `metric`.
   template <class M, class = std::enable_if_t<std::is_base_of_v<Metric, M>>>
   MetricCollection& add(const std::string& name, const M& metric) {
@@ -86,8 +93,9 @@ class MetricCollection {
   struct Group {
     size_t owner;                 // the entry whose state the group uses
     std::vector<size_t> members;  // entries, in the order added
+    Updates updates;
   };
-  void join_group(size_t index);
+  void join_group(size_t index, Updates updates);
   const Entry& entry(const std::string& name) const;
   Metric& owner(const Group& group) const { return *entries_[group.owner].metric; }
 

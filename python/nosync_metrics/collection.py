@@ -30,13 +30,14 @@ C++ collection (metrics may share a state).
 """
 
 import copy
+import inspect
 import warnings
 
 import torch
 
 from . import _C
 from .distributed import Syncable, dist_initialized
-from .metric import load_state, made, parse_to, prefixed_state, state_device, target_device
+from .metric import PythonMetric, load_state, made, parse_to, prefixed_state, state_device, target_device
 
 _WRONG_GROUP = "MetricCollection: compute_groups puts"
 
@@ -55,6 +56,30 @@ def _rebuilt(cls, blueprints, prefix, postfix, compute_groups, state):
     collection.to(state_device(state))
     collection.load_state_dict(state)
     return collection
+
+
+def _updated_apart(metric):
+    """Whether the collection leaves `metric`'s updates to its own update() (a Python subclass that
+    defines update() or compute(), as TorchMetrics calls each metric's own)."""
+    return isinstance(metric, PythonMetric) and metric._overrides_update_or_compute()
+
+
+def _keywords_taken(update, kwargs):
+    """The keywords `update` takes, all of them where it has **kwargs (TorchMetrics' _filter_kwargs)."""
+    parameters = inspect.signature(update).parameters.values()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return kwargs
+    names = {p.name for p in parameters}
+    return {k: v for k, v in kwargs.items() if k in names}
+
+
+def _own_batch(metric, args, kwargs):
+    """A reset copy of `metric` that counted one batch through its own update(): the metric is
+    unchanged until the batch is merged in, so a call that raises changes nothing."""
+    batch = metric.clone()
+    batch.reset()
+    batch.update(*args, **_keywords_taken(batch.update, kwargs))
+    return batch
 
 
 class MetricCollection(Syncable, torch.nn.Module):
@@ -128,7 +153,7 @@ class MetricCollection(Syncable, torch.nn.Module):
             raise ValueError(f"MetricCollection: encountered two metrics both named {name}")
         if not isinstance(metric, _C.Metric):
             raise ValueError(f"MetricCollection: {name} is a {type(metric).__name__}, not a nosync_metrics metric")
-        self._core.add(name, metric)
+        self._core.add(name, metric, updated_apart=_updated_apart(metric))
         self._modules[name] = metric
 
     def _key(self, name):
@@ -146,27 +171,47 @@ class MetricCollection(Syncable, torch.nn.Module):
         """The C++ collection's {name: value} under the keys, each value in its metric's dtype."""
         return {self._key(name): self._modules[name]._result(value) for name, value in values.items()}
 
+    def _apart(self):
+        """(name, metric) of the metrics updated by their own update() (see _updated_apart)."""
+        return [(name, m) for name, m in self._modules.items() if _updated_apart(m)]
+
     def update(self, *args, **kwargs):
-        """Updates every metric with the same arguments (keywords each by the names it takes)."""
+        """Updates every metric with the same arguments (keywords each by the names it takes). A
+        Python subclass with its own update() or compute() is updated by its update()."""
+        batches = [(m, _own_batch(m, args, kwargs)) for _, m in self._apart()]
         self._core.update(*args, **kwargs)
+        for metric, batch in batches:
+            metric._merge_appended(batch)
 
     def compute(self):
         """name -> value, in the order the metrics were added (prefix and postfix applied)."""
         members = self._modules.values()
         if self._sync_cache is None and all(m.sync_on_compute for m in members) and self._world_size() > 1:
-            return self._keyed(self._synced_core().compute())
-        return self._keyed(self._core.compute())
+            values = self._keyed(self._synced_core().compute())
+        else:
+            values = self._keyed(self._core.compute())
+        for name, metric in self._apart():
+            values[self._key(name)] = metric.compute()
+        return values
 
     def forward(self, *args, **kwargs):
         """Accumulates, and returns each metric's value on this batch alone (over every rank when
         every member has ``dist_sync_on_step=True``)."""
         if not (all(m.dist_sync_on_step for m in self._modules.values()) and self._world_size() > 1):
-            return self._keyed(self._core.forward(*args, **kwargs))
+            batches = [(name, m, _own_batch(m, args, kwargs)) for name, m in self._apart()]
+            values = self._keyed(self._core.forward(*args, **kwargs))
+            for _, metric, batch in batches:
+                metric._merge_appended(batch)
+            values.update({self._key(name): batch.compute() for name, _, batch in batches})
+            return values
         batch = self.clone()
         batch.reset()
         batch.update(*args, **kwargs)
         self._core._merge_appended(batch._core)
-        return self._keyed(batch._synced_core().compute())
+        values = self._keyed(batch._synced_core().compute())
+        for name, metric in batch._apart():
+            values[self._key(name)] = metric.compute()
+        return values
 
     __call__ = forward
 

@@ -348,3 +348,80 @@ def test_calling_a_subclass_runs_its_own_update_and_compute():
     assert scaled.compute().item() == 6.0
     plain = nm.MeanMetric()
     assert not plain._overrides_update_or_compute() and doubled._overrides_update_or_compute()
+
+
+class PositiveOnlyMean(nm.MeanMetric):
+    """A subclass whose update() refuses some input, after its own checks."""
+
+    def update(self, value, **ignored):
+        if (value < 0).any():
+            raise ValueError("PositiveOnlyMean: negative value")
+        super().update(value)
+
+
+def _collection_of_subclasses():
+    return nm.MetricCollection({"doubled": DoubledMean(), "plain": nm.MeanMetric(), "scaled": ScaledMean(3.0),
+                                "acc": nm.MulticlassAccuracy(num_classes=3)})
+
+
+def _feed(collection, values, preds, target):
+    return collection.update(value=values, preds=preds, target=target)
+
+
+def test_a_collection_updates_and_computes_a_subclass_through_its_own_methods():
+    """As TorchMetrics' MetricCollection calls each metric's update() and compute(): the subclass
+    gets the keywords its update() takes, and keeps a state of its own (a plain MeanMetric beside
+    it counts the values as given)."""
+    c = _collection_of_subclasses()
+    assert sorted(c.compute_groups.values()) == [["acc"], ["doubled"], ["plain"], ["scaled"]]
+    batches = [torch.tensor([1.0, 2.0]), torch.tensor([5.0]), torch.tensor([0.5, 0.25, 4.0])]
+    preds, target = torch.tensor([0, 1, 2]), torch.tensor([0, 1, 1])
+    for values in batches:
+        _feed(c, values, preds[:len(values)], target[:len(values)])
+    every = torch.cat(batches).double()
+    got = c.compute()
+    assert got["plain"].item() == pytest.approx(every.mean().item())
+    assert got["doubled"].item() == pytest.approx(2 * every.mean().item())
+    assert got["scaled"].item() == pytest.approx(3 * every.mean().item())
+    assert got["doubled"].item() == pytest.approx(c["doubled"].compute().item())
+    assert c["doubled"].update_count == c["plain"].update_count == 3
+
+
+def test_a_collections_forward_gives_a_subclass_batch_value_through_its_own_methods():
+    c = _collection_of_subclasses()
+    _feed(c, torch.tensor([1.0, 2.0]), torch.tensor([0, 1]), torch.tensor([0, 1]))
+    got = c(value=torch.tensor([5.0, 7.0]), preds=torch.tensor([2, 2]), target=torch.tensor([2, 0]))
+    assert (got["plain"].item(), got["doubled"].item(), got["scaled"].item()) == (6.0, 12.0, 18.0)
+    assert got["acc"].item() == pytest.approx(1 / 2)  # macro over the classes seen: class 2 right, 0 wrong
+    assert c.compute()["doubled"].item() == pytest.approx(2 * 15 / 4)
+    assert c["doubled"].update_count == 2
+
+
+def test_a_subclass_that_refuses_a_batch_leaves_the_whole_collection_unchanged():
+    c = nm.MetricCollection({"positive": PositiveOnlyMean(), "plain": nm.MeanMetric(),
+                             "acc": nm.MulticlassAccuracy(num_classes=3)})
+    c.update(value=torch.tensor([1.0, 3.0]), preds=torch.tensor([0]), target=torch.tensor([0]))
+    before = c.state_dict()
+    with pytest.raises(ValueError, match="negative value"):
+        c.update(value=torch.tensor([-1.0]), preds=torch.tensor([0]), target=torch.tensor([1]))
+    with pytest.raises(ValueError, match="negative value"):
+        c(value=torch.tensor([-1.0]), preds=torch.tensor([0]), target=torch.tensor([1]))
+    # and where a metric the collection updates refuses the batch, the subclass is unchanged too
+    with pytest.raises(ValueError, match="MulticlassAccuracy"):
+        c.update(value=torch.tensor([2.0]), preds=torch.tensor([0, 1]), target=torch.tensor([0]))
+    after = c.state_dict()
+    assert before.keys() == after.keys()
+    assert all(torch.equal(before[k], after[k]) for k in before if isinstance(before[k], torch.Tensor))
+    assert c.compute()["positive"].item() == 2.0
+
+
+def test_a_collection_with_subclasses_keeps_them_apart_through_clone_pickle_and_state_dict():
+    c = _collection_of_subclasses()
+    _feed(c, torch.tensor([1.0, 2.0]), torch.tensor([0, 1]), torch.tensor([0, 1]))
+    for copied in (c.clone(), pickle.loads(pickle.dumps(c))):
+        assert copied.compute_groups == c.compute_groups
+        _feed(copied, torch.tensor([4.0]), torch.tensor([2]), torch.tensor([2]))
+        assert copied.compute()["doubled"].item() == pytest.approx(2 * 7 / 3)
+    loaded = _collection_of_subclasses()
+    loaded.load_state_dict(c.state_dict())
+    assert loaded.compute()["doubled"].item() == c.compute()["doubled"].item() == 3.0
