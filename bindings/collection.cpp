@@ -51,6 +51,7 @@ void init_collection(py::module_& m) {
            })
       .def("check", [](const MetricCollection& self) { with_python_warnings([&] { self.check(); }); })
       .def("reset", &MetricCollection::reset)
+      .def("clone", &MetricCollection::clone)
       .def("merge", [](MetricCollection& self, const MetricCollection& other) { self.merge(other); })
       .def("_merge_appended",
            [](MetricCollection& self, const MetricCollection& batch) { self.merge(batch, MergeOrder::Appended); })

@@ -98,6 +98,8 @@ void init_metric(py::module_& m) {
              return self;
            },
            py::arg("device"), "to(self, device)\n--\n\nMoves the state to `device`; returns the metric.")
+      .def("_swap_state", &Metric::swap_state, py::arg("other"),
+           "_swap_state(self, other)\n--\n\nExchanges the states of two metrics of the same kind and options.")
       .def("clone", [](const Metric& self) { return std::shared_ptr<Metric>(self.clone()); },
            "clone(self)\n--\n\nA deep copy.")
       .def("__copy__", [](const Metric& self) { return std::shared_ptr<Metric>(self.clone()); },

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <sstream>
 #include <typeinfo>
+#include <utility>
 
 namespace metrics {
 namespace {
@@ -232,6 +233,12 @@ void Metric::share_state_of(const Metric& other) {
                         device() == other.device(),
                     name_, ": cannot share the state of ", other.name_, ", which counts other things");
   state_ = other.state_;
+}
+
+void Metric::swap_state(Metric& other) {
+  TORCH_CHECK_VALUE(name_ == other.name_ && options_text() == other.options_text(), name_,
+                    ": cannot take the state of ", other.name_, "(", other.options_text(), ")");
+  std::swap(*state_, *other.state_);
 }
 
 }  // namespace metrics

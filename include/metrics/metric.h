@@ -113,6 +113,9 @@ class Metric {
   /// Makes this metric count into and read from `other`'s state from now on. `other` must have
   /// the same sharing key counts, a level at least this one's, and the same device.
   void share_state_of(const Metric& other);
+  /// Exchanges the states of this metric and `other`, a metric of the same kind and options (as
+  /// clone() gives): a metric that shares its state shares the new one.
+  void swap_state(Metric& other);
 
  protected:
   Metric(std::string name, BadInputAction action, MetricState state);

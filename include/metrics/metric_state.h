@@ -63,6 +63,13 @@ class MetricState {
   /// state's device, host-side keys), never part of the state: a copy or a move to another device
   /// starts with none. Undefined until the metric sets it.
   at::Tensor& scratch(size_t index);
+  /// scratch(index), made by `make()` where the metric has not set it yet.
+  template <class Make>
+  const at::Tensor& scratch(size_t index, Make make) {
+    auto& tensor = scratch(index);
+    if (!tensor.defined()) tensor = make();
+    return tensor;
+  }
   at::ScalarType count_dtype() const { return entries_.front().tensor.scalar_type(); }
   /// The tally, where the state tracks bad input.
   const BadInput* bad_input() const { return bad_input_ ? &*bad_input_ : nullptr; }

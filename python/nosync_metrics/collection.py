@@ -32,6 +32,7 @@ C++ collection (metrics may share a state).
 import copy
 import inspect
 import warnings
+from contextlib import contextmanager
 
 import torch
 
@@ -59,9 +60,10 @@ def _rebuilt(cls, blueprints, prefix, postfix, compute_groups, state):
 
 
 def _updated_apart(metric):
-    """Whether the collection leaves `metric`'s updates to its own update() (a Python subclass that
-    defines update() or compute(), as TorchMetrics calls each metric's own)."""
-    return isinstance(metric, PythonMetric) and metric._overrides_update_or_compute()
+    """Whether the collection leaves `metric` to its own update(), forward() and compute() (a Python
+    subclass that defines any of them), as TorchMetrics calls each metric's own."""
+    return isinstance(metric, PythonMetric) and (metric._overrides_update_or_compute() or
+                                                 type(metric).forward is not PythonMetric.forward)
 
 
 def _keywords_taken(update, kwargs):
@@ -73,13 +75,16 @@ def _keywords_taken(update, kwargs):
     return {k: v for k, v in kwargs.items() if k in names}
 
 
-def _own_batch(metric, args, kwargs):
-    """A reset copy of `metric` that counted one batch through its own update(): the metric is
-    unchanged until the batch is merged in, so a call that raises changes nothing."""
-    batch = metric.clone()
-    batch.reset()
-    batch.update(*args, **_keywords_taken(batch.update, kwargs))
-    return batch
+@contextmanager
+def _restored_on_error(metrics):
+    """The metrics' states as they were, should the block raise (their Python attributes are theirs)."""
+    earlier = [(m, _C.Metric.clone(m)) for m in metrics]
+    try:
+        yield
+    except BaseException:
+        for metric, state in earlier:
+            metric._swap_state(state)
+        raise
 
 
 class MetricCollection(Syncable, torch.nn.Module):
@@ -143,8 +148,9 @@ class MetricCollection(Syncable, torch.nn.Module):
         for group in self._compute_groups:
             if len({shared[name] for name in group}) > 1:
                 warnings.warn(f"{_WRONG_GROUP} {group} in one group, but they cannot share one state (they "
-                              "count different things, live on different devices, or were updated before they "
-                              f"were added); they keep separate states: {self.compute_groups}", stacklevel=3)
+                              "count different things, live on different devices, were updated before they were "
+                              "added, or one is a subclass with its own update(), forward() or compute()); they "
+                              f"keep separate states: {self.compute_groups}", stacklevel=3)
 
     def _add(self, name, metric):
         if not isinstance(name, str):
@@ -167,57 +173,72 @@ class MetricCollection(Syncable, torch.nn.Module):
             key = key[:-len(self.postfix)]
         return key
 
-    def _keyed(self, values):
-        """The C++ collection's {name: value} under the keys, each value in its metric's dtype."""
-        return {self._key(name): self._modules[name]._result(value) for name, value in values.items()}
+    def _keyed(self, values, own=None):
+        """{key: value} in the order the metrics were added: the C++ collection's `values` in each
+        metric's dtype, and the values metrics updated apart gave (`own`) as they gave them. A dict
+        value is spread into its keys, as TorchMetrics does (each after its metric's name and "_"
+        where two would collide)."""
+        own = own or {}
+        values = {name: own[name] if name in own else m._result(values[name]) for name, m in self._modules.items()}
+        spread = [k for name, v in values.items() for k in (v if isinstance(v, dict) else [name])]
+        collide = len(spread) != len(set(spread))
+        flat = {}
+        for name, value in values.items():
+            if isinstance(value, dict):
+                flat.update({f"{name}_{k}" if collide else k: v for k, v in value.items()})
+            else:
+                flat[name] = value
+        return {self._key(k): v for k, v in flat.items()}
 
     def _apart(self):
-        """(name, metric) of the metrics updated by their own update() (see _updated_apart)."""
+        """(name, metric) of the metrics updated apart (see _updated_apart)."""
         return [(name, m) for name, m in self._modules.items() if _updated_apart(m)]
 
     def update(self, *args, **kwargs):
         """Updates every metric with the same arguments (keywords each by the names it takes). A
-        Python subclass with its own update() or compute() is updated by its update()."""
-        batches = [(m, _own_batch(m, args, kwargs)) for _, m in self._apart()]
-        self._core.update(*args, **kwargs)
-        for metric, batch in batches:
-            metric._merge_appended(batch)
+        Python subclass with its own update(), forward() or compute() is updated by its update(), on
+        itself; a call that raises leaves every state as it was."""
+        apart = [m for _, m in self._apart()]
+        with _restored_on_error(apart):
+            for metric in apart:
+                metric.update(*args, **_keywords_taken(metric.update, kwargs))
+            self._core.update(*args, **kwargs)
 
     def compute(self):
         """name -> value, in the order the metrics were added (prefix and postfix applied)."""
         members = self._modules.values()
         if self._sync_cache is None and all(m.sync_on_compute for m in members) and self._world_size() > 1:
-            values = self._keyed(self._synced_core().compute())
+            values = self._synced_core().compute()
         else:
-            values = self._keyed(self._core.compute())
+            values = self._core.compute()
+        own = {}
         for name, metric in self._apart():
-            values[self._key(name)] = metric.compute()
-        return values
+            # after sync() the states hold every rank's already
+            with metric._syncing_on_compute(False if self._sync_cache is not None else None):
+                own[name] = metric.compute()
+        return self._keyed(values, own)
 
     def forward(self, *args, **kwargs):
         """Accumulates, and returns each metric's value on this batch alone (over every rank when
-        every member has ``dist_sync_on_step=True``)."""
-        if not (all(m.dist_sync_on_step for m in self._modules.values()) and self._world_size() > 1):
-            batches = [(name, m, _own_batch(m, args, kwargs)) for name, m in self._apart()]
-            values = self._keyed(self._core.forward(*args, **kwargs))
-            for _, metric, batch in batches:
-                metric._merge_appended(batch)
-            values.update({self._key(name): batch.compute() for name, _, batch in batches})
-            return values
-        batch = self.clone()
-        batch.reset()
-        batch.update(*args, **kwargs)
-        self._core._merge_appended(batch._core)
-        values = self._keyed(batch._synced_core().compute())
-        for name, metric in batch._apart():
-            values[self._key(name)] = metric.compute()
-        return values
-
-    __call__ = forward
+        every member has ``dist_sync_on_step=True``). A metric updated apart gives its own
+        forward()'s value."""
+        apart = self._apart()
+        with _restored_on_error([m for _, m in apart]):
+            own = {name: m(*args, **_keywords_taken(m.update, kwargs)) for name, m in apart}
+            if not (all(m.dist_sync_on_step for m in self._modules.values()) and self._world_size() > 1):
+                return self._keyed(self._core.forward(*args, **kwargs), own)
+            batch = self._core.clone()
+            batch.reset()
+            batch.update(*args, **kwargs)
+        self._core._merge_appended(batch)
+        return self._keyed(self._synced_core(batch).compute(), own)
 
     def reset(self):
-        """Resets every metric."""
+        """Resets every metric (a subclass's own reset() included)."""
         self._core.reset()
+        for metric in self._modules.values():
+            if type(metric).reset is not PythonMetric.reset:
+                metric.reset()
 
     def to(self, *args, **kwargs):
         """Moves every metric's state to a device, given as torch.nn.Module.to takes it; returns the collection."""
@@ -230,6 +251,8 @@ class MetricCollection(Syncable, torch.nn.Module):
         """model.to(), .cuda(), .cpu(): every state moves once (keeping its dtype), as to() moves it."""
         if self._modules:
             self.to(target_device(fn, next(iter(self._modules.values())).device))
+        for metric in self._modules.values():
+            metric._apply_to_own_modules(fn)
         return self
 
     def set_dtype(self, dst_type):

@@ -93,9 +93,10 @@ class Syncable:
         available = dist_initialized() and self._distributed_available()
         return dist.get_world_size(self._sync_group()) if available else 1
 
-    def _synced_core(self):
-        """A copy of the C++ metric or collection holding the state reduced over every rank."""
-        core = self._core_for_sync()
+    def _synced_core(self, core=None):
+        """A copy of the C++ metric or collection (`core`, by default this one's) holding the state
+        reduced over every rank."""
+        core = self._core_for_sync() if core is None else core
         packed = core._pack()
         reduce_packed(packed, core._describe(), self._sync_group(), self._sync_name())
         return core._synced_copy(packed)

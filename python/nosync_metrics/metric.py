@@ -9,6 +9,7 @@ import inspect
 import numbers
 from collections import namedtuple
 from collections.abc import Mapping
+from contextlib import contextmanager
 
 import torch
 
@@ -302,28 +303,57 @@ class PythonMetric(Syncable):
         """Whether update() or forward() ran since the metric was made or last reset."""
         return self.update_count > 0
 
+    _sync_on_compute_now = None  # what compute() syncs by while _syncing_on_compute sets it
+
     def compute(self):
         """The value over every update since the last reset (over every rank under torch.distributed
         with ``sync_on_compute=True``), on the metric's device. Raises or warns if an update counted
         bad input."""
-        if self.sync_on_compute and self._sync_cache is None and self._world_size() > 1:
+        syncs = self.sync_on_compute if self._sync_on_compute_now is None else self._sync_on_compute_now
+        if syncs and self._sync_cache is None and self._world_size() > 1:
             return self._result(self._synced_core().compute())
         return self._result(super().compute())
+
+    @contextmanager
+    def _syncing_on_compute(self, syncs):
+        """compute() syncs as `syncs` says inside (a subclass's compute() reaches it through super())."""
+        self._sync_on_compute_now = syncs
+        try:
+            yield
+        finally:
+            del self._sync_on_compute_now
 
     def forward(self, *args, **kwargs):
         """Accumulates the batch, as update() does, and returns the value of this batch alone (over
         every rank with ``dist_sync_on_step=True``). A subclass's own update() and compute() are
         what it runs, as in TorchMetrics."""
-        synced = self.dist_sync_on_step and self._world_size() > 1
-        if not synced and not self._overrides_update_or_compute():
+        if self._overrides_update_or_compute():
+            return self._forward_own(args, kwargs)
+        if not (self.dist_sync_on_step and self._world_size() > 1):
             return self._result(super().forward(*args, **kwargs))
         batch = self.clone()
         batch.reset()
         batch.update(*args, **kwargs)
         self._merge_appended(batch)
-        if not synced:
-            return batch.compute()
         return self._result(batch._synced_core().compute())
+
+    def _forward_own(self, args, kwargs):
+        """forward() of a subclass with its own update() or compute(), as TorchMetrics': both run on
+        the metric itself (its attributes change as they would in update()), over a fresh state that
+        then joins the earlier one. An update() that raises leaves the state as it was."""
+        earlier = _C.Metric.clone(self)
+        _C.Metric.reset(self)
+        try:
+            self.update(*args, **kwargs)
+        except BaseException:
+            self._swap_state(earlier)
+            raise
+        try:
+            with self._syncing_on_compute(self.dist_sync_on_step):
+                return self.compute()
+        finally:
+            self._swap_state(earlier)  # the metric holds the earlier state again, `earlier` the batch
+            self._merge_appended(earlier)
 
     def _overrides_update_or_compute(self):
         """Whether a Python subclass defines its own update() or compute()."""
@@ -386,7 +416,13 @@ class PythonMetric(Syncable):
         """model.to(), .cuda(), .cpu() reach a metric here, not through its to(): the state moves to the
         device, and keeps its dtype (model.half(), .double() change neither it nor the values' dtype, as
         in TorchMetrics)."""
+        self._apply_to_own_modules(fn)
         return self.to(target_device(fn, self.device))
+
+    def _apply_to_own_modules(self, fn):
+        """A subclass's own modules (an encoder it holds) move and cast as torch.nn.Module's do."""
+        for child in self.children():
+            child._apply(fn)
 
     def cpu(self):
         """to("cpu")."""

@@ -41,24 +41,26 @@ at::Tensor delta_of(MetricState& state, Scratch kind, int64_t length) {
   return delta;
 }
 
-// A (1,) float64 zero, allocated on first use (a row that sets the dtype ops compute in).
-at::Tensor zero_row(MetricState& state) {
-  auto& zero = state.scratch(kZeroRow);
-  if (!zero.defined()) zero = at::zeros({1}, at::TensorOptions().dtype(at::kDouble).device(state.device()));
-  return zero;
+// A float64 constant with one entry per row, on the state's device, made on first use.
+at::Tensor per_row_constant(MetricState& state, Scratch kind, std::initializer_list<double> values) {
+  return state.scratch(kind, [&] {
+    auto constant = at::empty({static_cast<int64_t>(values.size())},
+                              at::TensorOptions().dtype(at::kDouble).device(state.device()));
+    int64_t i = 0;
+    for (double v : values) constant[i++].fill_(v);
+    return constant;
+  });
 }
 
-// (2, 1) float64 bounds [-inf, 1] and [inf, 1], allocated on first use: clamping a value expanded
-// to two rows between them gives the value and, in row 1, 1 where it is not NaN (NaN stays NaN).
+// A (1,) float64 zero (a row that sets the dtype ops compute in).
+at::Tensor zero_row(MetricState& state) { return per_row_constant(state, kZeroRow, {0.0}); }
+
+// (2, 1) float64 bounds [-inf, 1] and [inf, 1]: clamping a value expanded to two rows between them
+// gives the value and, in row 1, 1 where it is not NaN (NaN stays NaN).
 std::pair<at::Tensor, at::Tensor> value_and_one_bounds(MetricState& state) {
   constexpr double kInf = std::numeric_limits<double>::infinity();
-  for (const auto& [kind, infinity] : {std::pair{kLowBound, -kInf}, std::pair{kHighBound, kInf}}) {
-    auto& bound = state.scratch(kind);
-    if (bound.defined()) continue;
-    bound = at::ones({2, 1}, at::TensorOptions().dtype(at::kDouble).device(state.device()));
-    bound.select(0, 0).fill_(infinity);
-  }
-  return {state.scratch(kLowBound), state.scratch(kHighBound)};
+  return {per_row_constant(state, kLowBound, {-kInf, 1.0}).view({2, 1}),
+          per_row_constant(state, kHighBound, {kInf, 1.0}).view({2, 1})};
 }
 
 bool takes_cpu_fast_path(const at::Tensor& value, const ValueArg& weight) {
@@ -217,17 +219,6 @@ void delta_with_host_weight(MetricState& state, const at::Tensor& row, const Del
     }
   }
   if (w != 1.0) totals.mul_(w);
-}
-
-// A float64 constant with one entry per row, on the state's device, made on first use.
-at::Tensor per_row_constant(MetricState& state, Scratch kind, std::initializer_list<double> values) {
-  auto& constant = state.scratch(kind);
-  if (!constant.defined()) {
-    constant = at::empty({static_cast<int64_t>(values.size())}, at::TensorOptions().dtype(at::kDouble).device(state.device()));
-    int64_t i = 0;
-    for (double v : values) constant[i++].fill_(v);
-  }
-  return constant;
 }
 
 // `constant` (k,) viewed as (k, 1, ..., 1), to broadcast one entry over each row of a (k, x's shape).

@@ -99,9 +99,7 @@ class Scatter {
 // A constant of the state's scratch, made on first use.
 template <class Make>
 const at::Tensor& constant(MetricState& state, Scratch which, Make make) {
-  auto& tensor = state.scratch(which);
-  if (!tensor.defined()) tensor = make(at::TensorOptions().dtype(state.count_dtype()).device(state.device()));
-  return tensor;
+  return state.scratch(which, [&] { return make(at::TensorOptions().dtype(state.count_dtype()).device(state.device())); });
 }
 
 // Per-kind bad masks of one update and what is kept out of the counts.

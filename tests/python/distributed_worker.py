@@ -114,6 +114,27 @@ def count_samplewise_collectives(rank, world):
     return counted_collectives(m.compute)
 
 
+class DoubledSum(nm.SumMetric):
+    def update(self, value):
+        super().update(value * 2)
+
+
+def subclass_sync(rank, world):
+    """A subclass with its own update(), alone and in collections: forward gives this rank's batch
+    unless dist_sync_on_step, compute() every rank's, sync() reduces once."""
+    value = torch.tensor([float(rank + 1)])
+    out = {"alone_forward": DoubledSum()(value)}
+    c = nm.MetricCollection({"doubled": DoubledSum(), "plain": nm.SumMetric()})
+    out["forward"] = c(value)
+    out["compute"] = c.compute()
+    with c.sync_context():
+        out["synced"] = c.compute()
+    on_step = {"dist_sync_on_step": True, "sync_on_compute": False}
+    step = nm.MetricCollection({"doubled": DoubledSum(**on_step), "plain": nm.SumMetric(**on_step)})
+    out["forward_on_step"] = step(value)
+    return out
+
+
 def mismatch(rank, world):
     m = nm.MulticlassAccuracy(num_classes=CLASSES + rank)
     try:

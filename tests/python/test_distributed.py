@@ -75,6 +75,16 @@ def test_samplewise_rows_cost_one_all_gather_of_their_counts_and_one_per_row_ten
         assert counts == {"all_reduce": 2, "all_gather": 1 + 1 + 4}
 
 
+def test_a_subclass_with_its_own_update_syncs_as_torchmetrics_metrics_do(tmp_path):
+    for rank, got in enumerate(run("subclass_sync", 2, tmp_path)):
+        local = 2.0 * (rank + 1)
+        assert got["alone_forward"].item() == local  # dist_sync_on_step=False: this rank's batch
+        assert (got["forward"]["doubled"].item(), got["forward"]["plain"].item()) == (local, rank + 1)
+        assert (got["compute"]["doubled"].item(), got["compute"]["plain"].item()) == (6.0, 3.0)
+        assert (got["synced"]["doubled"].item(), got["synced"]["plain"].item()) == (6.0, 3.0)  # reduced once
+        assert (got["forward_on_step"]["doubled"].item(), got["forward_on_step"]["plain"].item()) == (6.0, 3.0)
+
+
 def test_ranks_with_different_metrics_all_raise_naming_the_difference(tmp_path):
     for got in run("mismatch", 2, tmp_path):
         assert "every rank must hold the same metrics" in got["error"]

@@ -5,6 +5,7 @@ model's state_dict() only when persistent(True). Values are checked against NumP
 import copy
 import io
 import pickle
+import threading
 
 import numpy as np
 import pytest
@@ -425,3 +426,104 @@ def test_a_collection_with_subclasses_keeps_them_apart_through_clone_pickle_and_
     loaded = _collection_of_subclasses()
     loaded.load_state_dict(c.state_dict())
     assert loaded.compute()["doubled"].item() == c.compute()["doubled"].item() == 3.0
+
+
+class StepScaledMean(nm.MeanMetric):
+    """A subclass whose update() keeps Python state of its own, and holds what cannot be copied."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.step = 0
+        self.lock = threading.Lock()
+
+    def update(self, value):
+        with self.lock:
+            self.step += 1
+            super().update(value * self.step)
+
+
+def test_a_subclass_update_runs_on_the_metric_itself_alone_and_in_a_collection():
+    """As TorchMetrics: the attributes its update() changes are the metric's own (no copy is made)."""
+    alone = StepScaledMean()
+    assert alone(torch.tensor([1.0])).item() == 1.0
+    assert alone(torch.tensor([1.0])).item() == 2.0
+    assert alone.step == 2 and alone.compute().item() == 1.5
+    c = nm.MetricCollection({"scaled": StepScaledMean(), "plain": nm.MeanMetric()})
+    for _ in range(3):
+        c.update(torch.tensor([1.0]))
+    assert c["scaled"].step == 3
+    assert c.compute()["scaled"].item() == 2.0  # mean(1, 2, 3)
+    assert c(torch.tensor([1.0]))["scaled"].item() == 4.0
+    assert c["scaled"].step == 4 and c.compute()["scaled"].item() == 2.5
+
+
+class CountingReset(nm.SumMetric):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.seen = 0
+
+    def update(self, value):
+        self.seen += 1
+        super().update(value)
+
+    def reset(self):
+        super().reset()
+        self.seen = 0
+
+
+def test_a_collections_reset_runs_a_subclass_reset():
+    c = nm.MetricCollection({"counting": CountingReset(), "plain": nm.SumMetric()})
+    c.update(torch.tensor([2.0]))
+    c.reset()
+    assert c["counting"].seen == 0 and c["counting"].update_count == 0 and c["plain"].update_count == 0
+
+
+class MeanAndDouble(nm.MeanMetric):
+    def compute(self):
+        mean = super().compute()
+        return {"mean": mean, "double": 2 * mean}
+
+
+def test_a_dict_value_is_spread_into_its_keys_as_in_torchmetrics():
+    c = nm.MetricCollection({"both": MeanAndDouble(), "sum": nm.SumMetric()}, prefix="val/")
+    c.update(torch.tensor([1.0, 3.0]))
+    got = c.compute()
+    assert list(got) == ["val/mean", "val/double", "val/sum"]
+    assert (got["val/mean"].item(), got["val/double"].item(), got["val/sum"].item()) == (2.0, 4.0, 4.0)
+    assert list(c(torch.tensor([5.0]))) == ["val/mean", "val/double", "val/sum"]
+    # keys that collide get their metric's name in front
+    twice = nm.MetricCollection({"a": MeanAndDouble(), "b": MeanAndDouble()})
+    twice.update(torch.tensor([1.0]))
+    assert list(twice.compute()) == ["a_mean", "a_double", "b_mean", "b_double"]
+
+
+class EncodedMean(nm.MeanMetric):
+    """A subclass holding a module of its own (an encoder of the values)."""
+
+    def __init__(self):
+        super().__init__()
+        self.encoder = torch.nn.Linear(2, 1)
+
+    def update(self, value):
+        super().update(self.encoder(value).detach())
+
+
+def test_a_subclass_modules_move_and_cast_with_the_model():
+    net = torch.nn.Module()
+    net.metrics = nm.MetricCollection({"encoded": EncodedMean()})
+    net.double()
+    assert net.metrics["encoded"].encoder.weight.dtype == torch.float64
+    net.metrics.update(torch.ones(3, 2, dtype=torch.float64))
+    assert net.metrics["encoded"].update_count == 1
+
+
+class LoggedForward(nm.SumMetric):
+    def forward(self, *args, **kwargs):
+        self.calls = getattr(self, "calls", 0) + 1
+        return super().forward(*args, **kwargs)
+
+
+def test_a_collections_forward_calls_a_subclass_forward():
+    c = nm.MetricCollection({"logged": LoggedForward(), "plain": nm.SumMetric()})
+    assert c(torch.tensor([2.0]))["logged"].item() == 2.0
+    assert c["logged"].calls == 1 and c.compute()["logged"].item() == 2.0
