@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <ATen/ExpandUtils.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <sstream>
@@ -15,6 +16,8 @@ namespace {
 
 using metrics::Average;
 using metrics::ClassificationOptions;
+using metrics::kUnknownClasses;
+using metrics::MultidimAverage;
 using metrics::NanPolicy;
 using metrics::Normalize;
 using metrics::Task;
@@ -62,6 +65,16 @@ ClassificationOptions draw_classification_options(Source& in) {
   o.average(in.pick({Average::Macro, Average::Micro, Average::Weighted, Average::None}));
   o.zero_division(in.pick({0.0, 1.0}));
   if (in.one_in(48)) o.zero_division(0.5);
+  // Samplewise, mostly without weights (which it refuses); num_classes unknown, mostly with the
+  // micro average and top_k 1 it needs. Where they do not fit, the constructor must refuse them.
+  if (in.one_in(4)) {
+    o.multidim_average(MultidimAverage::Samplewise);
+    if (!in.one_in(8)) o.weighted(false);
+  }
+  if (task == Task::Multiclass && in.one_in(5)) {
+    o.num_classes(kUnknownClasses);
+    if (!in.one_in(8)) o.average(Average::Micro).top_k(1).multidim_average(MultidimAverage::Global);
+  }
   return o;
 }
 
@@ -97,7 +110,7 @@ Config foreign_config(Source& in, const Config& config) {
     return c;
   }
   auto& o = c.cls_options;
-  switch (in.range(0, 3)) {
+  switch (in.range(0, 4)) {
     case 0:
       o.validate_args(!o.validate_args());
       break;
@@ -106,6 +119,14 @@ Config foreign_config(Source& in, const Config& config) {
       break;
     case 2:
       o.zero_division(o.zero_division() == 0.0 ? 1.0 : 0.0);
+      break;
+    case 3:  // the other multidim_average, or num_classes known where it was not and the other way
+      if (o.task() == Task::Multiclass && in.range(0, 1) == 0) {
+        o.num_classes(o.num_classes() == kUnknownClasses ? 3 : kUnknownClasses);
+      } else {
+        o.multidim_average(o.multidim_average() == MultidimAverage::Global ? MultidimAverage::Samplewise
+                                                                           : MultidimAverage::Global);
+      }
       break;
     default:
       c.cls = static_cast<ClsKind>((static_cast<int>(c.cls) + in.range(1, 6)) % 7);
@@ -135,9 +156,15 @@ bool options_valid(const Config& c) {
   }
   const auto& o = c.cls_options;
   const auto k = o.num_classes();
-  const bool classes_ok = o.task() == Task::Binary ? k == 1 : k >= 2;
+  const bool samplewise = o.multidim_average() == MultidimAverage::Samplewise;
+  // num_classes unknown: multiclass, micro-averaged scores of the counts only, over the whole stream
+  const bool unknown_ok = o.task() == Task::Multiclass && k == kUnknownClasses && o.average() == Average::Micro &&
+                          o.top_k() == 1 && !samplewise && c.cls != ClsKind::ConfusionMatrix;
+  const bool classes_ok = o.task() == Task::Binary ? k == 1 : k >= 2 || unknown_ok;
   const bool top_k_ok = o.top_k() >= 1 && (o.top_k() == 1 || (o.task() == Task::Multiclass && o.top_k() <= k));
-  return classes_ok && o.threshold() >= 0 && o.threshold() <= 1 && top_k_ok &&
+  // samplewise: counts without weights, and no confusion matrix
+  const bool samplewise_ok = !samplewise || (!o.weighted() && c.cls != ClsKind::ConfusionMatrix);
+  return classes_ok && o.threshold() >= 0 && o.threshold() <= 1 && top_k_ok && samplewise_ok &&
          (o.zero_division() == 0 || o.zero_division() == 1) && (c.cls != ClsKind::FBeta || c.beta > 0);
 }
 
@@ -296,6 +323,9 @@ bool classification_rejects(const ClassificationOptions& o, const at::Tensor& pr
       return true;
     }
   }
+  // Samplewise needs a dimension past the batch and any class dimension: (N, P, ...) or (N, C, P, ...).
+  const bool with_classes = o.task() == Task::Multilabel || (o.task() == Task::Multiclass && preds.dim() == target.dim() + 1);
+  if (o.multidim_average() == MultidimAverage::Samplewise && preds.dim() < (with_classes ? 3 : 2)) return true;
   switch (o.task()) {
     case Task::Binary:
       return preds.sizes() != target.sizes();
@@ -305,18 +335,21 @@ bool classification_rejects(const ClassificationOptions& o, const at::Tensor& pr
       break;
   }
   if (preds.dim() == target.dim() + 1) {
-    return !is_float(preds.scalar_type()) || preds.size(0) != target.size(0) || preds.size(1) != o.num_classes() ||
+    // without num_classes, scores of any width C >= 1
+    const bool classes_ok = o.num_classes() == kUnknownClasses ? preds.size(1) >= 1 : preds.size(1) == o.num_classes();
+    return !is_float(preds.scalar_type()) || preds.size(0) != target.size(0) || !classes_ok ||
            preds.sizes().slice(2) != target.sizes().slice(1);
   }
   return preds.sizes() != target.sizes() || !is_integral(preds.scalar_type()) || o.top_k() != 1;
 }
 
-// preds and target shapes for the task, now and then one dimension off.
+// preds and target shapes for the task, `k` classes (the scores' width) or labels, now and then
+// one dimension off; samplewise mostly with the extra dimension it needs.
 std::pair<std::vector<int64_t>, std::vector<int64_t>> draw_shapes(Source& in, const ClassificationOptions& o,
-                                                                  bool scores) {
-  const int64_t k = o.num_classes();
+                                                                  bool scores, int64_t k) {
   const int64_t samples = in.one_in(16) ? 0 : in.range(1, k > 16 ? 3 : 8);
-  auto rest = in.shape(in.range(0, 2), k > 16 ? 1 : 8);
+  const bool samplewise = o.multidim_average() == MultidimAverage::Samplewise;
+  auto rest = in.shape(in.range(samplewise && !in.one_in(8) ? 1 : 0, 2), k > 16 ? 1 : 8);
   std::vector<int64_t> target{samples}, preds;
   if (o.task() == Task::Multilabel) target.push_back(k);
   target.insert(target.end(), rest.begin(), rest.end());
@@ -332,10 +365,13 @@ std::pair<std::vector<int64_t>, std::vector<int64_t>> draw_shapes(Source& in, co
 
 Call draw_classification_call(Source& in, const Config& c) {
   const auto& o = c.cls_options;
-  const int64_t k = o.num_classes();
+  // Without num_classes, scores of a width of their own each update (now and then none, refused),
+  // and labels over as many classes.
+  int64_t k = o.num_classes();
+  if (k == kUnknownClasses) k = in.one_in(16) ? 0 : in.range(1, 6);
   const bool scores = in.range(0, 3) != 0;
-  const auto [preds_shape, target_shape] = draw_shapes(in, o, scores);
-  const auto label_classes = o.task() == Task::Multiclass ? k : 2;
+  const auto [preds_shape, target_shape] = draw_shapes(in, o, scores, k);
+  const auto label_classes = o.task() == Task::Multiclass ? std::max<int64_t>(k, 1) : 2;
   const auto preds = scores ? in.tensor(preds_shape, in.float_dtype(/*allow_wrong=*/true), Values::Scores)
                             : in.tensor(preds_shape, in.label_dtype(/*allow_wrong=*/true, true), Values::Labels,
                                         label_classes);

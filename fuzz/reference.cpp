@@ -251,6 +251,7 @@ using metrics::Normalize;
 using metrics::Task;
 
 bool multiclass(const Config& c) { return c.cls_options.task() == Task::Multiclass; }
+bool unknown_classes(const Config& c) { return multiclass(c) && c.cls_options.num_classes() == metrics::kUnknownClasses; }
 
 // The threshold a score is compared with, in the precision of the scores (float32 for float32,
 // float16 and bfloat16; float64 for float64), in logit space for a batch with a score outside [0, 1].
@@ -280,11 +281,18 @@ int64_t predicted_class(const std::vector<double>& row, int64_t target, int64_t 
 
 }  // namespace
 
-ClsReference::ClsReference(const Config& c) : config(c), classes(c.cls_options.num_classes()) { reset(); }
+ClsReference::ClsReference(const Config& c)
+    : config(c),
+      classes(unknown_classes(c) ? 1 : c.cls_options.num_classes()),
+      matrix(multiclass(c) && !unknown_classes(c)),
+      samplewise(c.cls_options.multidim_average() == metrics::MultidimAverage::Samplewise) {
+  reset();
+}
 
 void ClsReference::reset() {
   tally = Tally{};
-  cells.assign(multiclass(config) ? classes * classes : classes * 4, 0.0L);
+  blocks = samplewise ? 0 : 1;
+  cells.assign(blocks * block_size(), 0.0L);
   scale = 0;
   comparable = true;
 }
@@ -294,6 +302,10 @@ void ClsReference::add(size_t cell, double weight) {
   cells[cell] += weight;
   scale += weight;
   if (scale > 1e300L) comparable = false;
+}
+
+size_t ClsReference::at(const Batch& b, int64_t sample, size_t cell) const {
+  return samplewise ? (b.first_block + sample) * block_size() + cell : cell;
 }
 
 void ClsReference::update(const at::Tensor& preds, const at::Tensor& target, const c10::optional<at::Tensor>& weight) {
@@ -309,9 +321,17 @@ void ClsReference::update(const at::Tensor& preds, const at::Tensor& target, con
   b.scores = at::isFloatingType(preds.scalar_type());
   if (b.scores) b.score = as_doubles(preds);
   else b.label = as_longs(preds);
+  if (b.scores && preds.dim() == target.dim() + 1) b.width = preds.size(1);
+  if (samplewise) {  // a block for every sample of the batch, counted or not
+    b.first_block = blocks;
+    blocks += b.samples;
+    cells.resize(blocks * block_size(), 0.0L);
+  }
   std::vector<int64_t> bad(3, 0);
   if (!b.target.empty()) {
-    if (o.task() == Task::Multiclass) {
+    if (unknown_classes(config)) {
+      count_unknown_classes(b, bad);
+    } else if (o.task() == Task::Multiclass) {
       count_rows(b, bad);
     } else {
       const double threshold = b.scores ? threshold_for(b.score, o.threshold(), preds.scalar_type() == at::kDouble) : 0;
@@ -336,9 +356,9 @@ void ClsReference::count_rows(const Batch& b, std::vector<int64_t>& bad) {
     const int64_t t = b.target[i];
     if (o.ignore_index() && t == *o.ignore_index()) continue;
     const bool target_ok = t >= 0 && t < classes;
+    const int64_t n = i / rest, r = i % rest;
     int64_t p;
     if (b.scores) {
-      const int64_t n = i / rest, r = i % rest;
       for (int64_t c = 0; c < classes; ++c) row[c] = b.score[(n * classes + c) * rest + r];
       p = predicted_class(row, target_ok ? t : -1, o.top_k());
     } else {
@@ -349,7 +369,41 @@ void ClsReference::count_rows(const Batch& b, std::vector<int64_t>& bad) {
     bad[0] += !target_ok;
     bad[1] += p < 0;
     bad[2] += !w_ok;
-    if (target_ok && p >= 0 && w_ok) add(t * classes + p, w);
+    if (target_ok && p >= 0 && w_ok) add(at(b, n, t * classes + p), w);
+  }
+}
+
+// TorchMetrics' num_classes=None: no label is out of range, a row is right or wrong; a wrong one
+// is a false positive and a false negative of the one class, and -1 true negative (tn = n - tp -
+// fp - fn over the rows kept). Only NaN scores and bad weights are bad input.
+void ClsReference::count_unknown_classes(const Batch& b, std::vector<int64_t>& bad) {
+  const auto& o = config.cls_options;
+  const int64_t rows = static_cast<int64_t>(b.target.size());
+  const int64_t rest = rows / b.samples;
+  std::vector<double> row(b.width);
+  for (int64_t i = 0; i < rows; ++i) {
+    const int64_t t = b.target[i];
+    if (o.ignore_index() && t == *o.ignore_index()) continue;
+    int64_t p = b.scores ? -1 : b.label[i];
+    bool pred_ok = true;
+    if (b.scores) {
+      const int64_t n = i / rest, r = i % rest;
+      for (int64_t c = 0; c < b.width; ++c) row[c] = b.score[(n * b.width + c) * rest + r];
+      p = predicted_class(row, -1, 1);
+      pred_ok = p >= 0;
+    }
+    const double w = b.weight_of(i);
+    const bool w_ok = !b.weighted || weight_ok(w);
+    bad[1] += !pred_ok;
+    bad[2] += !w_ok;
+    if (!pred_ok || !w_ok) continue;
+    if (p == t) {
+      add(3, w);  // tp
+    } else {
+      add(1, w);  // fp
+      cells[2] += w;  // fn
+      cells[0] -= w;  // tn
+    }
   }
 }
 
@@ -362,6 +416,7 @@ void ClsReference::count_entries(const Batch& b, double threshold, std::vector<i
     const int64_t t = b.target[i];
     if (o.ignore_index() && t == *o.ignore_index()) continue;
     const int64_t label = labels == 1 ? 0 : (i / rest) % labels;
+    const int64_t sample = i / (rest * labels);
     const bool target_ok = t == 0 || t == 1;
     const bool pred_ok = b.scores ? !std::isnan(b.score[i]) : b.label[i] == 0 || b.label[i] == 1;
     const bool predicted = b.scores ? b.score[i] > threshold : b.label[i] == 1;
@@ -370,30 +425,47 @@ void ClsReference::count_entries(const Batch& b, double threshold, std::vector<i
     bad[0] += !target_ok;
     bad[1] += !pred_ok;
     bad[2] += !w_ok;
-    if (target_ok && pred_ok && w_ok) add(label * 4 + 2 * t + predicted, w);
+    if (target_ok && pred_ok && w_ok) add(at(b, sample, label * 4 + 2 * t + predicted), w);
   }
 }
 
 void ClsReference::merge(const ClsReference& other, bool appended) {
   tally.merge(other.tally, appended);
-  for (size_t i = 0; i < cells.size(); ++i) cells[i] += other.cells[i];
+  if (samplewise) {  // the other's samples after these (Reduction::Cat), in either kind of merge
+    cells.insert(cells.end(), other.cells.begin(), other.cells.end());
+    blocks += other.blocks;
+  } else {
+    for (size_t i = 0; i < cells.size(); ++i) cells[i] += other.cells[i];
+  }
   scale += other.scale;
   comparable = comparable && other.comparable && scale <= 1e300L;
 }
 
 ClsReference::Counts ClsReference::counts() const {
-  const int64_t c_count = multiclass(config) ? classes : (config.cls_options.task() == Task::Binary ? 1 : classes);
-  Counts c{std::vector<long double>(c_count), std::vector<long double>(c_count), std::vector<long double>(c_count),
-           std::vector<long double>(c_count)};
-  if (!multiclass(config)) {
-    for (int64_t l = 0; l < c_count; ++l) {
-      c.tn[l] = cells[l * 4], c.fp[l] = cells[l * 4 + 1], c.fn[l] = cells[l * 4 + 2], c.tp[l] = cells[l * 4 + 3];
+  Counts all;
+  for (int64_t block = 0; block < blocks; ++block) {
+    const auto c = counts_of(block);
+    for (auto [to, from] : {std::pair{&all.tp, &c.tp}, {&all.fp, &c.fp}, {&all.tn, &c.tn}, {&all.fn, &c.fn}}) {
+      to->insert(to->end(), from->begin(), from->end());
+    }
+  }
+  return all;
+}
+
+ClsReference::Counts ClsReference::counts_of(int64_t block) const {
+  const long double* block_cells = cells.data() + block * block_size();
+  Counts c{std::vector<long double>(classes), std::vector<long double>(classes), std::vector<long double>(classes),
+           std::vector<long double>(classes)};
+  if (!matrix) {
+    for (int64_t l = 0; l < classes; ++l) {
+      const long double* cell = block_cells + l * 4;
+      c.tn[l] = cell[0], c.fp[l] = cell[1], c.fn[l] = cell[2], c.tp[l] = cell[3];
     }
     return c;
   }
   for (int64_t t = 0; t < classes; ++t) {
     for (int64_t p = 0; p < classes; ++p) {
-      const long double n = cells[t * classes + p];
+      const long double n = block_cells[t * classes + p];
       for (int64_t k = 0; k < classes; ++k) {
         if (t == k && p == k) c.tp[k] += n;
         else if (p == k) c.fp[k] += n;
@@ -423,9 +495,9 @@ void ClsReference::expect_state(const metrics::ClassificationMetric& metric) con
     }
   }
   if (metric.layout() != metrics::CountLayout::Matrix) return;
-  const auto matrix = as_doubles(metric.confusion_matrix());
+  const auto confmat = as_doubles(metric.confusion_matrix());
   for (size_t i = 0; i < cells.size(); ++i) {
-    FUZZ_CHECK(close(matrix[i], cells[i], count_tolerance()), metric.name(), ": confmat cell ", i, " is ", matrix[i],
+    FUZZ_CHECK(close(confmat[i], cells[i], count_tolerance()), metric.name(), ": confmat cell ", i, " is ", confmat[i],
                ", expected ", static_cast<double>(cells[i]));
   }
 }

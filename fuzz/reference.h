@@ -67,7 +67,10 @@ struct AggReference {
 };
 
 /// A classification reference: the C x C matrix (multiclass) or per-label [tn, fp, fn, tp] cells,
-/// counted by brute force, with every kind of bad entry.
+/// counted by brute force, with every kind of bad entry. With num_classes unknown, one class's
+/// [tn, fp, fn, tp] as TorchMetrics' num_classes=None micro branch counts them (labels compared as
+/// they are; a wrong prediction adds to fp and fn and takes from tn). Samplewise, one block of
+/// cells per sample seen, in the order the samples came.
 struct ClsReference {
   struct Counts {
     std::vector<long double> tp, fp, tn, fn;
@@ -75,8 +78,11 @@ struct ClsReference {
 
   Config config;
   Tally tally;
-  int64_t classes = 1;
-  std::vector<long double> cells;  // multiclass [t * C + p]; else [label * 4 + 2 * target + pred]
+  int64_t classes = 1;             // counted: 1 where num_classes is unknown
+  bool matrix = false;             // cells [t * C + p] (multiclass with num_classes), else per label
+  bool samplewise = false;
+  int64_t blocks = 1;              // blocks of cells: 1, or samplewise one per sample seen
+  std::vector<long double> cells;  // blocks of block_size(): [t * C + p], or [label * 4 + 2 * target + pred]
   long double scale = 0;           // Σ of the kept weights
   bool comparable = true;
 
@@ -84,7 +90,11 @@ struct ClsReference {
   void reset();
   void update(const at::Tensor& preds, const at::Tensor& target, const c10::optional<at::Tensor>& weight);
   void merge(const ClsReference& other, bool appended);
-  /// tp, fp, tn, fn per class (label), derived from the cells.
+  /// Cells in one block.
+  int64_t block_size() const { return matrix ? classes * classes : classes * 4; }
+  /// tp, fp, tn, fn per class (label) of one block, derived from its cells.
+  Counts counts_of(int64_t block) const;
+  /// Every block's counts, block-major (the [S, C] rows of a samplewise state, flattened).
   Counts counts() const;
   /// How far a count may be from the reference's: 0 unweighted, rounding of the weight sums else.
   long double count_tolerance() const;
@@ -98,11 +108,16 @@ struct ClsReference {
     std::vector<int64_t> target, label;
     std::vector<double> score, weight;
     int64_t samples = 0;
+    int64_t width = 0;       // multiclass scores: C of (N, C, ...)
+    int64_t first_block = 0;  // samplewise: the block of the batch's first sample
     bool scores = false, weighted = false, per_sample = false;
     double weight_of(int64_t flat) const;
   };
   void add(size_t cell, double weight);
+  /// Where `cell` of the block of sample `sample` (of the batch) is.
+  size_t at(const Batch& b, int64_t sample, size_t cell) const;
   void count_rows(const Batch& b, std::vector<int64_t>& bad);
+  void count_unknown_classes(const Batch& b, std::vector<int64_t>& bad);
   void count_entries(const Batch& b, double threshold, std::vector<int64_t>& bad);
 };
 

@@ -140,10 +140,10 @@ Expected confusion(const ClsReference& ref, metrics::Normalize normalize, at::Sc
   return {shape, m, at::kFloat};
 }
 
-Expected expected_value(const ClsReference& ref) {
+// The value of counts `c` (all of the stream's, or one sample's).
+Expected value_of(const ClsReference& ref, const ClsReference::Counts& c) {
   const auto& cfg = ref.config;
   const auto& o = cfg.cls_options;
-  const auto c = ref.counts();
   const auto counts = o.weighted() ? at::kDouble : at::kLong;
   switch (cfg.cls) {
     case ClsKind::StatScores:
@@ -161,6 +161,25 @@ Expected expected_value(const ClsReference& ref) {
       return confusion(ref, cfg.normalize, counts);
   }
   return {};
+}
+
+// Samplewise: each sample's value, stacked along a first dimension of S (the shape and dtype
+// from counts of no entries where there is no sample); a binary StatScores squeezes [1, 5] to [5],
+// as TorchMetrics.
+Expected expected_value(const ClsReference& ref) {
+  if (!ref.samplewise) return value_of(ref, ref.counts());
+  const Vec none(static_cast<size_t>(ref.classes), 0.0L);
+  auto out = value_of(ref, {none, none, none, none});
+  out.values.clear();
+  out.shape.insert(out.shape.begin(), ref.blocks);
+  for (int64_t s = 0; s < ref.blocks; ++s) {
+    const auto one = value_of(ref, ref.counts_of(s));
+    out.values.insert(out.values.end(), one.values.begin(), one.values.end());
+  }
+  if (ref.config.cls == ClsKind::StatScores && ref.config.cls_options.task() == Task::Binary && ref.blocks == 1) {
+    out.shape = {5};
+  }
+  return out;
 }
 
 }  // namespace
