@@ -272,9 +272,26 @@ void MetricState::load_state_dict(const StateDict& dict, const std::string& metr
     if (is_count(slot)) check_count(given, entry, metric);
     incoming.push_back(given.to(entry.tensor.device(), /*non_blocking=*/false, /*copy=*/true));
   }
+  check_rows_agree(incoming, metric);
   for (size_t i = 0; i < entries_.size(); ++i) {
     auto& mine = entries_[i].tensor;
     entries_[i].reduction == Reduction::Cat ? void(mine = incoming[i]) : void(mine.copy_(incoming[i]));
+  }
+}
+
+// The rows entries grow together (append adds to all or none): a dict must give each as many.
+void MetricState::check_rows_agree(const std::vector<at::Tensor>& incoming, const std::string& metric) const {
+  const StateEntry* first = nullptr;
+  int64_t rows = 0;
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    if (entries_[i].reduction != Reduction::Cat) continue;
+    if (!first) {
+      first = &entries_[i];
+      rows = incoming[i].size(0);
+    }
+    TORCH_CHECK_VALUE(incoming[i].size(0) == rows, metric, ".load_state_dict: '", entries_[i].name, "' has ",
+                      incoming[i].size(0), " rows but '", first->name, "' has ", rows,
+                      ": every row entry holds one row per sample");
   }
 }
 

@@ -116,6 +116,7 @@ class MetricState {
   // Whether the entry holds counts (checked as such when loaded).
   bool is_count(size_t slot) const;
   bool is_update_count_or_tally(size_t slot) const;
+  void check_rows_agree(const std::vector<at::Tensor>& incoming, const std::string& metric) const;
   // Until the update count and the tally moved into the counts' dtype (float64 for a weighted
   // classification metric), they were int64 in every state, and first_bad_update's none was
   // INT64_MAX: such a dict still loads, exactly.

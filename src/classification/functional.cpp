@@ -2,6 +2,9 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+#include <cmath>
+
 namespace metrics::functional {
 namespace {
 
@@ -15,13 +18,17 @@ struct Doubles {
 };
 
 // Scores are ratios of counts, unchanged (bit for bit) when every count is scaled by one power of
-// two. Weighted counts are scaled so that the largest is below 2: sums such as tp + fp + tn + fn
-// then stay finite for counts up to the float64 maximum.
+// two. Weighted counts are scaled down only as far as keeps a sum of all of them (tp + fp + tn + fn,
+// sums over classes) finite, that is only near the float64 maximum: smaller ones, subnormal
+// counts included, stay as they are (a scale to below 2 would turn 5e-324 beside 3 into 0).
 Doubles as_double(const StatCounts& c) {
   Doubles d{c.tp.to(at::kDouble), c.fp.to(at::kDouble), c.tn.to(at::kDouble), c.fn.to(at::kDouble)};
   if (!c.tp.is_floating_point()) return d;
   const auto largest = at::stack({d.tp.amax(), d.fp.amax(), d.tn.amax(), d.fn.amax()}).amax();
-  const auto scale = at::pow(2.0, largest.log2().floor_().clamp_min_(0).neg_());  // 2^k: exact
+  // a sum of 4 * numel counts below 2^(floor(log2(largest)) + 1) is below 2^(that + headroom)
+  const double headroom = std::ceil(std::log2(4.0 * static_cast<double>(std::max<int64_t>(d.tp.numel(), 1))));
+  const auto excess = largest.log2().floor_().add_(1.0 + headroom - 1023.0).clamp_min_(0);
+  const auto scale = at::pow(2.0, excess.neg_());  // 2^-k: exact
   for (auto* counts : {&d.tp, &d.fp, &d.tn, &d.fn}) *counts = *counts * scale;  // never in place: may be the state
   return d;
 }

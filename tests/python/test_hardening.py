@@ -163,3 +163,23 @@ def test_inputs_that_require_grad_never_join_the_state_to_their_graph():
     mean.load_state_dict(state)
     for metric in (mean, acc):
         assert not any(t.requires_grad for t in metric.state_dict().values())
+
+
+def test_a_subnormal_weighted_count_beside_larger_ones_is_not_lost():
+    """Found by the fuzzer: counts were scaled to below 2 before the ratios, which turned 5e-324
+    beside 3.0 into 0 (class 3's precision became zero_division). Brute force: class c's F1 is
+    2 tp / (2 tp + fp + fn), 0 where that is 0/0 only under zero_division=0."""
+    preds, target, weight = [3, 1], [1, 1], [5e-324, 3.0]
+    m = nm.MulticlassF1Score(6, average="none", weighted=True, zero_division=1)
+    m.update(torch.tensor(preds), torch.tensor(target), torch.tensor(weight, dtype=torch.float64))
+    expected = []
+    for c in range(6):
+        tp = sum(w for p, t, w in zip(preds, target, weight) if p == c and t == c)
+        fp = sum(w for p, t, w in zip(preds, target, weight) if p == c and t != c)
+        fn = sum(w for p, t, w in zip(preds, target, weight) if p != c and t == c)
+        expected.append(1.0 if 2 * tp + fp + fn == 0 else 2 * tp / (2 * tp + fp + fn))
+    assert m.compute().tolist() == expected
+    assert expected[3] == 0.0 and expected[1] == 1.0
+    precision = nm.MulticlassPrecision(6, average="none", weighted=True, zero_division=1)
+    precision.update(torch.tensor(preds), torch.tensor(target), torch.tensor(weight, dtype=torch.float64))
+    assert precision.compute()[3].item() == 0.0

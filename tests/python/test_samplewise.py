@@ -307,6 +307,18 @@ def test_a_global_state_does_not_load_into_a_samplewise_metric():
         make("multiclass", "accuracy").merge_state(global_metric)
 
 
+def test_a_state_dict_whose_row_entries_disagree_is_refused_and_changes_nothing():
+    metric = make("multiclass", "accuracy")
+    metric.update(torch.randint(0, C, (3, 4)), torch.randint(0, C, (3, 4)))
+    before = metric.state_dict()
+    state = dict(before)
+    state["tp"] = state["tp"][:2]  # a sample short
+    with pytest.raises(ValueError, match="MulticlassAccuracy.load_state_dict: 'fp' has 3 rows but 'tp' has 2"):
+        metric.load_state_dict(state)
+    after = metric.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before if isinstance(before[k], torch.Tensor))
+
+
 def test_bad_input_is_counted_and_kept_out_of_its_sample():
     metric = make("multiclass", "accuracy", "micro")
     preds = torch.tensor([[0, 1, 2], [1, 1, 1]])
