@@ -18,7 +18,9 @@ constexpr char kName[] = "MetricCollection";
 // name -> value in the order the metrics were added.
 py::dict in_order(const MetricCollection& self, const std::map<std::string, at::Tensor>& values) {
   py::dict dict;
-  for (const auto& name : self.names()) dict[py::str(name)] = values.at(name);
+  for (const auto& name : self.names()) {
+    if (values.count(name)) dict[py::str(name)] = values.at(name);  // none for a metric updated apart
+  }
   return dict;
 }
 

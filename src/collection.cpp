@@ -77,18 +77,19 @@ void MetricCollection::update(const at::Tensor& preds, const at::Tensor& target,
 }
 
 void MetricCollection::check() const {
-  for (const auto& group : groups_) entries_[group.members.front()].metric->check();
+  for (const auto& group : groups_) {
+    if (group.updates == Updates::Together) entries_[group.members.front()].metric->check();
+  }
 }
 
 std::map<std::string, at::Tensor> MetricCollection::compute() const {
   RECORD_USER_SCOPE("metrics::MetricCollection::compute");
-  if (std::any_of(groups_.begin(), groups_.end(), [&](const Group& g) { return owner(g).update_count() == 0; })) {
+  const auto fresh = [&](const Group& g) { return g.updates == Updates::Together && owner(g).update_count() == 0; };
+  if (std::any_of(groups_.begin(), groups_.end(), fresh)) {
     TORCH_WARN(kName, ".compute: called before any update; values reflect the initial state");
   }
   check();
-  std::map<std::string, at::Tensor> values;
-  for (const auto& e : entries_) values.emplace(e.name, e.metric->value());
-  return values;
+  return values();
 }
 
 std::map<std::string, at::Tensor> MetricCollection::forward(const UpdateArgs& args) {
@@ -96,8 +97,15 @@ std::map<std::string, at::Tensor> MetricCollection::forward(const UpdateArgs& ar
   batch.reset();
   batch.update(args);
   merge(batch, MergeOrder::Appended);
+  return batch.values();
+}
+
+std::map<std::string, at::Tensor> MetricCollection::values() const {
   std::map<std::string, at::Tensor> values;
-  for (const auto& e : batch.entries_) values.emplace(e.name, e.metric->value());
+  for (const auto& group : groups_) {
+    if (group.updates == Updates::Apart) continue;
+    for (auto member : group.members) values.emplace(entries_[member].name, entries_[member].metric->value());
+  }
   return values;
 }
 

@@ -13,6 +13,31 @@
 namespace metrics {
 namespace {
 
+// The locks of two states (one where they are the same) where updates take them (lock_updates):
+// a reset, merge or swap then never runs beside an update of either.
+class UpdateLocks {
+ public:
+  UpdateLocks(const MetricState& a, const MetricState& b) {
+    if (a.locks_updates()) first_ = std::unique_lock<std::mutex>(a.mutex(), std::defer_lock);
+    if (&a.mutex() != &b.mutex() && b.locks_updates()) second_ = std::unique_lock<std::mutex>(b.mutex(), std::defer_lock);
+    if (first_.mutex() && second_.mutex()) {
+      std::lock(first_, second_);
+    } else if (first_.mutex()) {
+      first_.lock();
+    } else if (second_.mutex()) {
+      second_.lock();
+    }
+  }
+
+ private:
+  std::unique_lock<std::mutex> first_, second_;
+};
+
+std::shared_ptr<MetricState> copy_between_updates(const MetricState& state) {
+  const UpdateLocks locks(state, state);
+  return std::make_shared<MetricState>(state);
+}
+
 constexpr char kVersionKey[] = "_version";
 constexpr char kDescriptionKey[] = "_metric";
 // Version 2: aggregators count in float64, their compensation covers the packed row, and
@@ -75,7 +100,7 @@ Metric::Metric(const Metric& other)
       update_scope_(other.update_scope_),
       compute_scope_(other.compute_scope_),
       action_(other.action_),
-      state_(std::make_shared<MetricState>(*other.state_)) {}
+      state_(copy_between_updates(*other.state_)) {}
 
 void Metric::update(const UpdateArgs& args) {
   RECORD_USER_SCOPE(update_scope_.c_str());
@@ -164,7 +189,10 @@ void Metric::check() const {
 
 BadInputReport Metric::bad_input_report() const { return state_->bad_input_report(); }
 
-void Metric::reset() { state_->reset(); }
+void Metric::reset() {
+  const UpdateLocks locks(*state_, *state_);
+  state_->reset();
+}
 
 void Metric::merge(const Metric& other, MergeOrder order) {
   TORCH_CHECK_TYPE(typeid(*this) == typeid(other) && name_ == other.name_, name_, ".merge: cannot merge a ",
@@ -172,6 +200,7 @@ void Metric::merge(const Metric& other, MergeOrder order) {
   const auto difference = first_difference(description(), other.description());
   TORCH_CHECK_VALUE(difference.empty(), name_, ".merge: the other metric has other options or state: ", difference,
                     " there; merge metrics built with the same options");
+  const UpdateLocks locks(*state_, *other.state_);
   state_->merge(*other.state_, name_, order);
 }
 
@@ -236,9 +265,10 @@ void Metric::share_state_of(const Metric& other) {
 }
 
 void Metric::swap_state(Metric& other) {
-  TORCH_CHECK_VALUE(name_ == other.name_ && options_text() == other.options_text(), name_,
+  TORCH_CHECK_VALUE(typeid(*this) == typeid(other) && options_text() == other.options_text(), name_,
                     ": cannot take the state of ", other.name_, "(", other.options_text(), ")");
-  std::swap(*state_, *other.state_);
+  const UpdateLocks locks(*state_, *other.state_);
+  state_->swap_tensors(*other.state_);
 }
 
 }  // namespace metrics

@@ -4,6 +4,7 @@
 #include <ATen/core/grad_mode.h>
 
 #include <algorithm>
+#include <utility>
 #include <cmath>
 #include <limits>
 #include <sstream>
@@ -189,6 +190,14 @@ void MetricState::append(const std::vector<std::pair<size_t, at::Tensor>>& rows)
     grown.push_back(at::cat({entry.tensor, more.to(entry.tensor.scalar_type())}));
   }
   for (size_t i = 0; i < rows.size(); ++i) entries_[rows[i].first].tensor = std::move(grown[i]);
+}
+
+void MetricState::swap_tensors(MetricState& other) {
+  std::swap(entries_, other.entries_);
+  std::swap(buffers_, other.buffers_);
+  std::swap(offsets_, other.offsets_);
+  std::swap(scratch_, other.scratch_);
+  std::swap(bad_input_, other.bad_input_);
 }
 
 void MetricState::reset() {

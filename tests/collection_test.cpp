@@ -123,15 +123,18 @@ TEST(MetricCollection, MetricsUpdatedApartKeepTheirOwnStateWhichUpdateAndForward
   collection.update(b.preds, b.target);
   collection.forward(b.preds, b.target);
   EXPECT_EQ(apart->update_count(), 0);
-  apart->update(b.preds, b.target);  // the caller's own update, seen by the collection
+  apart->update(b.preds, b.target);  // the caller's own update and compute
   Accuracy reference(o);
   reference.update(b.preds, b.target);
-  EXPECT_TRUE(tensors_close(collection.compute().at("apart"), reference.compute()));
+  EXPECT_TRUE(tensors_close(apart->compute(), reference.compute()));
+  EXPECT_EQ(collection.compute().count("apart"), 0u);
+  EXPECT_EQ(collection.forward(b.preds, b.target).count("apart"), 0u);
+  EXPECT_TRUE(states_equal(collection.state_dict(), collection.clone().state_dict()));
   auto copy = collection.clone();
   EXPECT_EQ(copy.groups(), collection.groups());
   copy.update(b.preds, b.target);
   EXPECT_EQ(copy.at("apart").update_count(), 1);
-  EXPECT_EQ(copy.at("late").update_count(), 3);
+  EXPECT_EQ(copy.at("late").update_count(), 4);
 }
 
 TEST(MetricCollection, UpdatesWithoutSyncOnBothPaths) {

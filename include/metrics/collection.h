@@ -22,8 +22,9 @@ struct MetricCollectionOptions {
 
 /// Who updates a metric of a collection: the collection, with the others (sharing states where
 /// they count the same things), or the caller, apart (a Python subclass with its own update()).
-/// A metric updated apart keeps its own state, which update() and forward() leave alone;
-/// everything else (compute, state dicts, merge, reset, to, sync) treats it as the others.
+/// A metric updated apart keeps its own state, which update(), forward(), compute() and check()
+/// leave alone (the caller computes it too); state dicts, merge, reset, to and sync treat it as
+/// the others.
 enum class Updates { Together, Apart };
 
 /// Named metrics of any family, updated and computed together.
@@ -55,7 +56,8 @@ class MetricCollection {
   void update(const UpdateArgs& args);
   /// update(preds, target[, weight]), as classification metrics take them.
   void update(const at::Tensor& preds, const at::Tensor& target, const c10::optional<at::Tensor>& weight = {});
-  /// name -> value; raises or warns once per distinct state that counted bad input.
+  /// name -> value (of the metrics updated together); raises or warns once per distinct state that
+  /// counted bad input.
   std::map<std::string, at::Tensor> compute() const;
   /// Accumulates, and returns each metric's value on this batch alone.
   std::map<std::string, at::Tensor> forward(const UpdateArgs& args);
@@ -96,6 +98,8 @@ class MetricCollection {
     Updates updates;
   };
   void join_group(size_t index, Updates updates);
+  /// name -> value of the metrics updated together, with no report.
+  std::map<std::string, at::Tensor> values() const;
   const Entry& entry(const std::string& name) const;
   Metric& owner(const Group& group) const { return *entries_[group.owner].metric; }
 

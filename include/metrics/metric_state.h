@@ -93,6 +93,8 @@ class MetricState {
   /// Reduces `other` into this state (sum, min or max per tensor); `other` is left unchanged.
   /// `metric` names the caller in error messages. Checks everything before changing anything.
   void merge(const MetricState& other, const std::string& metric, MergeOrder order = MergeOrder::Parallel);
+  /// Exchanges the tensors (entries, buffers, scratch, tally) with `other`; each keeps its lock.
+  void swap_tensors(MetricState& other);
   StateDict state_dict() const;
   /// Copies `dict` in after checking names, shapes and dtypes; on error nothing has changed.
   void load_state_dict(const StateDict& dict, const std::string& metric);

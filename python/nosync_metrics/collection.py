@@ -30,6 +30,7 @@ C++ collection (metrics may share a state).
 """
 
 import copy
+import functools
 import inspect
 import warnings
 from contextlib import contextmanager
@@ -66,13 +67,19 @@ def _updated_apart(metric):
                                                  type(metric).forward is not PythonMetric.forward)
 
 
-def _keywords_taken(update, kwargs):
-    """The keywords `update` takes, all of them where it has **kwargs (TorchMetrics' _filter_kwargs)."""
+@functools.lru_cache(maxsize=None)
+def _keyword_names(update):
+    """The keywords the function `update` takes; None where it takes any (**kwargs)."""
     parameters = inspect.signature(update).parameters.values()
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
-        return kwargs
-    names = {p.name for p in parameters}
-    return {k: v for k, v in kwargs.items() if k in names}
+        return None
+    return frozenset(p.name for p in parameters)
+
+
+def _keywords_taken(metric, kwargs):
+    """The keywords `metric`'s update() takes (TorchMetrics' _filter_kwargs)."""
+    names = _keyword_names(type(metric).update)
+    return kwargs if names is None else {k: v for k, v in kwargs.items() if k in names}
 
 
 @contextmanager
@@ -159,8 +166,11 @@ class MetricCollection(Syncable, torch.nn.Module):
             raise ValueError(f"MetricCollection: encountered two metrics both named {name}")
         if not isinstance(metric, _C.Metric):
             raise ValueError(f"MetricCollection: {name} is a {type(metric).__name__}, not a nosync_metrics metric")
-        self._core.add(name, metric, updated_apart=_updated_apart(metric))
+        apart = _updated_apart(metric)
+        self._core.add(name, metric, updated_apart=apart)
         self._modules[name] = metric
+        if apart:
+            self._apart_names = self._apart_names + [name]
 
     def _key(self, name):
         return f"{self.prefix or ''}{name}{self.postfix or ''}"
@@ -190,18 +200,22 @@ class MetricCollection(Syncable, torch.nn.Module):
                 flat[name] = value
         return {self._key(k): v for k, v in flat.items()}
 
+    _apart_names = []  # the metrics updated apart (see _updated_apart), in the order added
+
     def _apart(self):
-        """(name, metric) of the metrics updated apart (see _updated_apart)."""
-        return [(name, m) for name, m in self._modules.items() if _updated_apart(m)]
+        """(name, metric) of the metrics updated apart."""
+        return [(name, self._modules[name]) for name in self._apart_names]
 
     def update(self, *args, **kwargs):
         """Updates every metric with the same arguments (keywords each by the names it takes). A
         Python subclass with its own update(), forward() or compute() is updated by its update(), on
         itself; a call that raises leaves every state as it was."""
+        if not self._apart_names:
+            return self._core.update(*args, **kwargs)
         apart = [m for _, m in self._apart()]
         with _restored_on_error(apart):
             for metric in apart:
-                metric.update(*args, **_keywords_taken(metric.update, kwargs))
+                metric.update(*args, **_keywords_taken(metric, kwargs))
             self._core.update(*args, **kwargs)
 
     def compute(self):
@@ -224,7 +238,7 @@ class MetricCollection(Syncable, torch.nn.Module):
         forward()'s value."""
         apart = self._apart()
         with _restored_on_error([m for _, m in apart]):
-            own = {name: m(*args, **_keywords_taken(m.update, kwargs)) for name, m in apart}
+            own = {name: m(*args, **_keywords_taken(m, kwargs)) for name, m in apart}
             if not (all(m.dist_sync_on_step for m in self._modules.values()) and self._world_size() > 1):
                 return self._keyed(self._core.forward(*args, **kwargs), own)
             batch = self._core.clone()
@@ -337,6 +351,8 @@ class MetricCollection(Syncable, torch.nn.Module):
     def check(self):
         """Raises or warns if any metric's update() counted bad input."""
         self._core.check()
+        for _, metric in self._apart():
+            metric.check()
 
     @property
     def compute_groups(self):

@@ -317,11 +317,12 @@ class PythonMetric(Syncable):
     @contextmanager
     def _syncing_on_compute(self, syncs):
         """compute() syncs as `syncs` says inside (a subclass's compute() reaches it through super())."""
+        earlier = self._sync_on_compute_now
         self._sync_on_compute_now = syncs
         try:
             yield
         finally:
-            del self._sync_on_compute_now
+            self._sync_on_compute_now = earlier
 
     def forward(self, *args, **kwargs):
         """Accumulates the batch, as update() does, and returns the value of this batch alone (over
@@ -340,20 +341,18 @@ class PythonMetric(Syncable):
     def _forward_own(self, args, kwargs):
         """forward() of a subclass with its own update() or compute(), as TorchMetrics': both run on
         the metric itself (its attributes change as they would in update()), over a fresh state that
-        then joins the earlier one. An update() that raises leaves the state as it was."""
-        earlier = _C.Metric.clone(self)
-        _C.Metric.reset(self)
+        then joins the earlier one. A call that raises leaves the state as it was."""
+        state = _C.Metric.clone(self)
+        _C.Metric.reset(state)
+        self._swap_state(state)  # the metric counts into the fresh state, `state` keeps the earlier one
         try:
             self.update(*args, **kwargs)
-        except BaseException:
-            self._swap_state(earlier)
-            raise
-        try:
             with self._syncing_on_compute(self.dist_sync_on_step):
-                return self.compute()
+                value = self.compute()
         finally:
-            self._swap_state(earlier)  # the metric holds the earlier state again, `earlier` the batch
-            self._merge_appended(earlier)
+            self._swap_state(state)  # the earlier state is back, `state` holds the batch
+        self._merge_appended(state)
+        return value
 
     def _overrides_update_or_compute(self):
         """Whether a Python subclass defines its own update() or compute()."""
@@ -420,9 +419,9 @@ class PythonMetric(Syncable):
         return self.to(target_device(fn, self.device))
 
     def _apply_to_own_modules(self, fn):
-        """A subclass's own modules (an encoder it holds) move and cast as torch.nn.Module's do."""
-        for child in self.children():
-            child._apply(fn)
+        """A subclass's own modules, parameters and buffers (an encoder it holds) move and cast as
+        torch.nn.Module's do."""
+        torch.nn.Module._apply(self, fn)
 
     def cpu(self):
         """to("cpu")."""
@@ -454,7 +453,8 @@ class PythonMetric(Syncable):
     def __reduce__(self):
         """pickle, torch.save and copy.deepcopy rebuild the metric from its arguments and its state; its
         attributes (persistent, training, a subclass's own) come back as torch.nn.Module's do."""
-        return _rebuilt, (type(self), self._arguments, self.state_dict()), dict(self.__dict__)
+        attributes = {k: v for k, v in self.__dict__.items() if k != "_sync_on_compute_now"}
+        return _rebuilt, (type(self), self._arguments, self.state_dict()), attributes
 
     def __deepcopy__(self, memo):
         """As copy.deepcopy does with __reduce__ (the C++ base's __deepcopy__ gives a bare C++ metric)."""

@@ -18,15 +18,18 @@ struct Doubles {
 };
 
 // Scores are ratios of counts, unchanged (bit for bit) when every count is scaled by one power of
-// two. Weighted counts are scaled down only as far as keeps a sum of all of them (tp + fp + tn + fn,
-// sums over classes) finite, that is only near the float64 maximum: smaller ones, subnormal
-// counts included, stay as they are (a scale to below 2 would turn 5e-324 beside 3 into 0).
-Doubles as_double(const StatCounts& c) {
+// two. Weighted counts are scaled down only as far as keeps the scores' sums finite (of all counts,
+// each times at most `coefficient`: 1 + beta^2 for F-beta), that is only near the float64 maximum:
+// smaller ones, subnormal counts included, stay as they are (a scale to below 2 would turn 5e-324
+// beside 3 into 0).
+Doubles as_double(const StatCounts& c, double coefficient = 1.0) {
   Doubles d{c.tp.to(at::kDouble), c.fp.to(at::kDouble), c.tn.to(at::kDouble), c.fn.to(at::kDouble)};
   if (!c.tp.is_floating_point()) return d;
   const auto largest = at::stack({d.tp.amax(), d.fp.amax(), d.tn.amax(), d.fn.amax()}).amax();
-  // a sum of 4 * numel counts below 2^(floor(log2(largest)) + 1) is below 2^(that + headroom)
-  const double headroom = std::ceil(std::log2(4.0 * static_cast<double>(std::max<int64_t>(d.tp.numel(), 1))));
+  // a sum of 4 * numel counts times `coefficient`, each below 2^(floor(log2(largest)) + 1), is below
+  // 2^(that + headroom)
+  const auto terms = 4.0 * static_cast<double>(std::max<int64_t>(d.tp.numel(), 1));
+  const double headroom = std::ceil(std::log2(terms * coefficient));
   const auto excess = largest.log2().floor_().add_(1.0 + headroom - 1023.0).clamp_min_(0);
   const auto scale = at::pow(2.0, excess.neg_());  // 2^-k: exact
   for (auto* counts : {&d.tp, &d.fp, &d.tn, &d.fn}) *counts = *counts * scale;  // never in place: may be the state
@@ -101,8 +104,8 @@ at::Tensor recall(const StatCounts& counts, const ClassificationOptions& o) {
 }
 
 at::Tensor fbeta_score(const StatCounts& counts, double beta, const ClassificationOptions& o) {
-  const auto c = as_double(counts);
   const double beta2 = beta * beta;
+  const auto c = as_double(counts, 1 + beta2);
   const auto score = [&](const at::Tensor& tp, const at::Tensor& fp, const at::Tensor& fn) {
     return safe_divide((1 + beta2) * tp, (1 + beta2) * tp + beta2 * fn + fp, o.zero_division());
   };

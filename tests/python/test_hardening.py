@@ -183,3 +183,20 @@ def test_a_subnormal_weighted_count_beside_larger_ones_is_not_lost():
     precision = nm.MulticlassPrecision(6, average="none", weighted=True, zero_division=1)
     precision.update(torch.tensor(preds), torch.tensor(target), torch.tensor(weight, dtype=torch.float64))
     assert precision.compute()[3].item() == 0.0
+
+
+@pytest.mark.parametrize("average", ["binary", "micro", "macro"])
+def test_a_weighted_f_beta_with_a_large_beta_stays_finite_near_the_float64_maximum(average):
+    """F-beta sums (1 + beta^2) tp + beta^2 fn + fp: the counts are scaled for that sum too."""
+    beta, weight = 10.0, 1e306
+    if average == "binary":
+        m = nm.BinaryFBetaScore(beta=beta, weighted=True)
+        m.update(torch.tensor([1, 1, 0]), torch.tensor([1, 0, 1]), torch.tensor([weight] * 3, dtype=torch.float64))
+    else:
+        m = nm.MulticlassFBetaScore(beta=beta, num_classes=2, average=average, weighted=True)
+        m.update(torch.tensor([1, 1, 0]), torch.tensor([1, 0, 1]), torch.tensor([weight] * 3, dtype=torch.float64))
+    b2 = beta * beta
+    f = lambda tp, fp, fn: (1 + b2) * tp / ((1 + b2) * tp + b2 * fn + fp)  # counts in units of the weight
+    # class 1: tp 1, fp 1, fn 1; class 0: tp 0, fp 1, fn 1
+    expected = {"binary": f(1, 1, 1), "micro": f(1, 2, 2), "macro": (f(1, 1, 1) + f(0, 1, 1)) / 2}[average]
+    assert m.compute().item() == pytest.approx(expected, rel=1e-6)

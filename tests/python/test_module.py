@@ -527,3 +527,58 @@ def test_a_collections_forward_calls_a_subclass_forward():
     c = nm.MetricCollection({"logged": LoggedForward(), "plain": nm.SumMetric()})
     assert c(torch.tensor([2.0]))["logged"].item() == 2.0
     assert c["logged"].calls == 1 and c.compute()["logged"].item() == 2.0
+
+
+class ComputedAccuracy(nm.BinaryAccuracy):
+    """A subclass that defines compute() only."""
+
+    def compute(self):
+        return super().compute() * 1
+
+
+def test_a_subclass_forward_that_raises_leaves_the_state_as_it_was():
+    m = ComputedAccuracy()
+    m.update(torch.tensor([1, 0]), torch.tensor([1, 1]))
+    before = m.state_dict()
+    with pytest.raises(ValueError, match="BinaryAccuracy"):
+        m(torch.tensor([1, 1, 0, 1]), torch.tensor([1, 1, 0, 5]))  # a target not 0 or 1, reported by compute()
+    after = m.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before if isinstance(before[k], torch.Tensor))
+    assert m.compute().item() == 0.5
+
+
+def test_a_subclass_forward_beside_updates_from_another_thread_loses_nothing():
+    m = ComputedAccuracy()
+    preds, target = torch.randint(0, 2, (20000,)), torch.randint(0, 2, (20000,))
+    expected = (preds == target).double().mean().item()
+    workers = [threading.Thread(target=lambda: [m.update(preds, target) for _ in range(100)]),
+               threading.Thread(target=lambda: [m(preds, target) for _ in range(100)])]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert m.update_count == 200
+    assert m.compute().item() == pytest.approx(expected, rel=1e-6)
+
+
+def test_syncing_on_compute_nests_and_is_not_copied():
+    m = ComputedAccuracy()
+    with m._syncing_on_compute(True):
+        with m._syncing_on_compute(False):
+            assert m._sync_on_compute_now is False
+            assert "_sync_on_compute_now" not in m.__reduce__()[2]
+        assert m._sync_on_compute_now is True
+    assert m._sync_on_compute_now is None
+
+
+class ScaledByParameter(nm.MeanMetric):
+    def __init__(self):
+        super().__init__()
+        self.scale = torch.nn.Parameter(torch.ones(1), requires_grad=False)
+
+
+def test_a_subclass_parameters_cast_with_the_model():
+    net = torch.nn.Module()
+    net.metric = ScaledByParameter()
+    net.double()
+    assert net.metric.scale.dtype == torch.float64
