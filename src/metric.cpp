@@ -161,14 +161,25 @@ std::vector<const ValueArg*> Metric::bind(const UpdateArgs& args) const {
 
 at::Tensor Metric::compute() const {
   RECORD_USER_SCOPE(compute_scope_.c_str());
-  if (update_count() == 0) {
+  const UpdateLocks locks(*state_, *state_);
+  if (state_->update_count() == 0) {
     TORCH_WARN(name_, ".compute: called before any update; the value reflects the initial state");
   }
-  check();
+  check_locked();
   return value();
 }
 
+int64_t Metric::update_count() const {
+  const UpdateLocks locks(*state_, *state_);
+  return state_->update_count();
+}
+
 void Metric::check() const {
+  const UpdateLocks locks(*state_, *state_);
+  check_locked();
+}
+
+void Metric::check_locked() const {
   std::string message;
   if (state_->tracks_bad_input()) {
     const auto report = state_->bad_input_report();
@@ -187,7 +198,10 @@ void Metric::check() const {
   }
 }
 
-BadInputReport Metric::bad_input_report() const { return state_->bad_input_report(); }
+BadInputReport Metric::bad_input_report() const {
+  const UpdateLocks locks(*state_, *state_);
+  return state_->bad_input_report();
+}
 
 void Metric::reset() {
   const UpdateLocks locks(*state_, *state_);
@@ -197,10 +211,10 @@ void Metric::reset() {
 void Metric::merge(const Metric& other, MergeOrder order) {
   TORCH_CHECK_TYPE(typeid(*this) == typeid(other) && name_ == other.name_, name_, ".merge: cannot merge a ",
                    other.name_, " into a ", name_);
+  const UpdateLocks locks(*state_, *other.state_);
   const auto difference = first_difference(description(), other.description());
   TORCH_CHECK_VALUE(difference.empty(), name_, ".merge: the other metric has other options or state: ", difference,
                     " there; merge metrics built with the same options");
-  const UpdateLocks locks(*state_, *other.state_);
   state_->merge(*other.state_, name_, order);
 }
 
@@ -215,6 +229,7 @@ std::string Metric::description() const {
 }
 
 StateDict Metric::state_dict() const {
+  const UpdateLocks locks(*state_, *state_);
   auto dict = state_->state_dict();
   dict.emplace(kVersionKey, at::full({}, kStateFormatVersion, at::kLong));
   dict.emplace(kDescriptionKey, as_bytes(description()));
@@ -222,6 +237,7 @@ StateDict Metric::state_dict() const {
 }
 
 void Metric::load_state_dict(const StateDict& dict) {
+  const UpdateLocks locks(*state_, *state_);
   auto state = dict;
   const auto version = state.find(kVersionKey);
   if (version != state.end()) {
@@ -253,7 +269,10 @@ void Metric::load_state_dict(const StateDict& dict) {
   state_->load_state_dict(state, name_);
 }
 
-void Metric::to(at::Device device) { state_->to(device); }
+void Metric::to(at::Device device) {
+  const UpdateLocks locks(*state_, *state_);
+  state_->to(device);
+}
 
 void Metric::share_state_of(const Metric& other) {
   const auto mine = sharing_key();

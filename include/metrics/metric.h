@@ -94,7 +94,7 @@ class Metric {
   void to(at::Device device);
   at::Device device() const { return state_->device(); }
   /// Number of updates since construction or the last reset (read back from the device).
-  int64_t update_count() const { return state_->update_count(); }
+  int64_t update_count() const;
   /// The state: its entries() are the reduction seam (name, reduction, dtype of each tensor).
   const MetricState& state() const { return *state_; }
 
@@ -130,6 +130,8 @@ class Metric {
   /// Rethrows `e` unchanged if it names this metric, else with "<Name>.<call> failed" in front,
   /// keeping its type (ValueError, out of memory, ...).
   [[noreturn]] void rethrow_named(const c10::Error& e, const char* call) const;
+  // check() while the caller holds the state's lock.
+  void check_locked() const;
 
  private:
   std::string name_;

@@ -325,7 +325,7 @@ class MetricCollection(Syncable, torch.nn.Module):
         """pickle, torch.save and copy.deepcopy rebuild the collection from its metrics' classes, arguments
         and attributes, and its state: not from the metrics themselves, whose shared state a lone
         metric could not load."""
-        blueprints = {name: (type(m), m._arguments, dict(m.__dict__)) for name, m in self._modules.items()}
+        blueprints = {name: (type(m), m._arguments, m._pickled_attributes()) for name, m in self._modules.items()}
         attributes = {k: v for k, v in self.__dict__.items() if k not in ("_core", "_modules")}
         return _rebuilt, (type(self), blueprints, self.prefix, self.postfix, self._compute_groups,
                           self.state_dict()), attributes

@@ -387,15 +387,24 @@ class PythonMetric(Syncable):
         """name -> tensor: a copy of every state tensor and the metric's description; load_state_dict()
         restores it exactly. `prefix` works as in torch.nn.Module (keep_vars has no effect: the copies
         are detached). Given a `destination`, as a parent module's state_dict() gives it, the state
-        is written there only if persistent(True) was set."""
-        if destination is not None and not self._persistent:
-            return destination
+        is written there only if persistent(True) was set, after a subclass's own modules, parameters
+        and buffers (as torch.nn.Module writes them)."""
+        if destination is not None:
+            torch.nn.Module.state_dict(self, destination=destination, prefix=prefix, keep_vars=keep_vars)
+            if not self._persistent:
+                return destination
         return prefixed_state(type(self).__name__, super().state_dict(), destination, prefix)
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
                               error_msgs):
+        # a key is unexpected where neither the state nor the subclass's own parameters, buffers and
+        # modules (which torch.nn.Module loads) take it
+        not_modules, not_state = [], []
+        torch.nn.Module._load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
+                                              not_modules, error_msgs)
         parent_loads(self.load_state_dict, list(super().state_dict()), state_dict, prefix, self._persistent,
-                     missing_keys, unexpected_keys, error_msgs)
+                     missing_keys, not_state, error_msgs)
+        unexpected_keys.extend(key for key in not_state if key in not_modules)
 
     def load_state_dict(self, state_dict, strict=True, assign=False):
         """Loads a dict from state_dict(), checking every key before changing any. With strict=False,
@@ -453,8 +462,11 @@ class PythonMetric(Syncable):
     def __reduce__(self):
         """pickle, torch.save and copy.deepcopy rebuild the metric from its arguments and its state; its
         attributes (persistent, training, a subclass's own) come back as torch.nn.Module's do."""
-        attributes = {k: v for k, v in self.__dict__.items() if k != "_sync_on_compute_now"}
-        return _rebuilt, (type(self), self._arguments, self.state_dict()), attributes
+        return _rebuilt, (type(self), self._arguments, self.state_dict()), self._pickled_attributes()
+
+    def _pickled_attributes(self):
+        """The attributes a copy or pickle keeps (not the sync setting of a compute() under way)."""
+        return {k: v for k, v in self.__dict__.items() if k != "_sync_on_compute_now"}
 
     def __deepcopy__(self, memo):
         """As copy.deepcopy does with __reduce__ (the C++ base's __deepcopy__ gives a bare C++ metric)."""

@@ -567,6 +567,8 @@ def test_syncing_on_compute_nests_and_is_not_copied():
         with m._syncing_on_compute(False):
             assert m._sync_on_compute_now is False
             assert "_sync_on_compute_now" not in m.__reduce__()[2]
+            copied = copy.deepcopy(nm.MetricCollection({"m": m}))["m"]
+            assert copied._sync_on_compute_now is None
         assert m._sync_on_compute_now is True
     assert m._sync_on_compute_now is None
 
@@ -582,3 +584,27 @@ def test_a_subclass_parameters_cast_with_the_model():
     net.metric = ScaledByParameter()
     net.double()
     assert net.metric.scale.dtype == torch.float64
+
+
+@pytest.mark.parametrize("in_collection", [False, True])
+def test_a_model_state_dict_holds_a_subclass_modules_and_loads_back_strictly(in_collection):
+    """As TorchMetrics: a metric's own modules are in the model's state_dict (its state only when
+    persistent), and the model's own state_dict loads back strictly."""
+    net = torch.nn.Module()
+    metric = EncodedMean()
+    net.metric = nm.MetricCollection({"e": metric}) if in_collection else metric
+    prefix = "metric.e." if in_collection else "metric."
+    state = net.state_dict()
+    assert set(state) == {prefix + "encoder.weight", prefix + "encoder.bias"}
+    other = torch.nn.Module()
+    other_metric = EncodedMean()
+    other.metric = nm.MetricCollection({"e": other_metric}) if in_collection else other_metric
+    other.load_state_dict(state)
+    assert torch.equal(other_metric.encoder.weight, metric.encoder.weight)
+    with pytest.raises(RuntimeError, match="Unexpected key"):
+        other.load_state_dict({**state, prefix + "nonsense": torch.zeros(1)})
+    metric.persistent(True)
+    metric.update(torch.ones(2, 2))
+    other_metric.persistent(True)
+    other.load_state_dict(net.state_dict())
+    assert other_metric.update_count == 1

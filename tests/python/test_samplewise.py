@@ -387,3 +387,19 @@ def test_empty_batches_and_samples_without_positions():
     binary = make("binary", "accuracy")
     binary.update(torch.empty(2, 0), torch.empty(2, 0, dtype=torch.long))
     assert binary.compute().tolist() == [0.0, 0.0]
+
+
+@pytest.mark.filterwarnings("ignore:.*called before any update")
+def test_reading_the_state_beside_another_threads_updates_sees_whole_updates():
+    """Updates that grow the rows take the state's lock, and so do compute() and state_dict()."""
+    import threading
+    metric = make("multiclass", "accuracy", "none")
+    preds, target = torch.randint(0, C, (1, 4)), torch.randint(0, C, (1, 4))
+    writer = threading.Thread(target=lambda: [metric.update(preds, target) for _ in range(300)])
+    writer.start()
+    while writer.is_alive():
+        state = metric.state_dict()
+        assert len({state[k].shape[0] for k in ("tp", "fp", "tn", "fn")}) == 1
+        metric.compute()
+    writer.join()
+    assert metric.compute().shape[0] == 300
