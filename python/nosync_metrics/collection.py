@@ -247,6 +247,8 @@ class MetricCollection(Syncable, torch.nn.Module):
         self._core._merge_appended(batch)
         return self._keyed(self._synced_core(batch).compute(), own)
 
+    __call__ = forward
+
     def reset(self):
         """Resets every metric (a subclass's own reset() included)."""
         self._core.reset()

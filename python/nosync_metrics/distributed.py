@@ -3,8 +3,9 @@
 The C++ core packs a metric's (or a whole collection's) state into one buffer per (reduction,
 dtype); here each buffer is all-reduced with its reduction, after one small all-gather that checks
 that every rank holds the same metrics. Rows that grow with the samples (multidim_average=
-"samplewise") are gathered, padded to the longest rank's, after one all-gather of every rank's row counts. A state on a device the backend cannot serve (a CPU state
-under NCCL) travels to the current CUDA device for the collective and back, one copy per buffer.
+"samplewise") are gathered, padded to the longest rank's, after one all-gather of every rank's row
+counts. A state on a device the backend cannot serve (a CPU state under NCCL) travels to the
+current CUDA device for the collective and back, one copy per buffer.
 """
 
 import hashlib
