@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A training step's five metric updates from Python: mean loss, and multiclass accuracy,
 precision, recall and F1 (macro) on (128, 1000) logits; nosync_metrics next to the same updates
-written naively in Python (examples/python_training_loop.py), on one thread. TorchMetrics 1.6.3
+written naively in Python (examples/python_training_loop.py), on one thread. Also the same step
+through forward() (calling the metrics, as Lightning modules do), which computes the batch's values. TorchMetrics 1.6.3
 cannot be installed here; its figures, measured on this kind of machine, come from
 shared/reference/README.md.
 
@@ -44,18 +45,23 @@ class Nosync:
         self.loss.update(loss)
         self.scores.update(logits, target)
 
+    def forward(self, loss, logits, target):
+        """The Lightning idiom: calling the metrics accumulates and gives the batch's values."""
+        return self.loss(loss), self.scores(logits, target)
 
-def measure(metrics, iterations):
+
+def measure(metrics, iterations, call="update"):
     g = torch.Generator().manual_seed(0)
     logits, target, loss = torch.randn(128, 1000, generator=g), torch.randint(0, 1000, (128,), generator=g), torch.rand(())
+    step = getattr(metrics, call)
     for _ in range(10):
-        metrics.update(loss, logits, target)
+        step(loss, logits, target)
     with nm.count_syncs() as syncs:
-        metrics.update(loss, logits, target)
+        step(loss, logits, target)
     times = []
     for _ in range(iterations):
         start = time.perf_counter()
-        metrics.update(loss, logits, target)
+        step(loss, logits, target)
         times.append((time.perf_counter() - start) * 1e6)
     return {"us": statistics.median(times), "syncs": syncs.total}
 
@@ -69,6 +75,8 @@ def main():
     results = dict(TORCHMETRICS_REFERENCE)
     results["naive Python (separate states)"] = measure(naive_metrics(), max(args.iterations // 20, 3))
     results["nosync_metrics (MetricCollection)"] = measure(Nosync(), args.iterations)
+    results["nosync_metrics (MetricCollection), forward(): the batch's values too"] = measure(
+        Nosync(), max(args.iterations // 10, 3), call="forward")
     ours = results["nosync_metrics (MetricCollection)"]["us"]
     for name, r in results.items():
         print(f"{name:60s} {r['us']:10.1f} us/step  {r['syncs']} syncs  ({r['us'] / ours:.0f}x ours)")

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "update_locks.h"
+
 namespace metrics {
 namespace {
 
@@ -96,7 +98,9 @@ std::map<std::string, at::Tensor> MetricCollection::forward(const UpdateArgs& ar
   auto batch = clone();
   batch.reset();
   batch.update(args);
-  merge(batch, MergeOrder::Appended);
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    if (groups_[g].updates == Updates::Together) owner(groups_[g]).merge_batch(batch.owner(batch.groups_[g]));
+  }
   return batch.values();
 }
 
@@ -104,6 +108,7 @@ std::map<std::string, at::Tensor> MetricCollection::values() const {
   std::map<std::string, at::Tensor> values;
   for (const auto& group : groups_) {
     if (group.updates == Updates::Apart) continue;
+    const detail::UpdateLocks locks(owner(group).state(), owner(group).state());
     for (auto member : group.members) values.emplace(entries_[member].name, entries_[member].metric->value());
   }
   return values;

@@ -5,33 +5,16 @@
 #include <ATen/record_function.h>
 #include <c10/util/Exception.h>
 
-#include <mutex>
 #include <sstream>
 #include <typeinfo>
 #include <utility>
 
+#include "update_locks.h"
+
 namespace metrics {
 namespace {
 
-// The locks of two states (one where they are the same) where updates take them (lock_updates):
-// a reset, merge or swap then never runs beside an update of either.
-class UpdateLocks {
- public:
-  UpdateLocks(const MetricState& a, const MetricState& b) {
-    if (a.locks_updates()) first_ = std::unique_lock<std::mutex>(a.mutex(), std::defer_lock);
-    if (&a.mutex() != &b.mutex() && b.locks_updates()) second_ = std::unique_lock<std::mutex>(b.mutex(), std::defer_lock);
-    if (first_.mutex() && second_.mutex()) {
-      std::lock(first_, second_);
-    } else if (first_.mutex()) {
-      first_.lock();
-    } else if (second_.mutex()) {
-      second_.lock();
-    }
-  }
-
- private:
-  std::unique_lock<std::mutex> first_, second_;
-};
+using detail::UpdateLocks;
 
 std::shared_ptr<MetricState> copy_between_updates(const MetricState& state) {
   const UpdateLocks locks(state, state);
@@ -109,8 +92,7 @@ void Metric::update(const UpdateArgs& args) {
 
 void Metric::apply(c10::function_ref<void()> step) {
   const at::NoGradGuard no_grad;  // an input that requires grad must not join the state to its graph
-  std::unique_lock<std::mutex> lock;
-  if (state_->locks_updates()) lock = std::unique_lock<std::mutex>(state_->mutex());
+  const UpdateLocks locks(*state_, *state_);
 #if METRICS_CHECK_THREADS
   const ExclusiveUpdate exclusive(state_->busy(), name_);
 #endif
@@ -138,8 +120,13 @@ at::Tensor Metric::forward(const UpdateArgs& args) {
   const auto batch = clone();
   batch->reset();
   batch->update(args);
-  merge(*batch, MergeOrder::Appended);
+  merge_batch(*batch);
   return batch->value();
+}
+
+void Metric::merge_batch(const Metric& batch) {
+  const UpdateLocks locks(*state_, *batch.state_);
+  state_->merge(*batch.state_, name_, MergeOrder::Appended);
 }
 
 std::vector<const ValueArg*> Metric::bind(const UpdateArgs& args) const {

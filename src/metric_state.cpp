@@ -81,7 +81,12 @@ MetricState::MetricState(at::Device device, at::ScalarType count_dtype) {
 }
 
 MetricState::MetricState(const MetricState& other) : entries_(other.entries_), bad_input_(other.bad_input_) {
-  pack();  // new buffers: a deep copy (and no scratch)
+  // a deep copy (and no scratch): one copy per packed buffer, not one per entry
+  for (const auto& buffer : other.buffers_) buffers_.push_back(buffer.clone());
+  for (auto& entry : entries_) {
+    if (entry.reduction == Reduction::Cat) entry.tensor = entry.tensor.clone();
+  }
+  view_buffers();
   threads_->locks = other.threads_->locks;
 }
 

@@ -134,6 +134,11 @@ class Metric {
   void check_locked() const;
 
  private:
+  friend class MetricCollection;
+  // Folds `batch`, a clone() of this metric reset and updated since (forward's), in appended
+  // order: it has this metric's options and state layout, so nothing is checked.
+  void merge_batch(const Metric& batch);
+
   std::string name_;
   std::string update_scope_;
   std::string compute_scope_;
