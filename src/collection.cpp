@@ -176,6 +176,19 @@ MetricCollection MetricCollection::clone() const {
   return copy;
 }
 
+void MetricCollection::detach(const std::string& name) {
+  const auto index = static_cast<size_t>(&entry(name) - entries_.data());
+  auto group = std::find_if(groups_.begin(), groups_.end(), [&](const Group& g) {
+    return std::find(g.members.begin(), g.members.end(), index) != g.members.end();
+  });
+  if (group->members.size() == 1) return;
+  auto& metric = *entries_[index].metric;
+  metric.share_state_of(*metric.clone());  // its own copy: a clone's sharing key is its own
+  group->members.erase(std::find(group->members.begin(), group->members.end(), index));
+  if (group->owner == index) group->owner = group->members.front();  // any member runs the state's update
+  groups_.push_back({index, {index}, Updates::Together});
+}
+
 const MetricCollection::Entry& MetricCollection::entry(const std::string& name) const {
   auto it = std::find_if(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.name == name; });
   TORCH_CHECK_INDEX(it != entries_.end(), kName, ": no metric named '", name, "'");

@@ -179,6 +179,25 @@ TEST(MetricCollection, MergeCloneStateDictAndReset) {
   EXPECT_TRUE(states_equal(whole.state_dict(), four_macro_metrics(o).state_dict()));
 }
 
+TEST(MetricCollection, DetachedMetricCountsOnACopyOfItsGroupState) {
+  const auto o = Opts::multiclass(4).average(Average::None);
+  const auto confmat = std::make_shared<ConfusionMatrix>(o);
+  MetricCollection collection;
+  collection.add("confmat", confmat).add("recall", Recall(o)).add("precision", Precision(o));
+  collection.update(at::tensor({0, 1, 1, 3}, at::kLong), at::tensor({0, 1, 2, 2}, at::kLong));
+  collection.detach("confmat");  // the group's owner: recall and precision keep the matrix state
+  collection.detach("precision");
+  collection.detach("precision");  // alone already: nothing changes
+  EXPECT_EQ(collection.groups(), (std::vector<std::vector<std::string>>{{"recall"}, {"confmat"}, {"precision"}}));
+  confmat->reset();  // its own copy: recall and precision keep the first batch
+  collection.update(at::tensor({2, 2, 0, 3}, at::kLong), at::tensor({2, 3, 0, 3}, at::kLong));
+  const auto values = collection.compute();
+  const auto second_batch = at::tensor({1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 1}, at::kLong).view({4, 4});
+  EXPECT_TRUE(at::equal(values.at("confmat"), second_batch));
+  EXPECT_TRUE(tensors_close(values.at("recall"), at::tensor({1.0, 1.0, 1.0 / 3, 0.5}).to(at::kFloat)));
+  EXPECT_TRUE(tensors_close(values.at("precision"), at::tensor({1.0, 0.5, 0.5, 0.5}).to(at::kFloat)));
+}
+
 TEST(MetricCollection, ForwardReturnsBatchValues) {
   const auto o = Opts::multiclass(3).average(Average::Micro);
   MetricCollection collection;

@@ -74,6 +74,10 @@ class MetricCollection {
   void to(at::Device device);
   /// A deep copy that shares states between the same metrics as this one does.
   MetricCollection clone() const;
+  /// Gives metric `name` a copy of the state it shares with others, in a group of its own: what it
+  /// then counts, resets or loads on its own no longer reaches them, as with TorchMetrics' copied
+  /// states. The collection updates it as before. Nothing changes for a metric alone in its group.
+  void detach(const std::string& name);
 
   const Metric& at(const std::string& name) const;
   /// Names in the order added.

@@ -33,6 +33,7 @@ import copy
 import functools
 import inspect
 import warnings
+import weakref
 from contextlib import contextmanager
 
 import torch
@@ -44,17 +45,23 @@ from .metric import PythonMetric, load_state, made, parse_to, prefixed_state, st
 _WRONG_GROUP = "MetricCollection: compute_groups puts"
 
 
-def _rebuilt(cls, blueprints, prefix, postfix, compute_groups, state):
+def _rebuilt(cls, blueprints, prefix, postfix, compute_groups, state, detached=()):
     """What pickle and copy.deepcopy make a collection from (see MetricCollection.__reduce__): fresh
-    metrics from `blueprints` (they form the same groups), then the state."""
+    metrics from `blueprints` (they form the same groups, less the metrics `detached` from theirs),
+    then the state."""
     metrics = {}
     for name, (metric_class, arguments, attributes) in blueprints.items():
         metrics[name] = made(metric_class, arguments)
         metrics[name].__setstate__(attributes)
     collection = cls.__new__(cls)
+    collection._start(prefix, postfix, compute_groups)
+    for name, metric in metrics.items():  # in the original's order
+        collection._add(name, metric)
     with warnings.catch_warnings():  # a wrong list of groups was reported when the original was made
         warnings.filterwarnings("ignore", message=_WRONG_GROUP)
-        MetricCollection.__init__(collection, metrics, prefix=prefix, postfix=postfix, compute_groups=compute_groups)
+        collection._check_group_names()
+    for name in detached:
+        collection._detach(collection._modules[name])
     collection.to(state_device(state))
     collection.load_state_dict(state)
     return collection
@@ -98,13 +105,17 @@ class MetricCollection(Syncable, torch.nn.Module):
     """Named metrics updated and computed together (TorchMetrics' MetricCollection)."""
 
     def __init__(self, metrics, *additional_metrics, prefix=None, postfix=None, compute_groups=True):
+        self._start(prefix, postfix, compute_groups)
+        self._add_metrics(metrics, *additional_metrics)
+        self._check_group_names()
+
+    def _start(self, prefix, postfix, compute_groups):
+        """An empty collection."""
         super().__init__()
         self.prefix = self._check_affix(prefix, "prefix")
         self.postfix = self._check_affix(postfix, "postfix")
         self._compute_groups = self._check_compute_groups(compute_groups)
         self._core = _C.MetricCollectionCore(bool(self._compute_groups))
-        self._add_metrics(metrics, *additional_metrics)
-        self._check_group_names()
 
     @staticmethod
     def _check_affix(value, name):
@@ -132,7 +143,8 @@ class MetricCollection(Syncable, torch.nn.Module):
         if isinstance(metrics, dict):
             if additional_metrics:
                 raise ValueError("MetricCollection: give further metrics inside the dict, not after it")
-            named = list(metrics.items())
+            # in the order of their names, as TorchMetrics adds them
+            named = sorted(metrics.items(), key=lambda item: (not isinstance(item[0], str), str(item[0])))
         else:
             items = list(metrics) if isinstance(metrics, (list, tuple)) else [metrics]
             named = [(type(m).__name__, m) for m in items + list(additional_metrics)]
@@ -171,6 +183,18 @@ class MetricCollection(Syncable, torch.nn.Module):
         self._modules[name] = metric
         if apart:
             self._apart_names = self._apart_names + [name]
+        else:
+            metric._collections = metric._collections + (weakref.ref(self),)
+
+    _detached_names = []  # the metrics that took a copy of their group's state (see _detach)
+
+    def _detach(self, metric):
+        """Gives `metric`, about to count, reset or load on its own, a copy of the state it shares with
+        others of its compute group, in a group of its own (see PythonMetric._alone)."""
+        for name, member in self._modules.items():
+            if member is metric and any(name in group and len(group) > 1 for group in self._core.groups()):
+                self._core._detach(name)
+                self._detached_names = self._detached_names + [name]
 
     def _key(self, name):
         return f"{self.prefix or ''}{name}{self.postfix or ''}"
@@ -254,7 +278,11 @@ class MetricCollection(Syncable, torch.nn.Module):
         self._core.reset()
         for metric in self._modules.values():
             if type(metric).reset is not PythonMetric.reset:
-                metric.reset()
+                metric._reset_by_collection = True
+                try:
+                    metric.reset()
+                finally:
+                    del metric._reset_by_collection
 
     def to(self, *args, **kwargs):
         """Moves every metric's state to a device, given as torch.nn.Module.to takes it; returns the collection."""
@@ -330,7 +358,7 @@ class MetricCollection(Syncable, torch.nn.Module):
         blueprints = {name: (type(m), m._arguments, m._pickled_attributes()) for name, m in self._modules.items()}
         attributes = {k: v for k, v in self.__dict__.items() if k not in ("_core", "_modules")}
         return _rebuilt, (type(self), blueprints, self.prefix, self.postfix, self._compute_groups,
-                          self.state_dict()), attributes
+                          self.state_dict(), self._detached_names), attributes
 
     def _core_for_sync(self):
         return self._core
@@ -359,7 +387,10 @@ class MetricCollection(Syncable, torch.nn.Module):
     @property
     def compute_groups(self):
         """{group: [names]}: the metrics that share a state, as TorchMetrics reports them. These are the
-        states actually shared, worked out from the options, also when a list of groups was given."""
+        states actually shared, worked out from the options, also when a list of groups was given;
+        none with compute_groups=False."""
+        if not self._compute_groups:
+            return {}
         return dict(enumerate(list(g) for g in self._core.groups()))
 
     def _renamed(self):
@@ -371,7 +402,7 @@ class MetricCollection(Syncable, torch.nn.Module):
 
     def items(self, keep_base=False, copy_state=True):
         """(key, metric) pairs, as keys() names them. copy_state has no effect: metrics that share a
-        state always read it in place."""
+        state read it in place, and one that counts, resets or loads on its own takes a copy first."""
         return self._modules.items() if keep_base else self._renamed().items()
 
     def values(self, copy_state=True):

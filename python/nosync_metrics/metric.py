@@ -246,6 +246,20 @@ class PythonMetric(Syncable):
             raise RuntimeError(f"{type(self).__name__}: Can't change const `{name}`.")
         super().__setattr__(name, value)
 
+    _collections = ()  # weak references to the collections in whose compute groups it may share a state
+
+    def _alone(self):
+        """Before the metric counts, resets or loads on its own (not through its collection): where it
+        shares a state with other metrics of a collection, it takes a copy first, so that theirs stays
+        as it was (TorchMetrics' collection hands out metrics with copies of the group's state)."""
+        if not self._collections:
+            return
+        for ref in self._collections:
+            collection = ref()
+            if collection is not None:
+                collection._detach(self)
+        self._collections = ()
+
     def _core_for_sync(self):
         return self
 
@@ -328,6 +342,7 @@ class PythonMetric(Syncable):
         """Accumulates the batch, as update() does, and returns the value of this batch alone (over
         every rank with ``dist_sync_on_step=True``). A subclass's own update() and compute() are
         what it runs, as in TorchMetrics."""
+        self._alone()
         if self._overrides_update_or_compute():
             return self._forward_own(args, kwargs)
         if not (self.dist_sync_on_step and self._world_size() > 1):
@@ -365,7 +380,11 @@ class PythonMetric(Syncable):
 
     def reset(self):
         """Restores the state the metric was made with."""
+        if not self._reset_by_collection:
+            self._alone()
         super().reset()
+
+    _reset_by_collection = False  # set while its collection's reset() calls a subclass's own reset()
 
     def merge_state(self, incoming_state):
         """Folds in `incoming_state`: a metric of the same class and options, a state dict from
@@ -376,6 +395,7 @@ class PythonMetric(Syncable):
             if not isinstance(item, (_C.Metric, dict)):
                 raise ValueError(f"{type(self).__name__}.merge_state: incoming_state must be a metric, a state dict "
                                  f"or a list of them, got {type(item)}")
+        self._alone()
         super().merge_state(items if several else items[0])
 
     def persistent(self, mode=False):
@@ -402,7 +422,7 @@ class PythonMetric(Syncable):
         not_modules, not_state = [], []
         torch.nn.Module._load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
                                               not_modules, error_msgs)
-        parent_loads(self.load_state_dict, list(super().state_dict()), state_dict, prefix, self._persistent,
+        parent_loads(self._load_state, list(super().state_dict()), state_dict, prefix, self._persistent,
                      missing_keys, not_state, error_msgs)
         unexpected_keys.extend(key for key in not_state if key in not_modules)
 
@@ -410,6 +430,11 @@ class PythonMetric(Syncable):
         """Loads a dict from state_dict(), checking every key before changing any. With strict=False,
         unknown keys are ignored and missing keys keep their current values. Returns
         (missing_keys, unexpected_keys), as torch.nn.Module does."""
+        self._alone()
+        return self._load_state(state_dict, strict, assign)
+
+    def _load_state(self, state_dict, strict=True, assign=False):
+        """load_state_dict(), as a parent module's load reaches it (its collection keeps it in its group)."""
         return load_state(type(self).__name__, super().load_state_dict, super().state_dict, state_dict, strict, assign)
 
     def to(self, *args, **kwargs):
@@ -465,8 +490,9 @@ class PythonMetric(Syncable):
         return _rebuilt, (type(self), self._arguments, self.state_dict()), self._pickled_attributes()
 
     def _pickled_attributes(self):
-        """The attributes a copy or pickle keeps (not the sync setting of a compute() under way)."""
-        return {k: v for k, v in self.__dict__.items() if k != "_sync_on_compute_now"}
+        """The attributes a copy or pickle keeps (not the sync setting of a compute() under way, nor
+        the collections it is in)."""
+        return {k: v for k, v in self.__dict__.items() if k not in ("_sync_on_compute_now", "_collections")}
 
     def __deepcopy__(self, memo):
         """As copy.deepcopy does with __reduce__ (the C++ base's __deepcopy__ gives a bare C++ metric)."""
@@ -498,6 +524,7 @@ def _update_method(base, parameters, doc):
     cpp_update = base.update
 
     def update(self, *args, **kwargs):
+        self._alone()
         cpp_update(self, *args, **kwargs)
 
     update.__signature__ = inspect.Signature([arg("self")] + list(parameters))

@@ -153,7 +153,7 @@ def test_is_a_module_registered_as_a_submodule_and_in_module_containers(name):
 
 def test_collection_members_are_its_child_modules():
     collection = _collection()
-    assert [n for n, _ in collection.named_children()] == ["loss", "acc", "prec", "cm"]
+    assert [n for n, _ in collection.named_children()] == ["acc", "cm", "loss", "prec"]  # a dict in name order
     assert collection.acc is collection["val_acc"]  # a child module is an attribute, as in nn.ModuleDict
 
 
