@@ -37,7 +37,8 @@ capture and torch.compile need to replay an update correctly.
                                          # op, an error or an update that is not replay-invariant
 
 The budget (launching ops per update: 10 for an aggregator, 12 for a collection) is reported, not
-checked. TorchMetrics 1.6 figures were counted the same way, on meta, and are quoted from issue 11.
+checked. A few forward() rows (calling the metric, as Lightning modules do: it accumulates and
+computes the batch's values) have no budget; they are counted to watch them. TorchMetrics 1.6 figures were counted the same way, on meta, and are quoted from issue 11.
 """
 
 import argparse
@@ -242,8 +243,9 @@ class Config:
     name: str
     make: Callable  # () -> a metric or a MetricCollection, on the CPU
     inputs: Callable  # () -> the update's arguments, meta tensors
-    budget: int
+    budget: Optional[int]  # None: no budget (forward)
     grows: bool = False  # the state gains rows each update (samplewise): the joins see longer rows
+    call: str = "update"  # or "forward": accumulates and computes the batch's value
 
     @property
     def reference(self) -> Optional[str]:
@@ -318,11 +320,23 @@ def collection_configs(nm):
             [Config(name, make, inputs, COLLECTION_BUDGET, grows=True) for name, make, inputs in growing])
 
 
+def forward_configs(nm):
+    """forward() (the Lightning idiom: calling the metric), which also computes the batch's values:
+    no budget, counted to watch it."""
+    rows = [("MeanMetric warn, value (4096,), forward()", nm.MeanMetric, lambda: (meta(4096),)),
+            ("MaxMetric warn, value (4096,), forward()", nm.MaxMetric, lambda: (meta(4096),)),
+            ("multiclass C=1000 macro, scores (128, 1000), forward()",
+             collection(nm, "Multiclass", num_classes=1000), scores_and_labels(1000)),
+            ("binary, scores (4096,), forward()", collection(nm, "Binary"),
+             lambda: (meta(4096), meta(4096, dtype=torch.int64)))]
+    return [Config(name, make, inputs, None, call="forward") for name, make, inputs in rows]
+
+
 def configurations():
     """Every configuration measured (the tests check each one); imports nosync_metrics."""
     import nosync_metrics as nm
 
-    return aggregator_configs(nm) + collection_configs(nm)
+    return aggregator_configs(nm) + collection_configs(nm) + forward_configs(nm)
 
 
 # ---------------------------------------------------------------- measuring
@@ -344,7 +358,7 @@ def measure(config):
         for _ in range(3):  # the first update is a warm-up: the work of a first update is not counted
             logs.append(LaunchLog())
             with logs[-1]:
-                metric.update(*inputs)
+                getattr(metric, config.call)(*inputs)
     except Exception as error:  # a sync-class op raises on meta: it is reported with the rest
         result.update(error=failure(error, logs), launching=[], syncs=[len(log.syncs) for log in logs[1:]],
                       replay_invariant=False, grows=config.grows, budget_met=False, ops=[], first_difference=None)
@@ -357,7 +371,8 @@ def measure(config):
     difference = first_difference(*signatures)
     result.update(launching=counts, syncs=[len(log.syncs) for log in counted],
                   replay_invariant=difference is None and not config.grows, grows=config.grows,
-                  budget_met=max(counts) <= config.budget, ops=counted[0].launching, first_difference=difference)
+                  budget_met=None if config.budget is None else max(counts) <= config.budget,
+                  ops=counted[0].launching, first_difference=difference)
     return result
 
 
@@ -388,11 +403,15 @@ def count_cell(counts):
     return str(counts[0]) if len(set(counts)) == 1 else " / ".join(map(str, counts))
 
 
+def budget_cell(r):
+    return "no budget" if r["budget"] is None else f"{yes_no(r['budget_met'])} (≤ {r['budget']})"
+
+
 def table_row(r):
     if r["error"]:
         return f"| {r['configuration']} | error: {r['error']} | | no | no | {r['reference'] or ''} |"
     return (f"| {r['configuration']} | {count_cell(r['launching'])} | {count_cell(r['syncs'])} | "
-            f"{'no: its state grows' if r.get('grows') else yes_no(r['replay_invariant'])} | {yes_no(r['budget_met'])} (≤ {r['budget']}) | "
+            f"{'no: its state grows' if r.get('grows') else yes_no(r['replay_invariant'])} | {budget_cell(r)} | "
             f"{r['reference'] or ''} |")
 
 

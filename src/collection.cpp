@@ -4,6 +4,7 @@
 #include <ATen/record_function.h>
 
 #include <algorithm>
+#include <mutex>
 
 #include "update_locks.h"
 
@@ -39,6 +40,7 @@ MetricCollection& MetricCollection::add(const std::string& name, std::shared_ptr
 // Puts entry `index` in the first group it can share a fresh state with (making its state the
 // group's if it serves more), else in a group of its own.
 void MetricCollection::join_group(size_t index, Updates updates) {
+  batch_.clear();
   auto& metric = *entries_[index].metric;
   const auto key = metric.sharing_key();
   const bool can_share = options_.compute_groups() && updates == Updates::Together && !key.counts.empty() &&
@@ -95,7 +97,14 @@ std::map<std::string, at::Tensor> MetricCollection::compute() const {
 }
 
 std::map<std::string, at::Tensor> MetricCollection::forward(const UpdateArgs& args) {
-  auto batch = clone();
+  const std::lock_guard<std::mutex> one_forward(batch_.mutex());
+  const auto same_devices = [&](const MetricCollection& b) {
+    for (size_t g = 0; g < groups_.size(); ++g) {
+      if (b.owner(b.groups_[g]).device() != owner(groups_[g]).device()) return false;
+    }
+    return true;
+  };
+  auto& batch = batch_.get([&] { return std::make_unique<MetricCollection>(clone()); }, same_devices);
   batch.reset();
   batch.update(args);
   for (size_t g = 0; g < groups_.size(); ++g) {
@@ -162,6 +171,7 @@ void MetricCollection::load_state_dict(const StateDict& dict) {
 
 void MetricCollection::to(at::Device device) {
   for (const auto& group : groups_) owner(group).to(device);
+  batch_.clear();
 }
 
 MetricCollection MetricCollection::clone() const {
@@ -187,6 +197,7 @@ void MetricCollection::detach(const std::string& name) {
   group->members.erase(std::find(group->members.begin(), group->members.end(), index));
   if (group->owner == index) group->owner = group->members.front();  // any member runs the state's update
   groups_.push_back({index, {index}, Updates::Together});
+  batch_.clear();
 }
 
 const MetricCollection::Entry& MetricCollection::entry(const std::string& name) const {

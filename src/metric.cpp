@@ -5,6 +5,7 @@
 #include <ATen/record_function.h>
 #include <c10/util/Exception.h>
 
+#include <mutex>
 #include <sstream>
 #include <typeinfo>
 #include <utility>
@@ -117,11 +118,12 @@ void Metric::rethrow_named(const c10::Error& e, const char* call) const {
 }
 
 at::Tensor Metric::forward(const UpdateArgs& args) {
-  const auto batch = clone();
-  batch->reset();
-  batch->update(args);
-  merge_batch(*batch);
-  return batch->value();
+  const std::lock_guard<std::mutex> one_forward(batch_.mutex());
+  auto& batch = batch_.get([&] { return clone(); }, [&](const Metric& b) { return b.device() == device(); });
+  batch.reset();
+  batch.update(args);
+  merge_batch(batch);
+  return batch.value();
 }
 
 void Metric::merge_batch(const Metric& batch) {
@@ -259,6 +261,7 @@ void Metric::load_state_dict(const StateDict& dict) {
 void Metric::to(at::Device device) {
   const UpdateLocks locks(*state_, *state_);
   state_->to(device);
+  batch_.clear();
 }
 
 void Metric::share_state_of(const Metric& other) {
@@ -268,6 +271,7 @@ void Metric::share_state_of(const Metric& other) {
                         device() == other.device(),
                     name_, ": cannot share the state of ", other.name_, ", which counts other things");
   state_ = other.state_;
+  batch_.clear();
 }
 
 void Metric::swap_state(Metric& other) {

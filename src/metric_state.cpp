@@ -37,6 +37,13 @@ void check_counts_of(const at::Tensor& host, const StateEntry& entry, const std:
   }
 }
 
+// Whether two fill values are the same number (compared as integers where both are, so that
+// large int64 fills compare exactly).
+bool same_value(const c10::Scalar& a, const c10::Scalar& b) {
+  if (a.isIntegral(false) && b.isIntegral(false)) return a.toLong() == b.toLong();
+  return a.toDouble() == b.toDouble();
+}
+
 void check_count(const at::Tensor& given, const StateEntry& entry, const std::string& metric) {
   if (given.is_meta() || given.numel() == 0) return;
   const auto host = given.to(at::kCPU).contiguous();
@@ -206,12 +213,24 @@ void MetricState::swap_tensors(MetricState& other) {
 }
 
 void MetricState::reset() {
-  for (auto& entry : entries_) {
+  // one fill per run of neighbouring entries of one buffer that start from the same value
+  const auto fills_with_first = [&](size_t first, size_t i) {
+    const auto& a = entries_[first];
+    const auto& b = entries_[i];
+    return b.reduction != Reduction::Cat && b.tensor.scalar_type() == a.tensor.scalar_type() &&
+           same_value(a.fill, b.fill);
+  };
+  for (size_t first = 0; first < entries_.size();) {
+    auto& entry = entries_[first];
     if (entry.reduction == Reduction::Cat) {
       entry.tensor = entry.tensor.narrow(0, 0, 0).clone();
-    } else {
-      entry.tensor.fill_(entry.fill);
+      ++first;
+      continue;
     }
+    auto last = first;
+    while (last + 1 < entries_.size() && fills_with_first(first, last + 1)) ++last;
+    span(first, last).fill_(entry.fill);
+    first = last + 1;
   }
 }
 

@@ -10,6 +10,7 @@
 #include <type_traits>
 #include <vector>
 
+#include <metrics/forward_batch.h>
 #include <metrics/metric.h>
 
 namespace metrics {
@@ -59,7 +60,8 @@ class MetricCollection {
   /// name -> value (of the metrics updated together); raises or warns once per distinct state that
   /// counted bad input.
   std::map<std::string, at::Tensor> compute() const;
-  /// Accumulates, and returns each metric's value on this batch alone.
+  /// Accumulates, and returns each metric's value on this batch alone (counted on a batch
+  /// collection kept from one forward to the next, see ForwardBatch).
   std::map<std::string, at::Tensor> forward(const UpdateArgs& args);
   std::map<std::string, at::Tensor> forward(const at::Tensor& preds, const at::Tensor& target,
                                             const c10::optional<at::Tensor>& weight = {});
@@ -110,6 +112,7 @@ class MetricCollection {
   MetricCollectionOptions options_;
   std::vector<Entry> entries_;
   std::vector<Group> groups_;  // distinct states, in the order first used
+  ForwardBatch<MetricCollection> batch_;
 };
 
 }  // namespace metrics

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <metrics/bad_input.h>
+#include <metrics/forward_batch.h>
 #include <metrics/metric_state.h>
 #include <metrics/update_args.h>
 
@@ -53,7 +54,8 @@ class Metric {
 
   /// Checks and counts one update given in the generic form (see update_parameters()).
   void update(const UpdateArgs& args);
-  /// Accumulates, and returns the value of this batch alone (TorchMetrics' forward).
+  /// Accumulates, and returns the value of this batch alone (TorchMetrics' forward), counted on a
+  /// batch state kept from one forward to the next (see ForwardBatch).
   at::Tensor forward(const UpdateArgs& args);
   /// The names of update()'s arguments in order, e.g. {"preds", "target", "weight"}.
   virtual const std::vector<std::string>& update_parameters() const = 0;
@@ -144,6 +146,7 @@ class Metric {
   std::string compute_scope_;
   BadInputAction action_;
   std::shared_ptr<MetricState> state_;
+  ForwardBatch<Metric> batch_;
 };
 
 /// Whether this build of the library raises on concurrent updates of one metric

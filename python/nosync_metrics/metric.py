@@ -395,6 +395,10 @@ class PythonMetric(Syncable):
             if not isinstance(item, (_C.Metric, dict)):
                 raise ValueError(f"{type(self).__name__}.merge_state: incoming_state must be a metric, a state dict "
                                  f"or a list of them, got {type(item)}")
+            if isinstance(item, _C.Metric) and not isinstance(item, type(self)):
+                # a ValueError, as TorchMetrics raises it
+                raise ValueError(f"{type(self).__name__}.merge_state: expected incoming state to be an instance of "
+                                 f"{type(self).__name__}, got {type(item).__name__}")
         self._alone()
         super().merge_state(items if several else items[0])
 

@@ -30,7 +30,9 @@ def test_aggregator_errors():
         nm.MeanMetric(nan_strategy="skip")
     with pytest.raises(TypeError, match="Mean: dtype must be float64 or float32"):
         nm.MeanMetric(dtype=torch.float16)
-    with pytest.raises(TypeError, match="cannot merge a Sum into a Mean"):
+    # a ValueError, as TorchMetrics raises it
+    with pytest.raises(ValueError, match="MeanMetric.merge_state: expected incoming state to be an instance of "
+                                         "MeanMetric, got SumMetric"):
         m.merge_state(nm.SumMetric())
     assert _same_state(m.state_dict(), before)
 

@@ -108,14 +108,16 @@ def _updated(name, stream):
 
 
 def _assert_value(name, metric, stream):
-    computed = metric.compute()
-    expected = CASES[name][2](stream)
+    _assert_close(metric.compute(), CASES[name][2](stream))
+
+
+def _assert_close(computed, expected):
     if isinstance(expected, dict):
         assert computed.keys() == expected.keys()
         for key, value in expected.items():
-            np.testing.assert_allclose(computed[key].numpy(), value, rtol=1e-6)
+            _assert_close(computed[key], value)
     else:
-        np.testing.assert_allclose(computed.numpy(), expected, rtol=1e-6)
+        np.testing.assert_allclose(computed.numpy(), np.asarray(expected), rtol=1e-6)
 
 
 def _update_counts(metric):
@@ -608,3 +610,21 @@ def test_a_model_state_dict_holds_a_subclass_modules_and_loads_back_strictly(in_
     other_metric.persistent(True)
     other.load_state_dict(net.state_dict())
     assert other_metric.update_count == 1
+
+
+def test_forward_values_are_their_batches_and_stay_so_after_later_forwards(name):
+    # forward counts on a batch state kept from call to call: no value it returned is a view of it
+    make, arguments, _ = CASES[name]
+    stream = _stream(7)
+    metric = make()
+    returned = [metric(**arguments(batch)) for batch in stream]
+    for batch, value in zip(stream, returned):
+        alone = make()
+        alone.update(**arguments(batch))
+        _assert_close(value, {k: v.numpy() for k, v in alone.compute().items()} if isinstance(value, dict)
+                      else alone.compute().numpy())
+    _assert_value(name, metric, stream)
+    metric.to("meta")  # the kept batch state moves with it
+    value = metric(**{k: v.to("meta") for k, v in arguments(stream[0]).items()})
+    assert _devices(metric) == {"meta"}
+    assert {str(v.device) for v in (value.values() if isinstance(value, dict) else [value])} == {"meta"}

@@ -301,6 +301,9 @@ ERRORS = [
     (lambda: _accuracy().merge_state("x"), ValueError,
      "MulticlassAccuracy.merge_state: incoming_state must be a metric, a state dict or a list of them, got <class"),
     (lambda: _accuracy().merge_state([_accuracy(), 3]), ValueError, "MulticlassAccuracy.merge_state: incoming_state"),
+    (lambda: _accuracy().merge_state(nm.MulticlassRecall(num_classes=3)), ValueError,
+     "MulticlassAccuracy.merge_state: expected incoming state to be an instance of MulticlassAccuracy, got "
+     "MulticlassRecall"),
     (lambda: _accuracy().load_state_dict([("tp", T(1))]), TypeError,
      "MulticlassAccuracy.load_state_dict: expected state_dict to be dict-like"),
     (lambda: _accuracy().load_state_dict({}, strict="no"), ValueError,
