@@ -138,16 +138,21 @@ class MetricCollection(torch.nn.Module):
 
     def __init__(
         self,
-        metrics: Union[Metric, Sequence[Metric], Dict[str, Metric]],
-        *additional_metrics: Metric,
+        metrics: Union[Metric, MetricCollection, Sequence[Union[Metric, MetricCollection]],
+                       Dict[str, Union[Metric, MetricCollection]]],
+        *additional_metrics: Union[Metric, MetricCollection],
         prefix: Optional[str] = None,
         postfix: Optional[str] = None,
         compute_groups: Union[bool, List[List[str]]] = True,
     ) -> None: ...
     def add_metrics(
-        self, metrics: Union[Metric, Sequence[Metric], Dict[str, Metric]], *additional_metrics: Metric
+        self,
+        metrics: Union[Metric, MetricCollection, Sequence[Union[Metric, MetricCollection]],
+                       Dict[str, Union[Metric, MetricCollection]]],
+        *additional_metrics: Union[Metric, MetricCollection],
     ) -> None:
-        """Adds metrics: a dict (names from its keys), or metrics (named after their class)."""
+        """Adds metrics: a dict (names from its keys), or metrics (named after their class); a nested
+        collection's metrics join under their keys in it."""
     def update(self, *args: Any, **kwargs: Any) -> None:
         """Updates every metric with the same arguments (keywords each by the names it takes)."""
     def compute(self) -> Dict[str, Tensor]:

@@ -135,21 +135,39 @@ class MetricCollection(Syncable, torch.nn.Module):
         return [list(group) for group in compute_groups]
 
     def add_metrics(self, metrics, *additional_metrics):
-        """Adds metrics: a dict (names from its keys), or metrics (named after their class)."""
+        """Adds metrics: a dict (names from its keys), or metrics (named after their class); a nested
+        collection's metrics join under their keys in it."""
         self._add_metrics(metrics, *additional_metrics)
         self._check_group_names()
 
     def _add_metrics(self, metrics, *additional_metrics):
+        """A nested collection's metrics join this one, as TorchMetrics flattens it: under their keys
+        in it (prefix and postfix included), after the dict key and "_" in a dict."""
+        named = []
         if isinstance(metrics, dict):
             if additional_metrics:
                 raise ValueError("MetricCollection: give further metrics inside the dict, not after it")
             # in the order of their names, as TorchMetrics adds them
-            named = sorted(metrics.items(), key=lambda item: (not isinstance(item[0], str), str(item[0])))
+            for name, metric in sorted(metrics.items(), key=lambda item: (not isinstance(item[0], str), str(item[0]))):
+                if isinstance(metric, MetricCollection):
+                    named += [(f"{name}_{key}", member) for key, member in self._handed_over(metric)]
+                else:
+                    named.append((name, metric))
         else:
-            items = list(metrics) if isinstance(metrics, (list, tuple)) else [metrics]
-            named = [(type(m).__name__, m) for m in items + list(additional_metrics)]
+            for metric in (list(metrics) if isinstance(metrics, (list, tuple)) else [metrics]) + list(additional_metrics):
+                named += self._handed_over(metric) if isinstance(metric, MetricCollection) else [(type(metric).__name__,
+                                                                                                   metric)]
         for name, metric in named:
             self._add(name, metric)
+
+    @staticmethod
+    def _handed_over(collection):
+        """(key, metric) of a nested collection's metrics, each first given a state of its own there:
+        they share states anew in the collection they join, and the nested one stays right."""
+        pairs = list(collection.items())
+        for _, metric in pairs:
+            collection._detach(metric)
+        return pairs
 
     def _check_group_names(self):
         """As TorchMetrics checks a list of groups, every time metrics are added: each name must be a

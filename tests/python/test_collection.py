@@ -310,3 +310,25 @@ def test_a_member_that_loads_or_merges_alone_takes_a_copy_and_a_parent_load_keep
     model.load_state_dict(saved)
     assert model.metrics.compute_groups == {0: ["acc", "prec", "rec"]}
     assert all(torch.equal(v, before[k]) for k, v in model.metrics.compute().items())
+
+
+def test_a_nested_collection_is_flattened_as_in_torchmetrics():
+    batches = _batches()
+    inner = nm.MetricCollection([nm.MulticlassAccuracy(num_classes=6), nm.MulticlassPrecision(num_classes=6)],
+                                prefix="in_")
+    outer = nm.MetricCollection([inner, nm.MulticlassRecall(num_classes=6)], prefix="out/", compute_groups=False)
+    assert list(outer.keys()) == ["out/in_MulticlassAccuracy", "out/in_MulticlassPrecision", "out/MulticlassRecall"]
+    by_key = nm.MetricCollection({"val": nm.MetricCollection([nm.MulticlassAccuracy(num_classes=6)], postfix="_x"),
+                                  "loss": nm.MeanMetric()})
+    assert list(by_key.keys()) == ["loss", "val_MulticlassAccuracy_x"]
+    separate = {"out/in_MulticlassAccuracy": nm.MulticlassAccuracy(num_classes=6),
+                "out/in_MulticlassPrecision": nm.MulticlassPrecision(num_classes=6),
+                "out/MulticlassRecall": nm.MulticlassRecall(num_classes=6)}
+    for preds, target in batches:
+        outer.update(preds, target)  # each metric once: the states the nested collection shared are apart
+        for metric in separate.values():
+            metric.update(preds, target)
+    for key, value in outer.compute().items():
+        assert torch.equal(value, separate[key].compute()), key
+    with pytest.raises(ValueError, match="not a nosync_metrics metric"):
+        nm.MetricCollection([inner, "x"])
