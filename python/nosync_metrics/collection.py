@@ -447,5 +447,7 @@ class MetricCollection(Syncable, torch.nn.Module):
         return len(self._modules)
 
     def __repr__(self):
-        inner = ",\n".join(f"  {name}: {metric!r}" for name, metric in self._modules.items())
-        return f"MetricCollection(\n{inner}\n)"
+        """As TorchMetrics writes it: the child modules as torch.nn.Module lists them, then prefix and postfix."""
+        lines = [f"  ({name}): {metric!r}" for name, metric in self._modules.items()]
+        affixes = [f"  {name}={value}" for name, value in (("prefix", self.prefix), ("postfix", self.postfix)) if value]
+        return "MetricCollection(\n" + ",\n".join(["\n".join(lines)] + affixes) + "\n)"

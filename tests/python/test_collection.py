@@ -332,3 +332,11 @@ def test_a_nested_collection_is_flattened_as_in_torchmetrics():
         assert torch.equal(value, separate[key].compute()), key
     with pytest.raises(ValueError, match="not a nosync_metrics metric"):
         nm.MetricCollection([inner, "x"])
+
+
+def test_repr_is_torchmetrics():
+    collection = nm.MetricCollection({"acc": nm.MulticlassAccuracy(num_classes=3),
+                                      "p": nm.MulticlassPrecision(num_classes=3)}, prefix="a_", postfix="_b")
+    assert repr(collection) == ("MetricCollection(\n  (acc): MulticlassAccuracy(num_classes=3)\n"
+                                "  (p): MulticlassPrecision(num_classes=3),\n  prefix=a_,\n  postfix=_b\n)")
+    assert repr(nm.MetricCollection([nm.MeanMetric()])) == "MetricCollection(\n  (MeanMetric): MeanMetric()\n)"
