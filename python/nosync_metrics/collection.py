@@ -150,15 +150,19 @@ class MetricCollection(Syncable, torch.nn.Module):
             # in the order of their names, as TorchMetrics adds them
             for name, metric in sorted(metrics.items(), key=lambda item: (not isinstance(item[0], str), str(item[0]))):
                 if isinstance(metric, MetricCollection):
-                    named += [(f"{name}_{key}", member) for key, member in self._handed_over(metric)]
+                    named += [(f"{name}_{key}", member, metric) for key, member in self._handed_over(metric)]
                 else:
-                    named.append((name, metric))
+                    named.append((name, metric, None))
         else:
             for metric in (list(metrics) if isinstance(metrics, (list, tuple)) else [metrics]) + list(additional_metrics):
-                named += self._handed_over(metric) if isinstance(metric, MetricCollection) else [(type(metric).__name__,
-                                                                                                   metric)]
-        for name, metric in named:
+                if isinstance(metric, MetricCollection):
+                    named += [(key, member, metric) for key, member in self._handed_over(metric)]
+                else:
+                    named.append((type(metric).__name__, metric, None))
+        for name, metric, nested in named:
             self._add(name, metric)
+            if nested is not None:
+                self._nested_affixes = {**self._nested_affixes, name: (nested.prefix, nested.postfix)}
 
     @staticmethod
     def _handed_over(collection):
@@ -236,11 +240,16 @@ class MetricCollection(Syncable, torch.nn.Module):
         collide = len(spread) != len(set(spread))
         flat = {}
         for name, value in values.items():
-            if isinstance(value, dict):
-                flat.update({f"{name}_{k}" if collide else k: v for k, v in value.items()})
-            else:
+            if not isinstance(value, dict):
                 flat[name] = value
+                continue
+            # a metric from a nested collection keeps that collection's prefix and postfix around its keys
+            prefix, postfix = self._nested_affixes.get(name, (None, None))
+            base = name.replace(prefix or "", "").replace(postfix or "", "")
+            flat.update({f"{prefix or ''}{f'{base}_{k}' if collide else k}{postfix or ''}": v for k, v in value.items()})
         return {self._key(k): v for k, v in flat.items()}
+
+    _nested_affixes = {}  # name -> (prefix, postfix) of the nested collection a metric came from
 
     _apart_names = []  # the metrics updated apart (see _updated_apart), in the order added
 

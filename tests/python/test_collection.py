@@ -340,3 +340,23 @@ def test_repr_is_torchmetrics():
     assert repr(collection) == ("MetricCollection(\n  (acc): MulticlassAccuracy(num_classes=3)\n"
                                 "  (p): MulticlassPrecision(num_classes=3),\n  prefix=a_,\n  postfix=_b\n)")
     assert repr(nm.MetricCollection([nm.MeanMetric()])) == "MetricCollection(\n  (MeanMetric): MeanMetric()\n)"
+
+
+class _TwoOutputs(nm.SumMetric):
+    def compute(self):
+        value = super().compute()
+        return {"output1": value, "output2": 2 * value}
+
+
+@pytest.mark.parametrize("base, expected", [
+    (_TwoOutputs, {"prefix2_prefix1_output1_postfix1_postfix2": 3.0, "prefix2_prefix1_output2_postfix1_postfix2": 6.0}),
+    (lambda: {"metric1": _TwoOutputs(), "metric2": _TwoOutputs()},
+     {"prefix2_prefix1_metric1_output1_postfix1_postfix2": 3.0, "prefix2_prefix1_metric1_output2_postfix1_postfix2": 6.0,
+      "prefix2_prefix1_metric2_output1_postfix1_postfix2": 3.0, "prefix2_prefix1_metric2_output2_postfix1_postfix2": 6.0}),
+])
+def test_dict_values_from_a_nested_collection_keep_its_prefix_and_postfix(base, expected):
+    # TorchMetrics' test_double_nested_collections, with values
+    inner = nm.MetricCollection(base(), prefix="prefix1_", postfix="_postfix1")
+    outer = nm.MetricCollection([inner], prefix="prefix2_", postfix="_postfix2")
+    for values in (outer(torch.tensor(3.0)), outer.compute(), pickle.loads(pickle.dumps(outer)).compute()):
+        assert {k: v.item() for k, v in values.items()} == expected
