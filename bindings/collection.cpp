@@ -62,6 +62,7 @@ void init_collection(py::module_& m) {
       .def("load_state_dict",
            [](MetricCollection& self, const py::dict& dict) { self.load_state_dict(state_from_python(dict, kName)); })
       .def("_detach", &MetricCollection::detach)
+      .def("_regroup", &MetricCollection::regroup)
       .def("names", &MetricCollection::names)
       .def("groups", &MetricCollection::groups);
 }

@@ -24,11 +24,23 @@ UpdateArgs classification_args(const at::Tensor& preds, const at::Tensor& target
 // fresh, so that meta collections group as real ones do.
 bool never_updated(const Metric& metric) { return metric.device().is_meta() || metric.update_count() == 0; }
 
+// Whether two states have the same entries (names, dtypes) on the same device.
+bool same_layout(const MetricState& a, const MetricState& b) {
+  if (a.device() != b.device() || a.entries().size() != b.entries().size()) return false;
+  for (size_t i = 0; i < a.entries().size(); ++i) {
+    const auto& x = a.entries()[i];
+    const auto& y = b.entries()[i];
+    if (x.name != y.name || x.tensor.scalar_type() != y.tensor.scalar_type()) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 MetricCollection::MetricCollection(MetricCollectionOptions options) : options_(options) {}
 
 MetricCollection& MetricCollection::add(const std::string& name, std::shared_ptr<Metric> metric, Updates updates) {
+  const auto taking_turns = lock();
   TORCH_CHECK_VALUE(metric != nullptr, kName, ".add: metric '", name, "' is null");
   TORCH_CHECK_VALUE(std::none_of(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.name == name; }),
                     kName, ".add: a metric named '", name, "' is already in the collection");
@@ -51,20 +63,25 @@ void MetricCollection::join_group(size_t index, Updates updates) {
     auto& current = owner(group);
     const auto theirs = current.sharing_key();
     if (theirs.counts != key.counts || current.device() != metric.device() || !never_updated(current)) continue;
-    if (key.level > theirs.level) {
-      for (auto member : group.members) entries_[member].metric->share_state_of(metric);
-      group.owner = index;
-    } else {
-      metric.share_state_of(current);
-    }
-    group.members.push_back(index);
-    return;
+    return share_group_with(group, index);
   }
   groups_.push_back({index, {index}, updates});
 }
 
+void MetricCollection::share_group_with(Group& group, size_t index) {
+  auto& metric = *entries_[index].metric;
+  if (metric.sharing_key().level > owner(group).sharing_key().level) {
+    for (auto member : group.members) entries_[member].metric->share_state_of(metric);
+    group.owner = index;
+  } else {
+    metric.share_state_of(owner(group));
+  }
+  group.members.push_back(index);
+}
+
 void MetricCollection::update(const UpdateArgs& args) {
   RECORD_USER_SCOPE("metrics::MetricCollection::update");
+  const auto taking_turns = lock();
   auto shared = args;
   shared.skip_unknown_keywords = true;
   std::vector<std::pair<Metric*, UpdateStep>> steps;
@@ -81,6 +98,7 @@ void MetricCollection::update(const at::Tensor& preds, const at::Tensor& target,
 }
 
 void MetricCollection::check() const {
+  const auto taking_turns = lock();
   for (const auto& group : groups_) {
     if (group.updates == Updates::Together) entries_[group.members.front()].metric->check();
   }
@@ -88,6 +106,7 @@ void MetricCollection::check() const {
 
 std::map<std::string, at::Tensor> MetricCollection::compute() const {
   RECORD_USER_SCOPE("metrics::MetricCollection::compute");
+  const auto taking_turns = lock();
   const auto fresh = [&](const Group& g) { return g.updates == Updates::Together && owner(g).update_count() == 0; };
   if (std::any_of(groups_.begin(), groups_.end(), fresh)) {
     TORCH_WARN(kName, ".compute: called before any update; values reflect the initial state");
@@ -97,14 +116,16 @@ std::map<std::string, at::Tensor> MetricCollection::compute() const {
 }
 
 std::map<std::string, at::Tensor> MetricCollection::forward(const UpdateArgs& args) {
+  const auto taking_turns = lock();
   const std::lock_guard<std::mutex> one_forward(batch_.mutex());
-  const auto same_devices = [&](const MetricCollection& b) {
+  // a member's state may have moved or changed layout through another collection it is in
+  const auto same_states = [&](const MetricCollection& b) {
     for (size_t g = 0; g < groups_.size(); ++g) {
-      if (b.owner(b.groups_[g]).device() != owner(groups_[g]).device()) return false;
+      if (!same_layout(b.owner(b.groups_[g]).state(), owner(groups_[g]).state())) return false;
     }
     return true;
   };
-  auto& batch = batch_.get([&] { return std::make_unique<MetricCollection>(clone()); }, same_devices);
+  auto& batch = batch_.get([&] { return std::make_unique<MetricCollection>(clone()); }, same_states);
   batch.reset();
   batch.update(args);
   for (size_t g = 0; g < groups_.size(); ++g) {
@@ -129,10 +150,12 @@ std::map<std::string, at::Tensor> MetricCollection::forward(const at::Tensor& pr
 }
 
 void MetricCollection::reset() {
+  const auto taking_turns = lock();
   for (const auto& group : groups_) owner(group).reset();
 }
 
 void MetricCollection::merge(const MetricCollection& other, MergeOrder order) {
+  const std::scoped_lock taking_turns(*mutex_, *other.mutex_);
   TORCH_CHECK_VALUE(names() == other.names() && groups() == other.groups(), kName,
                     ".merge: the other collection has different metrics or groups");
   for (size_t i = 0; i < entries_.size(); ++i) {
@@ -148,6 +171,7 @@ void MetricCollection::merge(const MetricCollection& other, MergeOrder order) {
 }
 
 StateDict MetricCollection::state_dict() const {
+  const auto taking_turns = lock();
   StateDict dict;
   for (const auto& e : entries_) {
     for (auto& [key, tensor] : e.metric->state_dict()) dict.emplace(e.name + "." + key, tensor);
@@ -156,6 +180,7 @@ StateDict MetricCollection::state_dict() const {
 }
 
 void MetricCollection::load_state_dict(const StateDict& dict) {
+  const auto taking_turns = lock();
   std::vector<StateDict> parts(entries_.size());
   for (const auto& [key, tensor] : dict) {
     const auto dot = key.find('.');
@@ -170,11 +195,13 @@ void MetricCollection::load_state_dict(const StateDict& dict) {
 }
 
 void MetricCollection::to(at::Device device) {
+  const auto taking_turns = lock();
   for (const auto& group : groups_) owner(group).to(device);
   batch_.clear();
 }
 
 MetricCollection MetricCollection::clone() const {
+  const auto taking_turns = lock();
   MetricCollection copy(options_);
   for (const auto& e : entries_) copy.entries_.push_back({e.name, std::shared_ptr<Metric>(e.metric->clone())});
   copy.groups_ = groups_;
@@ -187,17 +214,63 @@ MetricCollection MetricCollection::clone() const {
 }
 
 void MetricCollection::detach(const std::string& name) {
-  const auto index = static_cast<size_t>(&entry(name) - entries_.data());
-  auto group = std::find_if(groups_.begin(), groups_.end(), [&](const Group& g) {
-    return std::find(g.members.begin(), g.members.end(), index) != g.members.end();
-  });
-  if (group->members.size() == 1) return;
+  const auto taking_turns = lock();
+  const auto index = index_of(name);
+  auto& group = group_of(index);
+  if (group.members.size() == 1) return;
   auto& metric = *entries_[index].metric;
   metric.share_state_of(*metric.clone());  // its own copy: a clone's sharing key is its own
-  group->members.erase(std::find(group->members.begin(), group->members.end(), index));
-  if (group->owner == index) group->owner = group->members.front();  // any member runs the state's update
+  group.members.erase(std::find(group.members.begin(), group.members.end(), index));
+  if (group.owner == index) group.owner = group.members.front();  // any member runs the state's update
   groups_.push_back({index, {index}, Updates::Together});
   batch_.clear();
+}
+
+void MetricCollection::regroup(const std::vector<std::vector<std::string>>& groups) {
+  const auto taking_turns = lock();
+  std::vector<size_t> seen;
+  std::vector<Group> regrouped;
+  for (const auto& names : groups) {
+    TORCH_CHECK_VALUE(!names.empty(), kName, ".regroup: a group is empty");
+    const auto first = index_of(names.front());
+    const auto updates = group_of(first).updates;
+    Group group{first, {}, updates};
+    for (const auto& name : names) {
+      const auto index = index_of(name);
+      const auto& metric = *entries_[index].metric;
+      const auto& head = *entries_[first].metric;
+      TORCH_CHECK_VALUE(std::find(seen.begin(), seen.end(), index) == seen.end(), kName, ".regroup: '", name,
+                        "' is in two groups");
+      TORCH_CHECK_VALUE(index == first || (updates == Updates::Together && group_of(index).updates == updates &&
+                                           !metric.sharing_key().counts.empty() &&
+                                           metric.sharing_key().counts == head.sharing_key().counts &&
+                                           metric.device() == head.device()),
+                        kName, ".regroup: '", name, "' cannot share the state of '", names.front(), "'");
+      seen.push_back(index);
+      group.members.push_back(index);
+    }
+    regrouped.push_back(std::move(group));
+  }
+  TORCH_CHECK_VALUE(seen.size() == entries_.size(), kName, ".regroup: the groups name ", seen.size(), " of the ",
+                    entries_.size(), " metrics");
+  for (auto& entry : entries_) entry.metric->share_state_of(*entry.metric->clone());  // apart from any other
+  for (auto& group : regrouped) {
+    const auto members = group.members;
+    group.members = {group.owner};
+    for (size_t m = 1; m < members.size(); ++m) share_group_with(group, members[m]);
+  }
+  groups_ = std::move(regrouped);
+  batch_.clear();
+}
+
+size_t MetricCollection::index_of(const std::string& name) const {
+  return static_cast<size_t>(&entry(name) - entries_.data());
+}
+
+MetricCollection::Group& MetricCollection::group_of(size_t index) {
+  return *std::find_if(groups_.begin(), groups_.end(), [&](const Group& g) {
+    return std::find(g.members.begin(), g.members.end(), index) != g.members.end();
+  });
 }
 
 const MetricCollection::Entry& MetricCollection::entry(const std::string& name) const {
@@ -206,15 +279,20 @@ const MetricCollection::Entry& MetricCollection::entry(const std::string& name) 
   return *it;
 }
 
-const Metric& MetricCollection::at(const std::string& name) const { return *entry(name).metric; }
+const Metric& MetricCollection::at(const std::string& name) const {
+  const auto taking_turns = lock();
+  return *entry(name).metric;
+}
 
 std::vector<std::string> MetricCollection::names() const {
+  const auto taking_turns = lock();
   std::vector<std::string> names;
   for (const auto& e : entries_) names.push_back(e.name);
   return names;
 }
 
 std::vector<std::vector<std::string>> MetricCollection::groups() const {
+  const auto taking_turns = lock();
   std::vector<std::vector<std::string>> groups;
   for (const auto& group : groups_) {
     groups.emplace_back();
@@ -224,6 +302,7 @@ std::vector<std::vector<std::string>> MetricCollection::groups() const {
 }
 
 std::vector<StateEntry> MetricCollection::state_entries() const {
+  const auto taking_turns = lock();
   std::vector<StateEntry> entries;
   for (const auto& group : groups_) {
     const auto& prefix = entries_[group.members.front()].name;
@@ -236,6 +315,7 @@ std::vector<StateEntry> MetricCollection::state_entries() const {
 }
 
 void MetricCollection::load_state_entries(const StateDict& dict) {
+  const auto taking_turns = lock();
   std::vector<StateDict> parts(groups_.size());
   size_t used = 0;
   for (size_t g = 0; g < groups_.size(); ++g) {

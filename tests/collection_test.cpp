@@ -198,6 +198,26 @@ TEST(MetricCollection, DetachedMetricCountsOnACopyOfItsGroupState) {
   EXPECT_TRUE(tensors_close(values.at("precision"), at::tensor({1.0, 0.5, 0.5, 0.5}).to(at::kFloat)));
 }
 
+TEST(MetricCollection, RegroupMakesTheGroupsGivenAndRefusesWhatCannotShare) {
+  const auto o = Opts::multiclass(4).average(Average::None);
+  MetricCollection collection(MetricCollectionOptions().compute_groups(false));
+  collection.add("recall", Recall(o)).add("confmat", ConfusionMatrix(o)).add("other", Accuracy(Opts(o).ignore_index(0)));
+  using Groups = std::vector<std::vector<std::string>>;
+  const Groups alone{{"recall"}, {"confmat"}, {"other"}};
+  EXPECT_EQ(collection.groups(), alone);
+  for (const auto& wrong : {Groups{{"recall", "other"}, {"confmat"}}, Groups{{"recall"}, {"confmat"}},
+                            Groups{{"recall", "recall"}, {"confmat"}, {"other"}}, Groups{{}, {"recall"}}}) {
+    EXPECT_THROW(collection.regroup(wrong), c10::ValueError);
+    EXPECT_EQ(collection.groups(), alone);  // nothing changed
+  }
+  collection.regroup({{"other"}, {"recall", "confmat"}});  // the confusion matrix counts more: it serves both
+  EXPECT_EQ(collection.groups(), (Groups{{"other"}, {"recall", "confmat"}}));
+  EXPECT_EQ(layout_of(collection, "recall"), CountLayout::Matrix);
+  collection.update(at::tensor({0, 1, 1, 3}, at::kLong), at::tensor({0, 1, 2, 2}, at::kLong));
+  EXPECT_EQ(collection.at("recall").update_count(), 1);
+  EXPECT_TRUE(tensors_close(collection.compute().at("recall"), at::tensor({1.0, 1.0, 0.0, 0.0}).to(at::kFloat)));
+}
+
 TEST(MetricCollection, ForwardReturnsBatchValues) {
   const auto o = Opts::multiclass(3).average(Average::Micro);
   MetricCollection collection;

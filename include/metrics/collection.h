@@ -6,6 +6,7 @@
 
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -34,7 +35,8 @@ enum class Updates { Together, Apart };
 /// also serves the other multiclass metrics with the same counting options), so update() counts
 /// each batch once per distinct state. Metrics that already have updates keep their own state.
 /// update() checks every distinct state's arguments before counting into any: a call that throws
-/// changes nothing.
+/// changes nothing. Calls from several threads take turns (a lock of the collection's own, taken
+/// before any state's): add() and detach() never run in the middle of an update.
 class MetricCollection {
  public:
   explicit MetricCollection(MetricCollectionOptions options = {});
@@ -80,6 +82,13 @@ class MetricCollection {
   /// then counts, resets or loads on its own no longer reaches them, as with TorchMetrics' copied
   /// states. The collection updates it as before. Nothing changes for a metric alone in its group.
   void detach(const std::string& name);
+  /// Makes `groups` (every metric's name once, each group's metrics counting the same things on one
+  /// device, a metric updated apart alone) the collection's compute groups, in that order, each
+  /// sharing one state (a copy of the state of the metric that counts most): how a copy rebuilds
+  /// the groups of the collection it copies, which detach() and metrics added after updates make
+  /// differ from what add() works out. Give it metrics that share nothing yet (a collection made
+  /// with compute_groups false), and load the state after. On error nothing has changed.
+  void regroup(const std::vector<std::vector<std::string>>& groups);
 
   const Metric& at(const std::string& name) const;
   /// Names in the order added.
@@ -104,6 +113,11 @@ class MetricCollection {
     Updates updates;
   };
   void join_group(size_t index, Updates updates);
+  // Makes every member of group `g` share entry `index`'s state, which the group then uses.
+  void share_group_with(Group& group, size_t index);
+  size_t index_of(const std::string& name) const;
+  Group& group_of(size_t index);
+  std::unique_lock<std::recursive_mutex> lock() const { return std::unique_lock<std::recursive_mutex>(*mutex_); }
   /// name -> value of the metrics updated together, with no report.
   std::map<std::string, at::Tensor> values() const;
   const Entry& entry(const std::string& name) const;
@@ -113,6 +127,7 @@ class MetricCollection {
   std::vector<Entry> entries_;
   std::vector<Group> groups_;  // distinct states, in the order first used
   ForwardBatch<MetricCollection> batch_;
+  std::unique_ptr<std::recursive_mutex> mutex_ = std::make_unique<std::recursive_mutex>();
 };
 
 }  // namespace metrics

@@ -45,25 +45,32 @@ from .metric import PythonMetric, load_state, made, parse_to, prefixed_state, st
 _WRONG_GROUP = "MetricCollection: compute_groups puts"
 
 
-def _rebuilt(cls, blueprints, prefix, postfix, compute_groups, state, detached=()):
+def _rebuilt(cls, blueprints, prefix, postfix, compute_groups, state, groups=None):
     """What pickle and copy.deepcopy make a collection from (see MetricCollection.__reduce__): fresh
-    metrics from `blueprints` (they form the same groups, less the metrics `detached` from theirs),
-    then the state."""
-    metrics = {}
-    for name, (metric_class, arguments, attributes) in blueprints.items():
-        metrics[name] = made(metric_class, arguments)
-        metrics[name].__setstate__(attributes)
-    collection = cls.__new__(cls)
-    collection._start(prefix, postfix, compute_groups)
-    for name, metric in metrics.items():  # in the original's order
-        collection._add(name, metric)
+    metrics from `blueprints`, in `groups` (the original's compute groups: detaching members and
+    adding metrics after updates make them differ from what fresh metrics form), then the state."""
+    collection = _made(cls, blueprints, prefix, postfix, compute_groups, sharing=None)
+    if groups is not None and collection._core.groups() != groups:
+        # fresh metrics form other groups: made again, each with a state of its own, then grouped as given
+        collection = _made(cls, blueprints, prefix, postfix, compute_groups, sharing=False)
+        collection._core._regroup(groups)
     with warnings.catch_warnings():  # a wrong list of groups was reported when the original was made
         warnings.filterwarnings("ignore", message=_WRONG_GROUP)
         collection._check_group_names()
-    for name in detached:
-        collection._detach(collection._modules[name])
     collection.to(state_device(state))
     collection.load_state_dict(state)
+    return collection
+
+
+def _made(cls, blueprints, prefix, postfix, compute_groups, sharing):
+    """A collection of fresh metrics from `blueprints`, in their order; its C++ collection shares
+    states as compute_groups says, or as `sharing` says where it is not None."""
+    collection = cls.__new__(cls)
+    collection._start(prefix, postfix, compute_groups, sharing)
+    for name, (metric_class, arguments, attributes) in blueprints.items():
+        metric = made(metric_class, arguments)
+        metric.__setstate__(attributes)
+        collection._add(name, metric)
     return collection
 
 
@@ -109,13 +116,14 @@ class MetricCollection(Syncable, torch.nn.Module):
         self._add_metrics(metrics, *additional_metrics)
         self._check_group_names()
 
-    def _start(self, prefix, postfix, compute_groups):
-        """An empty collection."""
+    def _start(self, prefix, postfix, compute_groups, sharing=None):
+        """An empty collection (whose C++ collection shares states as compute_groups says, or as
+        `sharing` says where it is not None)."""
         super().__init__()
         self.prefix = self._check_affix(prefix, "prefix")
         self.postfix = self._check_affix(postfix, "postfix")
         self._compute_groups = self._check_compute_groups(compute_groups)
-        self._core = _C.MetricCollectionCore(bool(self._compute_groups))
+        self._core = _C.MetricCollectionCore(bool(self._compute_groups if sharing is None else sharing))
 
     @staticmethod
     def _check_affix(value, name):
@@ -208,15 +216,15 @@ class MetricCollection(Syncable, torch.nn.Module):
         else:
             metric._collections = metric._collections + (weakref.ref(self),)
 
-    _detached_names = []  # the metrics that took a copy of their group's state (see _detach)
-
     def _detach(self, metric):
         """Gives `metric`, about to count, reset or load on its own, a copy of the state it shares with
-        others of its compute group, in a group of its own (see PythonMetric._alone)."""
+        other metrics of its compute group, in a group of its own (see PythonMetric._alone)."""
         for name, member in self._modules.items():
-            if member is metric and any(name in group and len(group) > 1 for group in self._core.groups()):
+            if member is not metric:
+                continue
+            group = next(g for g in self._core.groups() if name in g)
+            if any(self._modules[other] is not metric for other in group):
                 self._core._detach(name)
-                self._detached_names = self._detached_names + [name]
 
     def _key(self, name):
         return f"{self.prefix or ''}{name}{self.postfix or ''}"
@@ -385,7 +393,7 @@ class MetricCollection(Syncable, torch.nn.Module):
         blueprints = {name: (type(m), m._arguments, m._pickled_attributes()) for name, m in self._modules.items()}
         attributes = {k: v for k, v in self.__dict__.items() if k not in ("_core", "_modules")}
         return _rebuilt, (type(self), blueprints, self.prefix, self.postfix, self._compute_groups,
-                          self.state_dict(), self._detached_names), attributes
+                          self.state_dict(), self._core.groups()), attributes
 
     def _core_for_sync(self):
         return self._core

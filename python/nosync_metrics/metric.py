@@ -254,11 +254,12 @@ class PythonMetric(Syncable):
         as it was (TorchMetrics' collection hands out metrics with copies of the group's state)."""
         if not self._collections:
             return
-        for ref in self._collections:
-            collection = ref()
+        collections = [ref() for ref in self._collections]
+        for collection in collections:
             if collection is not None:
                 collection._detach(self)
-        self._collections = ()
+        if None in collections:
+            self._collections = tuple(ref for ref, collection in zip(self._collections, collections) if collection)
 
     def _core_for_sync(self):
         return self

@@ -2,6 +2,8 @@
 
 import copy
 import pickle
+import threading
+import time
 import warnings
 
 import numpy as np
@@ -360,3 +362,77 @@ def test_dict_values_from_a_nested_collection_keep_its_prefix_and_postfix(base, 
     outer = nm.MetricCollection([inner], prefix="prefix2_", postfix="_postfix2")
     for values in (outer(torch.tensor(3.0)), outer.compute(), pickle.loads(pickle.dumps(outer)).compute()):
         assert {k: v.item() for k, v in values.items()} == expected
+
+
+def test_a_member_alone_in_its_group_still_detaches_once_a_later_metric_shares_it():
+    preds, target = _batches()[0]
+    collection = nm.MetricCollection({"a": nm.MulticlassPrecision(num_classes=6)})
+    collection["a"].reset()  # alone: nothing to detach
+    collection.add_metrics({"b": nm.MulticlassRecall(num_classes=6)})
+    assert collection.compute_groups == {0: ["a", "b"]}
+    collection["a"].update(preds, target)
+    assert collection["b"].update_count == 0
+    assert collection.compute_groups == {0: ["b"], 1: ["a"]}
+
+
+def test_forward_after_a_member_took_another_collections_layout():
+    # a metric in two collections: the second puts it in a confusion matrix's state
+    preds, target = _batches()[0]
+    precision = nm.MulticlassPrecision(num_classes=6)
+    first = nm.MetricCollection({"p": precision})
+    first(preds, target)
+    first.reset()
+    second = nm.MetricCollection({"cm": nm.MulticlassConfusionMatrix(num_classes=6), "p": precision})
+    alone = nm.MulticlassPrecision(num_classes=6)
+    alone.update(preds, target)
+    assert torch.equal(first(preds, target)["p"], alone.compute())
+    assert second.compute_groups == {0: ["cm", "p"]}
+
+
+def test_one_metric_under_two_names_counts_once_after_a_reset_of_its_own():
+    preds, target = _batches()[0]
+    metric = nm.MulticlassAccuracy(num_classes=6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        collection = nm.MetricCollection({"a": metric, "b": metric})
+    metric.reset()
+    collection.update(preds, target)
+    assert metric.update_count == 1
+
+
+@pytest.mark.parametrize("how", ["pickle", "deepcopy", "clone"])
+def test_a_copy_has_the_groups_of_the_original_whatever_made_them(how):
+    batches = _batches()
+    collection = nm.MetricCollection({"p": nm.MulticlassPrecision(num_classes=6), "r": nm.MulticlassRecall(num_classes=6)})
+    collection["p"].update(*batches[0])  # detaches p
+    collection.add_metrics({"cm": nm.MulticlassConfusionMatrix(num_classes=6)})  # joins r's fresh state
+    collection.update(*batches[1])
+    grown = nm.MetricCollection({"acc": nm.MulticlassAccuracy(num_classes=6)})
+    grown.update(*batches[1])
+    grown.add_metrics({"f1": nm.MulticlassF1Score(num_classes=6)})  # added after an update: a state of its own
+    for original in (collection, grown):
+        copied = {"pickle": lambda c: pickle.loads(pickle.dumps(c)), "deepcopy": copy.deepcopy,
+                  "clone": lambda c: c.clone()}[how](original)
+        assert copied.compute_groups == original.compute_groups
+        for key, value in original.compute().items():
+            assert torch.equal(copied.compute()[key], value), key
+        copied.update(*batches[2])
+        original.update(*batches[2])
+        for key, value in original.compute().items():
+            assert torch.equal(copied.compute()[key], value), key
+
+
+def test_a_members_own_update_beside_the_collections_update_loses_no_batch():
+    # the member's update detaches it: that must wait for an update of the collection under way
+    preds, target = torch.randn(200_000, 10), torch.randint(0, 10, (200_000,))
+    for _ in range(5):
+        collection = nm.MetricCollection({"a": nm.MulticlassAccuracy(num_classes=10, ignore_index=0),
+                                          "p": nm.MulticlassPrecision(num_classes=10),
+                                          "r": nm.MulticlassRecall(num_classes=10)})
+        together = threading.Thread(target=lambda: collection.update(preds, target))
+        alone = threading.Thread(target=lambda: (time.sleep(0.002), collection["p"].update(preds, target)))
+        together.start()
+        alone.start()
+        together.join()
+        alone.join()
+        assert {k: m.update_count for k, m in collection.items()} == {"a": 1, "p": 2, "r": 1}
