@@ -217,12 +217,27 @@ void MetricCollection::detach(const std::string& name) {
   const auto taking_turns = lock();
   const auto index = index_of(name);
   auto& group = group_of(index);
-  if (group.members.size() == 1) return;
   auto& metric = *entries_[index].metric;
-  metric.share_state_of(*metric.clone());  // its own copy: a clone's sharing key is its own
-  group.members.erase(std::find(group.members.begin(), group.members.end(), index));
-  if (group.owner == index) group.owner = group.members.front();  // any member runs the state's update
-  groups_.push_back({index, {index}, Updates::Together});
+  std::vector<size_t> leaving;  // every name of this metric object
+  for (auto member : group.members) {
+    if (entries_[member].metric.get() == &metric) leaving.push_back(member);
+  }
+  if (leaving.size() == group.members.size()) return;
+  metric.unshare_state();
+  for (auto member : leaving) group.members.erase(std::find(group.members.begin(), group.members.end(), member));
+  if (entries_[group.owner].metric.get() == &metric) {
+    // the state has the layout the metric that left needed: the group takes its new owner's own
+    // (as regroup() would make it)
+    group.owner = *std::max_element(group.members.begin(), group.members.end(), [&](size_t a, size_t b) {
+      return entries_[a].metric->sharing_key().level < entries_[b].metric->sharing_key().level;
+    });
+    auto& head = owner(group);
+    head.unshare_state();
+    for (auto member : group.members) {
+      if (entries_[member].metric.get() != &head) entries_[member].metric->share_state_of(head);
+    }
+  }
+  groups_.push_back({index, leaving, Updates::Together});
   batch_.clear();
 }
 
@@ -253,10 +268,10 @@ void MetricCollection::regroup(const std::vector<std::vector<std::string>>& grou
   }
   TORCH_CHECK_VALUE(seen.size() == entries_.size(), kName, ".regroup: the groups name ", seen.size(), " of the ",
                     entries_.size(), " metrics");
-  for (auto& entry : entries_) entry.metric->share_state_of(*entry.metric->clone());  // apart from any other
+  for (auto& entry : entries_) entry.metric->unshare_state();
   for (auto& group : regrouped) {
     const auto members = group.members;
-    group.members = {group.owner};
+    group.members.assign(1, group.owner);
     for (size_t m = 1; m < members.size(); ++m) share_group_with(group, members[m]);
   }
   groups_ = std::move(regrouped);

@@ -126,6 +126,17 @@ at::Tensor Metric::forward(const UpdateArgs& args) {
   return batch.value();
 }
 
+void Metric::unshare_state() {
+  std::shared_ptr<MetricState> own;
+  {
+    const UpdateLocks locks(*state_, *state_);
+    own = std::make_shared<MetricState>(own_state_copy());
+  }
+  own->lock_updates(state_->locks_updates());
+  state_ = std::move(own);
+  batch_.clear();
+}
+
 void Metric::merge_batch(const Metric& batch) {
   const UpdateLocks locks(*state_, *batch.state_);
   state_->merge(*batch.state_, name_, MergeOrder::Appended);

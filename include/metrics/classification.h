@@ -57,6 +57,8 @@ class ClassificationMetric : public Metric {
   std::string options_text() const override;
   /// Weighted counts that overflowed float64.
   std::string state_problem() const override;
+  /// The per-class counts of a C x C state this metric shares, in a per-class state.
+  MetricState own_state_copy() const override;
 
  protected:
   ClassificationMetric(const std::string& base_name, ClassificationOptions options,

@@ -78,16 +78,16 @@ class MetricCollection {
   void to(at::Device device);
   /// A deep copy that shares states between the same metrics as this one does.
   MetricCollection clone() const;
-  /// Gives metric `name` a copy of the state it shares with others, in a group of its own: what it
-  /// then counts, resets or loads on its own no longer reaches them, as with TorchMetrics' copied
-  /// states. The collection updates it as before. Nothing changes for a metric alone in its group.
+  /// Gives metric `name` a copy of the state it shares with others (in its own layout: see
+  /// Metric::own_state_copy), in a group of its own with its other names: what it then counts,
+  /// resets or loads on its own no longer reaches them, as with TorchMetrics' copied states. The
+  /// collection updates it as before. Nothing changes for a metric alone in its group.
   void detach(const std::string& name);
   /// Makes `groups` (every metric's name once, each group's metrics counting the same things on one
   /// device, a metric updated apart alone) the collection's compute groups, in that order, each
-  /// sharing one state (a copy of the state of the metric that counts most): how a copy rebuilds
-  /// the groups of the collection it copies, which detach() and metrics added after updates make
-  /// differ from what add() works out. Give it metrics that share nothing yet (a collection made
-  /// with compute_groups false), and load the state after. On error nothing has changed.
+  /// sharing one state (the own state of the metric that counts most): how a copy rebuilds the
+  /// groups of the collection it copies, which detach() and metrics added after updates make
+  /// differ from what add() works out. Load the state after. On error nothing has changed.
   void regroup(const std::vector<std::vector<std::string>>& groups);
 
   const Metric& at(const std::string& name) const;

@@ -107,6 +107,11 @@ class Metric {
   /// messages, and compared across ranks before a sync.
   virtual std::string options_text() const = 0;
 
+  /// A copy of the state in this metric's own layout, what it holds when it shares nothing (a
+  /// metric that shares a larger state converts the counts); by default a copy as it is. Called
+  /// under the state's lock.
+  virtual MetricState own_state_copy() const { return *state_; }
+
   /// What is wrong with the state as it is, beyond the bad-input tally (read back from the device),
   /// reported by check() as the tally is; empty when nothing is. By default nothing.
   virtual std::string state_problem() const { return {}; }
@@ -140,6 +145,8 @@ class Metric {
   // Folds `batch`, a clone() of this metric reset and updated since (forward's), in appended
   // order: it has this metric's options and state layout, so nothing is checked.
   void merge_batch(const Metric& batch);
+  // Gives this metric own_state_copy() as its state, sharing it with no other metric.
+  void unshare_state();
 
   std::string name_;
   std::string update_scope_;

@@ -49,28 +49,21 @@ def _rebuilt(cls, blueprints, prefix, postfix, compute_groups, state, groups=Non
     """What pickle and copy.deepcopy make a collection from (see MetricCollection.__reduce__): fresh
     metrics from `blueprints`, in `groups` (the original's compute groups: detaching members and
     adding metrics after updates make them differ from what fresh metrics form), then the state."""
-    collection = _made(cls, blueprints, prefix, postfix, compute_groups, sharing=None)
+    metrics = {}
+    for name, (metric_class, arguments, attributes) in blueprints.items():
+        metrics[name] = made(metric_class, arguments)
+        metrics[name].__setstate__(attributes)
+    collection = cls.__new__(cls)
+    collection._start(prefix, postfix, compute_groups)
+    for name, metric in metrics.items():  # in the original's order
+        collection._add(name, metric)
     if groups is not None and collection._core.groups() != groups:
-        # fresh metrics form other groups: made again, each with a state of its own, then grouped as given
-        collection = _made(cls, blueprints, prefix, postfix, compute_groups, sharing=False)
         collection._core._regroup(groups)
     with warnings.catch_warnings():  # a wrong list of groups was reported when the original was made
         warnings.filterwarnings("ignore", message=_WRONG_GROUP)
         collection._check_group_names()
     collection.to(state_device(state))
     collection.load_state_dict(state)
-    return collection
-
-
-def _made(cls, blueprints, prefix, postfix, compute_groups, sharing):
-    """A collection of fresh metrics from `blueprints`, in their order; its C++ collection shares
-    states as compute_groups says, or as `sharing` says where it is not None."""
-    collection = cls.__new__(cls)
-    collection._start(prefix, postfix, compute_groups, sharing)
-    for name, (metric_class, arguments, attributes) in blueprints.items():
-        metric = made(metric_class, arguments)
-        metric.__setstate__(attributes)
-        collection._add(name, metric)
     return collection
 
 
@@ -116,14 +109,13 @@ class MetricCollection(Syncable, torch.nn.Module):
         self._add_metrics(metrics, *additional_metrics)
         self._check_group_names()
 
-    def _start(self, prefix, postfix, compute_groups, sharing=None):
-        """An empty collection (whose C++ collection shares states as compute_groups says, or as
-        `sharing` says where it is not None)."""
+    def _start(self, prefix, postfix, compute_groups):
+        """An empty collection."""
         super().__init__()
         self.prefix = self._check_affix(prefix, "prefix")
         self.postfix = self._check_affix(postfix, "postfix")
         self._compute_groups = self._check_compute_groups(compute_groups)
-        self._core = _C.MetricCollectionCore(bool(self._compute_groups if sharing is None else sharing))
+        self._core = _C.MetricCollectionCore(bool(self._compute_groups))
 
     @staticmethod
     def _check_affix(value, name):
@@ -220,11 +212,9 @@ class MetricCollection(Syncable, torch.nn.Module):
         """Gives `metric`, about to count, reset or load on its own, a copy of the state it shares with
         other metrics of its compute group, in a group of its own (see PythonMetric._alone)."""
         for name, member in self._modules.items():
-            if member is not metric:
-                continue
-            group = next(g for g in self._core.groups() if name in g)
-            if any(self._modules[other] is not metric for other in group):
+            if member is metric:  # its first name: the C++ collection moves every name of it
                 self._core._detach(name)
+                return
 
     def _key(self, name):
         return f"{self.prefix or ''}{name}{self.postfix or ''}"

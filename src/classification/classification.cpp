@@ -150,6 +150,22 @@ std::string ClassificationMetric::state_problem() const {
   return name() + ": the weighted counts overflowed float64 (the weights add up past 1.8e308); scale the weights down";
 }
 
+MetricState ClassificationMetric::own_state_copy() const {
+  if (detail::layout_of(state()) == layout_) return Metric::own_state_copy();
+  TORCH_INTERNAL_ASSERT(layout_ == CountLayout::PerClass, "only a per-class metric shares a larger state");
+  auto dict = state().state_dict();
+  const auto counts = detail::stat_counts(state());
+  dict.erase("confmat");
+  dict.emplace("tp", counts.tp);
+  dict.emplace("fp", counts.fp);
+  dict.emplace("tn", counts.tn);
+  dict.emplace("fn", counts.fn);
+  auto own = detail::make_count_state(options_, layout_);
+  own.to(device());
+  own.load_state_dict(dict, name());
+  return own;
+}
+
 at::Tensor ClassificationMetric::confusion_matrix() const { return detail::confusion_matrix(state(), options_); }
 
 StatScores::StatScores(ClassificationOptions options) : Cloneable("StatScores", options) {}

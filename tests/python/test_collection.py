@@ -436,3 +436,48 @@ def test_a_members_own_update_beside_the_collections_update_loses_no_batch():
         together.join()
         alone.join()
         assert {k: m.update_count for k, m in collection.items()} == {"a": 1, "p": 2, "r": 1}
+
+
+@pytest.mark.parametrize("alone", ["cm", "p"])
+def test_a_member_detached_from_a_confusion_matrix_keeps_its_counts_in_its_own_layout_and_copies(alone):
+    batches = _batches()
+    collection = nm.MetricCollection({"cm": nm.MulticlassConfusionMatrix(num_classes=6),
+                                      "p": nm.MulticlassPrecision(num_classes=6)})
+    separate = {"cm": nm.MulticlassConfusionMatrix(num_classes=6), "p": nm.MulticlassPrecision(num_classes=6)}
+    for preds, target in batches[:2]:
+        collection.update(preds, target)
+        for metric in separate.values():
+            metric.update(preds, target)
+    collection[alone].update(*batches[2])  # leaves the shared C x C state with its counts
+    separate[alone].update(*batches[2])
+    assert "tp" in collection["p"].state_dict() or alone == "cm"  # a precision alone counts per class
+    for copied in (collection, collection.clone(), pickle.loads(pickle.dumps(collection)), copy.deepcopy(collection)):
+        assert copied.compute_groups == collection.compute_groups
+        copied.update(*batches[3])
+    for metric in separate.values():
+        metric.update(*batches[3])
+    _assert_as_separate(collection, separate)
+
+
+def test_a_copy_shares_the_states_of_metrics_added_later_as_the_original_does():
+    preds, target = _batches()[0]
+    original = nm.MetricCollection({"acc": nm.MulticlassAccuracy(num_classes=6)})
+    original.update(preds, target)
+    original.add_metrics({"p": nm.MulticlassPrecision(num_classes=6)})  # after an update: a state of its own
+    copied = original.clone()
+    for collection in (original, copied):
+        collection.add_metrics({"r": nm.MulticlassRecall(num_classes=6)})
+    assert copied.compute_groups == original.compute_groups == {0: ["acc"], 1: ["p", "r"]}
+    original.merge_state(copied)
+
+
+def test_one_metric_under_two_names_leaves_its_group_as_one():
+    preds, target = _batches()[0]
+    metric = nm.MulticlassAccuracy(num_classes=6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        collection = nm.MetricCollection({"a": metric, "b": metric, "c": nm.MulticlassAccuracy(num_classes=6)})
+    metric.update(preds, target)
+    assert collection.compute_groups == {0: ["c"], 1: ["a", "b"]}
+    collection.update(preds, target)
+    assert metric.update_count == 2 and collection["c"].update_count == 1
