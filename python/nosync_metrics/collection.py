@@ -171,6 +171,8 @@ class MetricCollection(Syncable, torch.nn.Module):
         pairs = list(collection.items())
         for _, metric in pairs:
             collection._detach(metric)
+            # handed over: they share states anew in the collection they join
+            metric._collections = tuple(ref for ref in metric._collections if ref() is not collection)
         return pairs
 
     def _check_group_names(self):
@@ -201,7 +203,13 @@ class MetricCollection(Syncable, torch.nn.Module):
         if not isinstance(metric, _C.Metric):
             raise ValueError(f"MetricCollection: {name} is a {type(metric).__name__}, not a nosync_metrics metric")
         apart = _updated_apart(metric)
+        # a metric of another collection's compute group: every collection it is in counts into its
+        # state, so it takes a state of its own there, and here too (no third metric sees both's batches)
+        elsewhere = any(ref() is not None and ref() is not self for ref in metric._collections)
+        metric._alone()
         self._core.add(name, metric, updated_apart=apart)
+        if elsewhere:
+            self._core._detach(name)
         self._modules[name] = metric
         if apart:
             self._apart_names = self._apart_names + [name]

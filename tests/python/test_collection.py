@@ -386,7 +386,7 @@ def test_forward_after_a_member_took_another_collections_layout():
     alone = nm.MulticlassPrecision(num_classes=6)
     alone.update(preds, target)
     assert torch.equal(first(preds, target)["p"], alone.compute())
-    assert second.compute_groups == {0: ["cm", "p"]}
+    assert second.compute_groups == {0: ["cm"], 1: ["p"]}  # in two collections: a state of its own
 
 
 def test_one_metric_under_two_names_counts_once_after_a_reset_of_its_own():
@@ -481,3 +481,31 @@ def test_one_metric_under_two_names_leaves_its_group_as_one():
     assert collection.compute_groups == {0: ["c"], 1: ["a", "b"]}
     collection.update(preds, target)
     assert metric.update_count == 2 and collection["c"].update_count == 1
+
+
+def test_a_metric_in_two_collections_leaves_no_third_metric_seeing_both_collections_batches():
+    first_batch, second_batch = _batches()[:2]
+    matrix = nm.MulticlassConfusionMatrix(num_classes=6)
+    first = nm.MetricCollection({"cm": matrix, "acc": nm.MulticlassAccuracy(num_classes=6)})
+    second = nm.MetricCollection({"cm2": nm.MulticlassConfusionMatrix(num_classes=6),
+                                  "p": nm.MulticlassPrecision(num_classes=6)})
+    second.add_metrics({"x": matrix})  # the same object in both: each collection counts into it
+    first.update(*first_batch)
+    second.update(*second_batch)
+    expected = {name: metric() for name, metric in (("acc", lambda: nm.MulticlassAccuracy(num_classes=6)),
+                                                    ("p", lambda: nm.MulticlassPrecision(num_classes=6)),
+                                                    ("cm", lambda: nm.MulticlassConfusionMatrix(num_classes=6)))}
+    expected["acc"].update(*first_batch)
+    expected["p"].update(*second_batch)
+    for batch in (first_batch, second_batch):
+        expected["cm"].update(*batch)
+    assert torch.equal(first["acc"].compute(), expected["acc"].compute())
+    assert torch.equal(second["p"].compute(), expected["p"].compute())
+    assert torch.equal(second["cm2"].compute(), nm.MulticlassConfusionMatrix(num_classes=6).forward(*second_batch))
+    assert torch.equal(matrix.compute(), expected["cm"].compute())
+
+
+def test_a_nested_collections_metrics_share_states_in_the_one_they_join():
+    inner = nm.MetricCollection([nm.MulticlassAccuracy(num_classes=6), nm.MulticlassPrecision(num_classes=6)])
+    outer = nm.MetricCollection([inner, nm.MulticlassRecall(num_classes=6)])
+    assert outer.compute_groups == {0: ["MulticlassAccuracy", "MulticlassPrecision", "MulticlassRecall"]}
