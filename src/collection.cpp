@@ -24,17 +24,6 @@ UpdateArgs classification_args(const at::Tensor& preds, const at::Tensor& target
 // fresh, so that meta collections group as real ones do.
 bool never_updated(const Metric& metric) { return metric.device().is_meta() || metric.update_count() == 0; }
 
-// Whether two states have the same entries (names, dtypes) on the same device.
-bool same_layout(const MetricState& a, const MetricState& b) {
-  if (a.device() != b.device() || a.entries().size() != b.entries().size()) return false;
-  for (size_t i = 0; i < a.entries().size(); ++i) {
-    const auto& x = a.entries()[i];
-    const auto& y = b.entries()[i];
-    if (x.name != y.name || x.tensor.scalar_type() != y.tensor.scalar_type()) return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 MetricCollection::MetricCollection(MetricCollectionOptions options) : options_(options) {}
@@ -121,7 +110,7 @@ std::map<std::string, at::Tensor> MetricCollection::forward(const UpdateArgs& ar
   // a member's state may have moved or changed layout through another collection it is in
   const auto same_states = [&](const MetricCollection& b) {
     for (size_t g = 0; g < groups_.size(); ++g) {
-      if (!same_layout(b.owner(b.groups_[g]).state(), owner(groups_[g]).state())) return false;
+      if (!b.owner(b.groups_[g]).state().same_layout(owner(groups_[g]).state())) return false;
     }
     return true;
   };

@@ -119,7 +119,7 @@ void Metric::rethrow_named(const c10::Error& e, const char* call) const {
 
 at::Tensor Metric::forward(const UpdateArgs& args) {
   const std::lock_guard<std::mutex> one_forward(batch_.mutex());
-  auto& batch = batch_.get([&] { return clone(); }, [&](const Metric& b) { return b.device() == device(); });
+  auto& batch = batch_.get([&] { return clone(); }, [&](const Metric& b) { return b.state().same_layout(state()); });
   batch.reset();
   batch.update(args);
   merge_batch(batch);
@@ -270,9 +270,11 @@ void Metric::load_state_dict(const StateDict& dict) {
 }
 
 void Metric::to(at::Device device) {
-  const UpdateLocks locks(*state_, *state_);
-  state_->to(device);
-  batch_.clear();
+  {
+    const UpdateLocks locks(*state_, *state_);
+    state_->to(device);
+  }
+  batch_.clear();  // after the state's lock: forward() holds the batch's lock while it takes the state's
 }
 
 void Metric::share_state_of(const Metric& other) {

@@ -357,4 +357,14 @@ void MetricState::to(at::Device device) {
   scratch_.clear();
 }
 
+bool MetricState::same_layout(const MetricState& other) const {
+  if (device() != other.device() || entries_.size() != other.entries_.size()) return false;
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    const auto& x = entries_[i];
+    const auto& y = other.entries_[i];
+    if (x.name != y.name || x.tensor.scalar_type() != y.tensor.scalar_type()) return false;
+  }
+  return true;
+}
+
 }  // namespace metrics

@@ -198,6 +198,22 @@ TEST(MetricCollection, DetachedMetricCountsOnACopyOfItsGroupState) {
   EXPECT_TRUE(tensors_close(values.at("precision"), at::tensor({1.0, 0.5, 0.5, 0.5}).to(at::kFloat)));
 }
 
+TEST(MetricCollection, ForwardAfterTakingAStateOfAnotherLayoutCountsIntoIt) {
+  const auto o = Opts::multiclass(4).average(Average::None);
+  const auto shared = std::make_shared<Precision>(o);
+  MetricCollection collection;
+  collection.add("confmat", ConfusionMatrix(o)).add("precision", shared);  // a C x C state
+  Precision own(o);                                                         // tp, fp, tn, fn
+  const auto preds = at::tensor({0, 1, 1, 3}, at::kLong), target = at::tensor({0, 1, 2, 2}, at::kLong);
+  own.forward(preds, target);  // keeps a batch of its own layout
+  own.swap_state(*shared);     // and takes the matrix state: the kept batch no longer fits
+  const auto expected = at::tensor({1.0, 0.5, 0.0, 0.0}).to(at::kFloat);
+  EXPECT_TRUE(tensors_close(own.forward(preds, target), expected));
+  EXPECT_EQ(own.layout(), CountLayout::Matrix);
+  EXPECT_EQ(own.update_count(), 1);
+  EXPECT_TRUE(tensors_close(own.compute(), expected));
+}
+
 TEST(MetricCollection, RegroupMakesTheGroupsGivenAndRefusesWhatCannotShare) {
   const auto o = Opts::multiclass(4).average(Average::None);
   MetricCollection collection(MetricCollectionOptions().compute_groups(false));

@@ -201,6 +201,23 @@ TEST(Threads, ASecondConcurrentUpdateRaisesInBuildsThatCheck) {
   gate.update(args);  // one at a time is fine
 }
 
+TEST(Threads, ForwardBesideAMoveFromAnotherThreadCountsEveryBatch) {
+  // to() drops the batch forward() keeps; it waits for a forward() that uses it (no use after free,
+  // no deadlock: forward takes the batch's lock, then the state's)
+  Mean mean;
+  mean.lock_updates(true);
+  std::atomic<bool> done{false};
+  std::thread mover([&] {
+    while (!done) mean.to(at::kCPU);
+  });
+  const auto every_other = at::ones({8}).slice(0, 0, 8, 2);  // the ATen path
+  for (int i = 0; i < 2000; ++i) EXPECT_DOUBLE_EQ(mean.forward(every_other).item<double>(), 1.0);
+  done = true;
+  mover.join();
+  EXPECT_EQ(mean.update_count(), 2000);
+  EXPECT_DOUBLE_EQ(mean.value().item<double>(), 1.0);
+}
+
 TEST(Threads, SeparateMetricsInSeparateThreadsAreEachRight) {
   std::vector<std::unique_ptr<Max>> maxima;
   for (int t = 0; t < 4; ++t) maxima.push_back(std::make_unique<Max>());

@@ -26,8 +26,12 @@ class ForwardBatch {
     if (!batch_ || !fits(*batch_)) batch_ = make();
     return *batch_;
   }
-  /// Drops the batch: its owner's state changed device or layout.
-  void clear() { batch_.reset(); }
+  /// Drops the batch (its owner's state changed device or layout), once no forward() uses it.
+  /// Never call it holding a lock that a forward() takes while it holds mutex().
+  void clear() {
+    const std::lock_guard<std::mutex> lock(*mutex_);
+    batch_.reset();
+  }
   std::mutex& mutex() { return *mutex_; }
 
  private:

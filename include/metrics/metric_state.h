@@ -99,6 +99,8 @@ class MetricState {
   /// Copies `dict` in after checking names, shapes and dtypes; on error nothing has changed.
   void load_state_dict(const StateDict& dict, const std::string& metric);
   void to(at::Device device);
+  /// Whether `other` has the same entries (names, dtypes) on the same device.
+  bool same_layout(const MetricState& other) const;
 
   /// Whether updates of this state take its lock (see Metric::lock_updates); a state shared by
   /// several metrics has one lock.
