@@ -4,6 +4,7 @@
 #include <ATen/record_function.h>
 
 #include <algorithm>
+#include <exception>
 #include <mutex>
 
 #include "update_locks.h"
@@ -23,6 +24,19 @@ UpdateArgs classification_args(const at::Tensor& preds, const at::Tensor& target
 // Whether `metric` has not counted anything yet. A meta state holds no count to read: it counts as
 // fresh, so that meta collections group as real ones do.
 bool never_updated(const Metric& metric) { return metric.device().is_meta() || metric.update_count() == 0; }
+
+// Whether two state dicts hold the same tensors (a meta tensor holds no values to differ in).
+bool same_state(const StateDict& a, const StateDict& b) {
+  if (a.size() != b.size()) return false;
+  for (const auto& [key, x] : a) {
+    const auto it = b.find(key);
+    if (it == b.end()) return false;
+    const auto& y = it->second;
+    if (x.sizes() != y.sizes() || x.scalar_type() != y.scalar_type()) return false;
+    if (!x.is_meta() && !y.is_meta() && !at::equal(x, y)) return false;
+  }
+  return true;
+}
 
 }  // namespace
 
@@ -96,9 +110,14 @@ void MetricCollection::check() const {
 std::map<std::string, at::Tensor> MetricCollection::compute() const {
   RECORD_USER_SCOPE("metrics::MetricCollection::compute");
   const auto taking_turns = lock();
-  const auto fresh = [&](const Group& g) { return g.updates == Updates::Together && owner(g).update_count() == 0; };
-  if (std::any_of(groups_.begin(), groups_.end(), fresh)) {
-    TORCH_WARN(kName, ".compute: called before any update; values reflect the initial state");
+  std::string fresh;  // the metrics not updated yet (a meta state holds no count to read)
+  for (const auto& group : groups_) {
+    const auto& head = owner(group);
+    if (group.updates == Updates::Apart || head.device().is_meta() || head.update_count() != 0) continue;
+    for (auto member : group.members) fresh += (fresh.empty() ? "" : ", ") + entries_[member].name;
+  }
+  if (!fresh.empty()) {
+    TORCH_WARN(kName, ".compute: ", fresh, " called before any update; values reflect the initial state");
   }
   check();
   return values();
@@ -179,8 +198,49 @@ void MetricCollection::load_state_dict(const StateDict& dict) {
                       key, "'");
     parts[it - entries_.begin()].emplace(key.substr(dot + 1), tensor);
   }
-  for (size_t i = 0; i < entries_.size(); ++i) entries_[i].metric->clone()->load_state_dict(parts[i]);
-  for (size_t i = 0; i < entries_.size(); ++i) entries_[i].metric->load_state_dict(parts[i]);
+  // every part loads into a copy first: a bad dict changes nothing
+  std::vector<std::unique_ptr<Metric>> alone;
+  for (size_t i = 0; i < entries_.size(); ++i) alone.push_back(loaded_alone(i, parts[i]));
+  // each group's state takes its owner's part; a metric whose part differs from what it reads there
+  // (it was reset or loaded alone, or the dict comes from a collection grouped otherwise) leaves
+  // the group with its own
+  for (const auto& group : groups_) owner(group).load_state_dict(parts[group.owner]);
+  std::vector<size_t> leaving;
+  for (const auto& group : groups_) {
+    for (auto member : group.members) {
+      const auto& metric = *entries_[member].metric;
+      if (&metric != &owner(group) && !same_state(metric.state_dict(), alone[member]->state_dict())) {
+        leaving.push_back(member);
+      }
+    }
+  }
+  for (auto member : leaving) {
+    detach(entries_[member].name);
+    entries_[member].metric->load_state_dict(alone[member]->state_dict());
+  }
+}
+
+std::unique_ptr<Metric> MetricCollection::loaded_alone(size_t index, const StateDict& part) const {
+  const auto& metric = *entries_[index].metric;
+  auto own = metric.clone();
+  own->unshare_state();
+  try {
+    own->load_state_dict(part);
+    return own;
+  } catch (const c10::Error&) {
+    if (own->state().same_layout(metric.state())) throw;
+    // a part in the layout of the state the metric shares, as state_dict() wrote it before it
+    // took each metric's own: loaded there, then converted
+    const auto own_layout_error = std::current_exception();
+    auto shared = metric.clone();
+    try {
+      shared->load_state_dict(part);
+    } catch (const c10::Error&) {
+      std::rethrow_exception(own_layout_error);
+    }
+    shared->unshare_state();
+    return shared;
+  }
 }
 
 void MetricCollection::to(at::Device device) {

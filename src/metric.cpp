@@ -145,12 +145,12 @@ void Metric::merge_batch(const Metric& batch) {
 std::vector<const ValueArg*> Metric::bind(const UpdateArgs& args) const {
   const auto& names = update_parameters();
   TORCH_CHECK_TYPE(args.positional.size() <= names.size(), name_, ".update: takes at most ", names.size(),
-                   " arguments, got ", args.positional.size());
+                   names.size() == 1 ? " argument" : " arguments", ", got ", args.positional.size());
   std::vector<const ValueArg*> bound(names.size(), nullptr);
   for (size_t i = 0; i < args.positional.size(); ++i) bound[i] = &args.positional[i];
   for (const auto& [keyword, value] : args.keywords) {
     const auto it = std::find(names.begin(), names.end(), keyword);
-    if (it == names.end() && args.skip_unknown_keywords) continue;
+    if (args.skip_unknown_keywords && (it == names.end() || !takes(keyword))) continue;
     TORCH_CHECK_TYPE(it != names.end(), name_, ".update: unexpected argument '", keyword, "'");
     auto& slot = bound[it - names.begin()];
     TORCH_CHECK_TYPE(slot == nullptr, name_, ".update: argument '", keyword, "' given twice");
@@ -162,7 +162,7 @@ std::vector<const ValueArg*> Metric::bind(const UpdateArgs& args) const {
 at::Tensor Metric::compute() const {
   RECORD_USER_SCOPE(compute_scope_.c_str());
   const UpdateLocks locks(*state_, *state_);
-  if (state_->update_count() == 0) {
+  if (!state_->device().is_meta() && state_->update_count() == 0) {
     TORCH_WARN(name_, ".compute: called before any update; the value reflects the initial state");
   }
   check_locked();
@@ -180,6 +180,7 @@ void Metric::check() const {
 }
 
 void Metric::check_locked() const {
+  if (state_->device().is_meta()) return;  // a meta state holds no tally to read
   std::string message;
   if (state_->tracks_bad_input()) {
     const auto report = state_->bad_input_report();
@@ -218,10 +219,10 @@ void Metric::merge(const Metric& other, MergeOrder order) {
   state_->merge(*other.state_, name_, order);
 }
 
-std::string Metric::description() const {
+std::string Metric::description_of(const MetricState& state) const {
   std::ostringstream text;
   text << name_ << "(" << options_text() << ")\n";
-  for (const auto& entry : state_->entries()) {
+  for (const auto& entry : state.entries()) {
     text << entry.name << " " << entry.tensor.scalar_type() << shape_text(entry) << " "
          << reduction_name(entry.reduction) << "\n";
   }
@@ -230,9 +231,10 @@ std::string Metric::description() const {
 
 StateDict Metric::state_dict() const {
   const UpdateLocks locks(*state_, *state_);
-  auto dict = state_->state_dict();
+  const auto own = own_state_copy();
+  auto dict = own.state_dict();
   dict.emplace(kVersionKey, at::full({}, kStateFormatVersion, at::kLong));
-  dict.emplace(kDescriptionKey, as_bytes(description()));
+  dict.emplace(kDescriptionKey, as_bytes(description_of(own)));
   return dict;
 }
 

@@ -349,12 +349,16 @@ at::Tensor MetricState::widened(const at::Tensor& given, size_t slot) const {
 }
 
 void MetricState::to(at::Device device) {
-  for (auto& buffer : buffers_) buffer = buffer.to(device);
+  // a meta state holds no values to copy: it arrives fresh (as module.to_empty() materializes it)
+  const bool fresh = this->device().is_meta() && !device.is_meta();
+  const auto moved = [&](const at::Tensor& t) { return fresh ? at::empty_like(t, t.options().device(device)) : t.to(device); };
+  for (auto& buffer : buffers_) buffer = moved(buffer);
   for (auto& entry : entries_) {
-    if (entry.reduction == Reduction::Cat) entry.tensor = entry.tensor.to(device);
+    if (entry.reduction == Reduction::Cat) entry.tensor = moved(entry.tensor);
   }
   view_buffers();
   scratch_.clear();
+  if (fresh) reset();
 }
 
 bool MetricState::same_layout(const MetricState& other) const {

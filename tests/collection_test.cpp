@@ -357,6 +357,108 @@ TEST(MetricCollection, UnknownKeywordsAreLeftToTheMetricsThatTakeThem) {
   EXPECT_EQ(alone.update_count(), 0);
 }
 
+TEST(MetricCollection, UnweightedClassificationMetricsLeaveTheWeightToTheMetricsThatTakeIt) {
+  // TorchMetrics' collection hands each metric the keywords its update() has: a weighted loss
+  // beside an accuracy
+  MetricCollection collection;
+  collection.add("loss", Mean()).add("accuracy", Accuracy(Opts::multiclass(3).average(Average::Micro)));
+  const auto value = at::tensor({2.0, 4.0}), weight = at::tensor({3.0, 1.0});
+  const auto preds = at::tensor({0, 1, 2}, at::kLong), target = at::tensor({0, 1, 1}, at::kLong);
+  UpdateArgs args;
+  args.keywords = {{"preds", preds}, {"target", target}, {"value", value}, {"weight", weight}};
+  collection.update(args);
+  const auto values = collection.compute();
+  EXPECT_DOUBLE_EQ(values.at("loss").item<double>(), (2.0 * 3 + 4.0 * 1) / 4);
+  EXPECT_NEAR(values.at("accuracy").item<double>(), 2.0 / 3, 1e-7);
+  Accuracy alone(Opts::multiclass(3));
+  EXPECT_THROWS_WITH(alone.update(args), c10::TypeError, "unexpected argument 'value'");
+  args.keywords.erase(args.keywords.begin() + 2);
+  EXPECT_THROWS_WITH(alone.update(args), c10::ValueError, "weight given, but the metric counts without weights");
+  EXPECT_EQ(alone.update_count(), 0);
+}
+
+// The state dict of a confusion matrix and a precision that shares its C x C state, and of the
+// same two apart: each metric's part in its own layout.
+struct TwoLayouts {
+  MetricCollection grouped, apart{MetricCollectionOptions().compute_groups(false)};
+  std::shared_ptr<Precision> precision;
+};
+
+TwoLayouts confmat_and_precision() {
+  const auto o = Opts::multiclass(3).average(Average::None);
+  TwoLayouts c;
+  c.precision = std::make_shared<Precision>(o);
+  c.grouped.add("confmat", ConfusionMatrix(o)).add("precision", c.precision);
+  c.apart.add("confmat", ConfusionMatrix(o)).add("precision", Precision(o));
+  return c;
+}
+
+const at::Tensor& first_preds() {
+  static const auto t = at::tensor({0, 1, 2, 0}, at::kLong);
+  return t;
+}
+const at::Tensor& first_target() {
+  static const auto t = at::tensor({0, 1, 1, 0}, at::kLong);
+  return t;
+}
+
+TEST(MetricCollection, StateDictKeysAreEachMetricsOwnWhateverTheGroups) {
+  auto c = confmat_and_precision();
+  ASSERT_EQ(c.grouped.groups().size(), 1u);
+  c.grouped.update(first_preds(), first_target());
+  c.apart.update(first_preds(), first_target());
+  const auto grouped = c.grouped.state_dict(), apart = c.apart.state_dict();
+  EXPECT_EQ(grouped.count("precision.tp"), 1u);
+  EXPECT_EQ(grouped.count("precision.confmat"), 0u);
+  EXPECT_TRUE(states_equal(grouped, apart));
+  // precision: tp [2, 1, 0], fp [0, 0, 1] (target 1 predicted 2)
+  EXPECT_TRUE(at::equal(grouped.at("precision.tp"), at::tensor({2, 1, 0}, at::kLong)));
+  EXPECT_TRUE(at::equal(grouped.at("precision.fp"), at::tensor({0, 0, 1}, at::kLong)));
+  // either loads into the other, and the grouped collection stays grouped
+  auto fresh = confmat_and_precision();
+  fresh.grouped.load_state_dict(apart);
+  fresh.apart.load_state_dict(grouped);
+  EXPECT_EQ(fresh.grouped.groups().size(), 1u);
+  EXPECT_TRUE(states_equal(fresh.grouped.state_dict(), apart));
+  EXPECT_TRUE(states_equal(fresh.apart.state_dict(), grouped));
+  EXPECT_TRUE(tensors_close(fresh.grouped.compute().at("precision"), at::tensor({1.0, 1.0, 0.0}).to(at::kFloat)));
+}
+
+TEST(MetricCollection, AMemberResetAloneBeforeTheCheckpointLeavesItsGroupWhenLoaded) {
+  auto saved = confmat_and_precision();
+  saved.grouped.update(first_preds(), first_target());
+  saved.grouped.detach("precision");  // what Python does when a member resets alone
+  saved.precision->reset();
+  saved.grouped.update(at::tensor({2, 2}, at::kLong), at::tensor({2, 1}, at::kLong));
+  const auto dict = saved.grouped.state_dict();
+  auto resumed = confmat_and_precision();
+  resumed.grouped.load_state_dict(dict);
+  EXPECT_EQ(resumed.grouped.groups(), saved.grouped.groups());
+  EXPECT_TRUE(states_equal(resumed.grouped.state_dict(), dict));
+  const auto values = resumed.grouped.compute();
+  EXPECT_TRUE(tensors_close(values.at("precision"), at::tensor({0.0, 0.0, 0.5}).to(at::kFloat)));
+  EXPECT_EQ(values.at("confmat")[1][2].item<int64_t>(), 2);  // both batches
+}
+
+TEST(MetricCollection, AMembersPartInTheLayoutOfTheStateItSharesStillLoads) {
+  // before state dicts took each metric's own layout, a member wrote the state it shares
+  auto c = confmat_and_precision();
+  c.grouped.update(first_preds(), first_target());
+  auto dict = c.grouped.state_dict();
+  for (auto it = dict.begin(); it != dict.end();) it = it->first.rfind("precision.", 0) == 0 ? dict.erase(it) : ++it;
+  for (const auto& [key, tensor] : c.precision->state().state_dict()) dict.emplace("precision." + key, tensor);
+  const auto text = c.precision->description();
+  auto bytes = at::empty({static_cast<int64_t>(text.size())}, at::kByte);
+  std::copy(text.begin(), text.end(), bytes.data_ptr<uint8_t>());
+  dict.emplace("precision._metric", bytes);
+  dict.emplace("precision._version", dict.at("confmat._version"));
+  ASSERT_EQ(dict.count("precision.confmat"), 1u);
+  auto fresh = confmat_and_precision();
+  fresh.grouped.load_state_dict(dict);
+  EXPECT_EQ(fresh.grouped.groups().size(), 1u);
+  EXPECT_TRUE(states_equal(fresh.grouped.state_dict(), c.grouped.state_dict()));
+}
+
 TEST(MetricCollection, StateEntriesWalkEachDistinctStateOnceWithItsReduction) {
   auto collection = mixed(Opts::multiclass(4));
   std::vector<std::string> names;

@@ -19,6 +19,7 @@ namespace metrics {
 namespace {
 
 using Opts = ClassificationOptions;
+using testing::states_equal;
 
 // UpdateArgs refer to their tensors: a case makes the tensors, and args() points at them.
 struct Inputs {
@@ -138,6 +139,27 @@ TEST(MetaDevice, EveryMetricUpdatesMergesAndComputesOnMeta) {
     } catch (const c10::Error& e) {
       ADD_FAILURE() << e.what_without_backtrace();
     }
+  }
+}
+
+TEST(MetaDevice, EveryMetricLeavesMetaFreshAsModuleToEmptyMaterializesIt) {
+  for (const auto& c : cases()) {
+    SCOPED_TRACE(c.name);
+    const auto meta = c.make(at::kMeta);
+    const auto meta_inputs = c.inputs(at::kMeta);
+    meta->update(meta_inputs.args());
+    meta->forward(meta_inputs.args());
+    EXPECT_TRUE(meta->compute().is_meta());  // no count or tally to read back
+    meta->to(at::kCPU);  // no values to copy: it holds what a metric made on the CPU holds
+    EXPECT_EQ(meta->device(), at::Device(at::kCPU));
+    EXPECT_EQ(meta->update_count(), 0);
+    const auto cpu = c.make(at::kCPU);
+    EXPECT_TRUE(states_equal(meta->state_dict(), cpu->state_dict()));
+    auto ones = c.inputs(at::kCPU);
+    for (auto& t : ones.tensors) t = at::ones_like(t);
+    meta->update(ones.args());
+    cpu->update(ones.args());
+    EXPECT_TRUE(states_equal(meta->state_dict(), cpu->state_dict()));
   }
 }
 

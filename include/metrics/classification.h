@@ -51,6 +51,8 @@ class ClassificationMetric : public Metric {
   at::Tensor confusion_matrix() const;
 
   const std::vector<std::string>& update_parameters() const override;
+  /// "weight" only where weighted().
+  bool takes(const std::string& name) const override;
   UpdateStep prepare_update(const UpdateArgs& args) override;
   /// The counting options; level 1 for the C x C layout, which serves the per-class one.
   SharingKey sharing_key() const override;

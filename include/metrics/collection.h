@@ -71,9 +71,12 @@ class MetricCollection {
   void reset();
   /// Folds in a collection with the same names, metrics and groups; `other` is unchanged.
   void merge(const MetricCollection& other, MergeOrder order = MergeOrder::Parallel);
-  /// "<name>.<state>" -> tensor, for every metric.
+  /// "<name>.<state>" -> tensor, for every metric, each in its own layout (Metric::state_dict):
+  /// the keys are the same however the metrics are grouped.
   StateDict state_dict() const;
-  /// Checks every part before loading any: a bad dict changes nothing.
+  /// Checks every part before loading any: a bad dict changes nothing. A metric whose part differs
+  /// from the state its group loads (a dict from a collection grouped otherwise, or one member
+  /// reset alone) leaves its group, as detach() makes it.
   void load_state_dict(const StateDict& dict);
   void to(at::Device device);
   /// A deep copy that shares states between the same metrics as this one does.
@@ -116,6 +119,8 @@ class MetricCollection {
   // Makes every member of group `g` share entry `index`'s state, which the group then uses.
   void share_group_with(Group& group, size_t index);
   size_t index_of(const std::string& name) const;
+  // A copy of metric `index` in its own layout with `part` loaded (throws what loading it throws).
+  std::unique_ptr<Metric> loaded_alone(size_t index, const StateDict& part) const;
   Group& group_of(size_t index);
   std::unique_lock<std::recursive_mutex> lock() const { return std::unique_lock<std::recursive_mutex>(*mutex_); }
   /// name -> value of the metrics updated together, with no report.

@@ -59,6 +59,10 @@ class Metric {
   at::Tensor forward(const UpdateArgs& args);
   /// The names of update()'s arguments in order, e.g. {"preds", "target", "weight"}.
   virtual const std::vector<std::string>& update_parameters() const = 0;
+  /// Whether this metric, as built, counts argument `name` of update_parameters(); a collection
+  /// hands it only those (TorchMetrics' collection passes each metric the keywords its signature
+  /// has, and an unweighted metric there has no weight).
+  virtual bool takes(const std::string& /*name*/) const { return true; }
   /// Checks `args` (metadata only; throws, changing nothing) and returns the step that counts them.
   virtual UpdateStep prepare_update(const UpdateArgs& args) = 0;
   /// Runs a step that prepare_update() returned (taking the state's lock if lock_updates() is on);
@@ -82,17 +86,18 @@ class Metric {
   void reset();
   /// Folds `other` (the same kind of metric, same options) into this one; `other` is unchanged.
   void merge(const Metric& other, MergeOrder order = MergeOrder::Parallel);
-  /// Deep copies of the state tensors, "update_count" included, plus what makes the dict
-  /// checkable when it is loaded again, in a process or a checkpoint: "_version" (int64, the state
-  /// format's version) and "_metric" (uint8, the bytes of description()).
+  /// Deep copies of the state tensors in the metric's own layout (own_state_copy(): the same keys
+  /// whether or not it shares a larger state in a collection), "update_count" included, plus what
+  /// makes the dict checkable when it is loaded again, in a process or a checkpoint: "_version"
+  /// (int64, the state format's version) and "_metric" (uint8, the bytes of its description).
   StateDict state_dict() const;
   /// Checks `dict` against this metric (its "_version" and "_metric" where present; every state
   /// tensor's name, shape and dtype), then copies it in; on error nothing has changed.
   void load_state_dict(const StateDict& dict);
   /// What this metric is: "Name(options)" and one line per state entry ("name dtype[shape]
   /// reduction"). Two metrics with equal descriptions can exchange states.
-  std::string description() const;
-  /// Moves the state to `device`.
+  std::string description() const { return description_of(*state_); }
+  /// Moves the state to `device`; a state on meta (which holds no values) arrives reset.
   void to(at::Device device);
   at::Device device() const { return state_->device(); }
   /// Number of updates since construction or the last reset (read back from the device).
@@ -147,6 +152,7 @@ class Metric {
   void merge_batch(const Metric& batch);
   // Gives this metric own_state_copy() as its state, sharing it with no other metric.
   void unshare_state();
+  std::string description_of(const MetricState& state) const;
 
   std::string name_;
   std::string update_scope_;

@@ -98,6 +98,7 @@ class MetricState {
   StateDict state_dict() const;
   /// Copies `dict` in after checking names, shapes and dtypes; on error nothing has changed.
   void load_state_dict(const StateDict& dict, const std::string& metric);
+  /// Moves the tensors to `device`; from meta, where they hold no values, they arrive reset.
   void to(at::Device device);
   /// Whether `other` has the same entries (names, dtypes) on the same device.
   bool same_layout(const MetricState& other) const;

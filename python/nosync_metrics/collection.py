@@ -357,6 +357,22 @@ class MetricCollection(Syncable, torch.nn.Module):
         return load_state("MetricCollection", self._core.load_state_dict, lambda: self._state_for(state_dict),
                           state_dict, strict, assign)
 
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs):
+        # A parent module's load: where the checkpoint holds its metrics' whole state, it loads as
+        # load_state_dict() loads it (a metric whose part differs from its group's state leaves the
+        # group); each metric's own load, which follows, then finds its state as given. Otherwise,
+        # or where this load fails, the metrics' own loads do and report what is wrong.
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                                      error_msgs)
+        names = list(self._core.state_dict())
+        given = {key[len(prefix):]: value for key, value in state_dict.items() if key.startswith(prefix)}
+        if names and all(name in given for name in names):
+            try:
+                self._core.load_state_dict({name: given[name] for name in names})
+            except (RuntimeError, ValueError, TypeError):
+                pass
+
     def _state_for(self, state_dict):
         """The current state, where a metric's key is missing from `state_dict` but a metric of its
         compute group has it, taking that (the state they share) instead."""

@@ -159,6 +159,20 @@ def load_state(who, load, current, state_dict, strict, assign):
     return IncompatibleKeys(missing, unexpected)
 
 
+def _same_state(state, given):
+    """Whether `given` holds the tensors of `state` (two meta tensors hold no values to differ in)."""
+    if not isinstance(given, Mapping) or set(state) != set(given):
+        return False
+    for key, tensor in state.items():
+        other = given[key]
+        if (not isinstance(other, torch.Tensor) or other.shape != tensor.shape or other.dtype != tensor.dtype or
+                other.is_meta != tensor.is_meta):
+            return False
+        if not (tensor.is_meta or torch.equal(tensor, other.to(tensor.device))):
+            return False
+    return True
+
+
 def prefixed_state(who, state, destination, prefix):
     """`state` under keys with `prefix`, written into `destination` where one is given."""
     check_str(f"{who}.state_dict", "prefix", prefix)
@@ -427,7 +441,7 @@ class PythonMetric(Syncable):
         not_modules, not_state = [], []
         torch.nn.Module._load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
                                               not_modules, error_msgs)
-        parent_loads(self._load_state, list(super().state_dict()), state_dict, prefix, self._persistent,
+        parent_loads(self._load_unless_held, list(super().state_dict()), state_dict, prefix, self._persistent,
                      missing_keys, not_state, error_msgs)
         unexpected_keys.extend(key for key in not_state if key in not_modules)
 
@@ -438,8 +452,14 @@ class PythonMetric(Syncable):
         self._alone()
         return self._load_state(state_dict, strict, assign)
 
+    def _load_unless_held(self, state_dict):
+        """A parent module's load: a state the metric holds already changes nothing (its collection
+        loaded it just before, where the metric shares a state of another layout); it keeps its group."""
+        if not _same_state(super().state_dict(), state_dict):
+            self._load_state(state_dict)
+
     def _load_state(self, state_dict, strict=True, assign=False):
-        """load_state_dict(), as a parent module's load reaches it (its collection keeps it in its group)."""
+        """load_state_dict(), without leaving its collection's group."""
         return load_state(type(self).__name__, super().load_state_dict, super().state_dict, state_dict, strict, assign)
 
     def to(self, *args, **kwargs):

@@ -50,7 +50,7 @@ void check_tensors(const std::string& metric, const at::Tensor& preds, const at:
                    "; expected float32/float64/float16/bfloat16 scores or integer labels");
   TORCH_CHECK_VALUE(preds.device() == state_device && target.device() == state_device, metric,
                     ".update: preds is on ", preds.device(), " and target on ", target.device(),
-                    " but the metric's state is on ", state_device, "; move the metric with .to(device)");
+                    " but the metric's state is on ", state_device, "; move the metric with .to(", preds.device(), ")");
   TORCH_CHECK_VALUE(target.dim() >= 1, metric, ".update: target must have a batch dimension, got a 0-dim tensor");
 }
 

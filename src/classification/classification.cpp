@@ -130,6 +130,8 @@ const std::vector<std::string>& ClassificationMetric::update_parameters() const 
   return names;
 }
 
+bool ClassificationMetric::takes(const std::string& name) const { return name != "weight" || options_.weighted(); }
+
 SharingKey ClassificationMetric::sharing_key() const {
   return {counting_key(options_), layout_ == CountLayout::Matrix ? 1 : 0};
 }

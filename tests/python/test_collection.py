@@ -509,3 +509,131 @@ def test_a_nested_collections_metrics_share_states_in_the_one_they_join():
     inner = nm.MetricCollection([nm.MulticlassAccuracy(num_classes=6), nm.MulticlassPrecision(num_classes=6)])
     outer = nm.MetricCollection([inner, nm.MulticlassRecall(num_classes=6)])
     assert outer.compute_groups == {0: ["MulticlassAccuracy", "MulticlassPrecision", "MulticlassRecall"]}
+
+
+# ---------------------------------------------------------------- checkpoints whatever the groups
+
+def _confmat_and_precision(compute_groups=True):
+    return nm.MetricCollection({"cm": nm.MulticlassConfusionMatrix(num_classes=4),
+                                "prec": nm.MulticlassPrecision(num_classes=4, average=None)},
+                               compute_groups=compute_groups)
+
+
+def _expected_confmat_and_precision(batches):
+    """sklearn's values of the batches (labels)."""
+    preds = torch.cat([p for p, _ in batches]).numpy()
+    target = torch.cat([t for _, t in batches]).numpy()
+    return (skm.confusion_matrix(target, preds, labels=range(4)),
+            skm.precision_score(target, preds, labels=range(4), average=None, zero_division=0))
+
+
+def _label_batches(seed, count):
+    g = torch.Generator().manual_seed(seed)
+    return [(torch.randint(0, 4, (16,), generator=g), torch.randint(0, 4, (16,), generator=g)) for _ in range(count)]
+
+
+def test_a_member_state_dict_has_its_own_keys_whatever_it_shares():
+    grouped, apart = _confmat_and_precision(), _confmat_and_precision(compute_groups=False)
+    assert grouped.compute_groups == {0: ["cm", "prec"]}
+    for p, t in _label_batches(3, 2):
+        grouped.update(p, t)
+        apart.update(p, t)
+    assert {"prec.tp", "prec.fp", "prec.tn", "prec.fn"} <= grouped.state_dict().keys()
+    assert "prec.confmat" not in grouped.state_dict()
+    assert grouped.state_dict().keys() == apart.state_dict().keys()
+    for key, value in apart.state_dict().items():
+        assert torch.equal(grouped.state_dict()[key], value), key
+    assert grouped["prec"].state_dict().keys() == nm.MulticlassPrecision(num_classes=4, average=None).state_dict().keys()
+
+
+@pytest.mark.parametrize("saved_groups,loaded_groups", [(True, True), (False, True), (True, False)])
+def test_a_checkpoint_loads_into_a_fresh_collection_whatever_the_groups(saved_groups, loaded_groups):
+    batches = _label_batches(5, 3)
+    saved = _confmat_and_precision(saved_groups)
+    for p, t in batches:
+        saved.update(p, t)
+    resumed = _confmat_and_precision(loaded_groups)
+    resumed.load_state_dict(saved.state_dict())
+    assert resumed.compute_groups == _confmat_and_precision(loaded_groups).compute_groups  # still grouped
+    confmat, precision = _expected_confmat_and_precision(batches)
+    values = resumed.compute()
+    np.testing.assert_array_equal(values["cm"].numpy(), confmat)
+    np.testing.assert_allclose(values["prec"].numpy(), precision, rtol=1e-6)
+
+
+def test_a_checkpoint_after_a_member_reset_alone_resumes_in_a_fresh_collection():
+    # the per-epoch pattern: one member reset on its own, the checkpoint, then the same code again
+    first, second = _label_batches(7, 2), _label_batches(8, 2)
+    saved = _confmat_and_precision()
+    for p, t in first:
+        saved.update(p, t)
+    saved["prec"].reset()
+    for p, t in second:
+        saved.update(p, t)
+    resumed = _confmat_and_precision()
+    resumed.load_state_dict(saved.state_dict())
+    assert resumed.compute_groups == saved.compute_groups == {0: ["cm"], 1: ["prec"]}
+    confmat, _ = _expected_confmat_and_precision(first + second)
+    _, precision = _expected_confmat_and_precision(second)
+    values = resumed.compute()
+    np.testing.assert_array_equal(values["cm"].numpy(), confmat)
+    np.testing.assert_allclose(values["prec"].numpy(), precision, rtol=1e-6)
+    for p, t in second:  # and it goes on counting apart
+        resumed.update(p, t)
+    _, precision = _expected_confmat_and_precision(second + second)
+    np.testing.assert_allclose(resumed.compute()["prec"].numpy(), precision, rtol=1e-6)
+
+
+def test_a_model_checkpoint_with_a_member_reset_alone_loads_into_a_fresh_model():
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = torch.nn.Linear(2, 2)
+            self.metrics = _confmat_and_precision()
+            self.metrics.persistent(True)
+
+    first, second = _label_batches(9, 2), _label_batches(10, 1)
+    saved = Model()
+    for p, t in first:
+        saved.metrics.update(p, t)
+    saved.metrics["prec"].reset()
+    for p, t in second:
+        saved.metrics.update(p, t)
+    fresh = Model()
+    result = fresh.load_state_dict(saved.state_dict())
+    assert not result.missing_keys and not result.unexpected_keys
+    confmat, _ = _expected_confmat_and_precision(first + second)
+    _, precision = _expected_confmat_and_precision(second)
+    values = fresh.metrics.compute()
+    np.testing.assert_array_equal(values["cm"].numpy(), confmat)
+    np.testing.assert_allclose(values["prec"].numpy(), precision, rtol=1e-6)
+    untouched = Model()  # a checkpoint of a model whose metrics kept their group keeps it
+    for p, t in first:
+        untouched.metrics.update(p, t)
+    again = Model()
+    again.load_state_dict(untouched.state_dict())
+    assert again.metrics.compute_groups == {0: ["cm", "prec"]}
+    np.testing.assert_array_equal(again.metrics.compute()["cm"].numpy(), _expected_confmat_and_precision(first)[0])
+
+
+def test_compute_before_update_names_the_metrics_not_updated():
+    collection = nm.MetricCollection({"acc": nm.MulticlassAccuracy(num_classes=3), "loss": nm.MeanMetric(),
+                                      "sum": nm.SumMetric()})
+    collection["acc"].update(torch.tensor([0, 1]), torch.tensor([0, 1]))
+    with pytest.warns(UserWarning, match=r"MetricCollection.compute: (loss, sum|sum, loss) called before any update"):
+        values = collection.compute()
+    assert values["acc"].item() == 1.0
+
+
+def test_a_weight_keyword_goes_only_to_the_metrics_that_take_it():
+    # TorchMetrics hands each metric the keywords of its update(): a weighted loss beside accuracy
+    collection = nm.MetricCollection({"acc": nm.MulticlassAccuracy(num_classes=4, average="micro"),
+                                      "loss": nm.MeanMetric()})
+    preds, target = torch.tensor([0, 1, 2, 3, 3]), torch.tensor([0, 1, 2, 2, 1])
+    collection.update(preds=preds, target=target, value=torch.tensor(0.7), weight=torch.tensor(5.0))
+    collection.update(preds=preds[:2], target=target[:2], value=torch.tensor(0.1), weight=torch.tensor(2.0))
+    values = collection.compute()
+    assert values["acc"].item() == pytest.approx(5 / 7)
+    assert values["loss"].item() == pytest.approx((0.7 * 5 + 0.1 * 2) / 7)
+    with pytest.raises(ValueError, match="MulticlassAccuracy.update: weight given"):
+        nm.MulticlassAccuracy(num_classes=4).update(preds, target, weight=torch.ones(5))

@@ -178,6 +178,20 @@ def test_model_to_meta_moves_every_state(name):
     assert _devices(metric) == {"meta"}
 
 
+def test_a_model_made_on_meta_materializes_with_fresh_metrics(name):
+    # deferred initialization: a model built on meta, then model.to_empty(device=...)
+    metric = _updated(name, _stream(5))
+    net = Net(metric).to("meta")
+    assert net.to_empty(device="cpu") is net
+    assert _devices(metric) == {"cpu"} and net.linear.weight.device.type == "cpu"
+    assert set(_update_counts(metric)) == {0}
+    stream = _stream(6)
+    _, arguments, _ = CASES[name]
+    for batch in stream:
+        metric.update(**arguments(batch))
+    _assert_value(name, metric, stream)
+
+
 # ---------------------------------------------------------------- copies: deepcopy, pickle, torch.save
 
 
