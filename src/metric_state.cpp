@@ -25,15 +25,17 @@ void check_has_values(const at::Tensor& given, const at::Tensor& mine, const std
 // cannot overflow them or lose exactness. A signed count stays as far above -2^62 (-2^53).
 template <class T>
 void check_counts_of(const at::Tensor& host, const StateEntry& entry, const std::string& metric) {
-  const double limit = std::is_integral<T>::value ? 0x1p62 : 0x1p53;
-  const double low = entry.signed_count ? -limit : 0.0;
+  constexpr bool integral = std::is_integral<T>::value;
+  const T limit = integral ? static_cast<T>(int64_t{1} << 62) : static_cast<T>(0x1p53);  // compared in T: exact
+  const T low = entry.signed_count ? -limit : T(0);
+  const std::string bound = integral ? "2^62" : "2^53";
+  const auto range = entry.signed_count ? "[-" + bound + ", " + bound + ")" : "[0, " + bound + ")";
   const auto* data = host.data_ptr<T>();
   for (int64_t i = 0; i < host.numel(); ++i) {
-    const double v = static_cast<double>(data[i]);
-    const bool sentinel = entry.reduction == Reduction::Min && data[i] == entry.fill.to<T>();
-    TORCH_CHECK_VALUE(sentinel || (v >= low && v < limit && std::floor(v) == v), metric, ".load_state_dict: '",
-                      entry.name, "' holds ", data[i], "; a count must be a whole number between ", low, " and ",
-                      limit);
+    const T v = data[i];
+    const bool sentinel = entry.reduction == Reduction::Min && v == entry.fill.to<T>();
+    TORCH_CHECK_VALUE(sentinel || (v >= low && v < limit && std::floor(static_cast<double>(v)) == v), metric,
+                      ".load_state_dict: '", entry.name, "' holds ", v, "; a count must be a whole number in ", range);
   }
 }
 

@@ -55,6 +55,17 @@ TEST(LoadStateDict, RejectsNegativeOrHugeCountsAndChangesNothing) {
   }
 }
 
+TEST(LoadStateDict, TakesCountsUpToJustBelowTheLimitExactly) {
+  // 2^62 - 1 is below the limit, though as a double it rounds to 2^62
+  auto accuracy = updated_accuracy();
+  auto dict = accuracy.state_dict();
+  dict["tp"] = at::full_like(dict["tp"], (int64_t{1} << 62) - 1);
+  accuracy.load_state_dict(dict);
+  EXPECT_EQ(accuracy.state_dict().at("tp")[0].item<int64_t>(), (int64_t{1} << 62) - 1);
+  dict["tp"] = at::full_like(dict["tp"], int64_t{1} << 62);
+  EXPECT_THROWS_WITH(accuracy.load_state_dict(dict), c10::ValueError, "a count must be a whole number in [0, 2^62)");
+}
+
 TEST(LoadStateDict, RejectsMetaTensorsAndChangesNothing) {
   for (const auto* key : {"update_count", "fn", "_version", "_metric"}) {
     auto accuracy = updated_accuracy();
