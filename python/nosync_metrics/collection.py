@@ -6,9 +6,10 @@ out from their options when they are added (no trial update, no comparison of st
 each distinct state is updated once per batch, and every state's arguments are checked before any
 is counted into.
 
-Under torch.distributed, compute() returns the values over every rank when every member has
-``sync_on_compute=True`` (the default) and every member's ``distributed_available_fn`` says so: the
-whole collection is reduced at once, one all-reduce per (reduction, dtype) of its states, after one
+Under torch.distributed, compute() returns each metric's value over every rank where it has
+``sync_on_compute=True`` (the default; its own value where not, as TorchMetrics computes each metric
+by its flags) and every member's ``distributed_available_fn`` says so: the whole collection is
+reduced at once, one all-reduce per (reduction, dtype) of its states, after one
 small all-gather that checks that every rank holds the same metrics. sync(), unsync() and
 sync_context() work as on a metric.
 
@@ -276,10 +277,11 @@ class MetricCollection(Syncable, torch.nn.Module):
             self._core.update(*args, **kwargs)
 
     def compute(self):
-        """name -> value, in the order the metrics were added (prefix and postfix applied)."""
-        members = self._modules.values()
-        if self._sync_cache is None and all(m.sync_on_compute for m in members) and self._world_size() > 1:
-            values = self._synced_core().compute()
+        """name -> value, in the order the metrics were added (prefix and postfix applied); each over
+        every rank or this one's, as its ``sync_on_compute`` says (TorchMetrics computes each metric
+        by its own flags)."""
+        if self._sync_cache is None and self._world_size() > 1:
+            values = self._by_flag("sync_on_compute", self._synced_core().compute, self._core.compute)
         else:
             values = self._core.compute()
         own = {}
@@ -293,22 +295,37 @@ class MetricCollection(Syncable, torch.nn.Module):
         """Accumulates, and returns each metric's value on this batch alone (over every rank when
         every member has ``dist_sync_on_step=True``). A metric updated apart gives its own
         forward()'s value."""
+        self._check_not_synced()
         apart = self._apart()
         with _restored_on_error([m for _, m in apart]):
             own = {name: m(*args, **_keywords_taken(m, kwargs)) for name, m in apart}
-            if not (all(m.dist_sync_on_step for m in self._modules.values()) and self._world_size() > 1):
+            if not (any(m.dist_sync_on_step for m in self._modules.values()) and self._world_size() > 1):
                 return self._keyed(self._core.forward(*args, **kwargs), own)
             batch = self._core.clone()
             batch.reset()
             batch.update(*args, **kwargs)
         self._core._merge_appended(batch)
-        return self._keyed(self._synced_core(batch).compute(), own)
+        return self._keyed(self._by_flag("dist_sync_on_step", self._synced_core(batch).compute, batch.compute), own)
+
+    def _by_flag(self, flag, synced, local):
+        """The values of `synced()` for the metrics whose `flag` is set and of `local()` for the others
+        (only what is needed is computed; every rank takes part in a sync, whatever its flags)."""
+        wanted = {name: getattr(self._modules[name], flag) for name in self._core.names()
+                  if name not in self._apart_names}
+        if not any(wanted.values()):
+            return local()
+        values = synced()
+        if not all(wanted.values()):
+            here = local()
+            values = {name: values[name] if wanted[name] else here[name] for name in values}
+        return values
 
     __call__ = forward
 
     def reset(self):
         """Resets every metric (a subclass's own reset() included)."""
         self._core.reset()
+        self._sync_cache = None
         for metric in self._modules.values():
             if type(metric).reset is not PythonMetric.reset:
                 metric._reset_by_collection = True

@@ -50,7 +50,10 @@ def _gather_row_counts(rows, group, backend):
 
 def _gather_rows(rows, counts, group, backend):
     """Every rank's `rows`, in rank order, from one all-gather of the rows padded to the longest
-    (`counts`: each rank's row count)."""
+    (`counts`: each rank's row count). With no rows anywhere there is nothing to gather (gloo
+    fails on an empty all-gather, with a signal that kills the process)."""
+    if max(counts) == 0:
+        return rows
     on = rows.to(_C.collective_device(backend, str(rows.device)))
     padded = on.new_zeros((max(counts),) + tuple(on.shape[1:]))
     padded[:on.shape[0]] = on
@@ -107,10 +110,12 @@ class Syncable:
         if dist_sync_fn is not None:
             raise ValueError(f"{self._sync_name()}.sync: dist_sync_fn is not supported: nosync-metrics reduces "
                              "each state tensor with its declared reduction over torch.distributed")
-        if self._sync_cache is not None:
+        if self._sync_cache is not None and should_sync:
             raise RuntimeError("The Metric has already been synced.")
+        if not should_sync:
+            return
         available = self._distributed_available() if distributed_available is None else distributed_available()
-        if not should_sync or not available:
+        if not available:
             return
         if process_group is not None:
             self._sync_group_override = process_group
@@ -130,6 +135,13 @@ class Syncable:
             raise RuntimeError("The Metric has already been un-synced.")
         self.load_state_dict(self._sync_cache)
         self._sync_cache = None
+
+    def _check_not_synced(self):
+        """forward() on a synced state would count the batch into every rank's state, which unsync()
+        then drops (TorchMetrics raises too)."""
+        if self._sync_cache is not None:
+            raise RuntimeError(f"{self._sync_name()}.forward: the metric shouldn't be synced when performing "
+                               "forward; call unsync() first")
 
     @contextmanager
     def sync_context(self, dist_sync_fn=None, process_group=None, should_sync=True, should_unsync=True,

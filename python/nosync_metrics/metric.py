@@ -357,6 +357,7 @@ class PythonMetric(Syncable):
         """Accumulates the batch, as update() does, and returns the value of this batch alone (over
         every rank with ``dist_sync_on_step=True``). A subclass's own update() and compute() are
         what it runs, as in TorchMetrics."""
+        self._check_not_synced()
         self._alone()
         if self._overrides_update_or_compute():
             return self._forward_own(args, kwargs)
@@ -398,6 +399,7 @@ class PythonMetric(Syncable):
         if not self._reset_by_collection:
             self._alone()
         super().reset()
+        self._sync_cache = None  # a reset state is not the synced one: unsync() has nothing to restore
 
     _reset_by_collection = False  # set while its collection's reset() calls a subclass's own reset()
 

@@ -184,6 +184,55 @@ def subgroup(rank, world):
     return {"sum": m.compute(), "collection": c.compute()["sum"]}
 
 
+def no_rows(rank, world):
+    """Samplewise states with no rows on any rank (reset, or a batch of no samples) sync to no rows."""
+    m = nm.MulticlassAccuracy(num_classes=3, multidim_average="samplewise")
+    m.update(torch.tensor([[0, 1]]), torch.tensor([[0, 1]]))
+    out = {"with_rows": m.compute()}
+    m.reset()
+    out["after_reset"] = m.compute()
+    c = nm.MetricCollection({"rows": nm.MulticlassAccuracy(num_classes=3, multidim_average="samplewise"),
+                             "sum": nm.SumMetric()})
+    c.update(preds=torch.zeros(0, 2, dtype=torch.long), target=torch.zeros(0, 2, dtype=torch.long),
+             value=float(rank + 1))
+    out["collection"] = c.compute()
+    return out
+
+
+def mixed_flags(rank, world):
+    """Each member of a collection syncs by its own flags, as TorchMetrics computes each metric."""
+    value = float(rank + 1)
+    c = nm.MetricCollection({"global": nm.SumMetric(), "local": nm.SumMetric(sync_on_compute=False)})
+    c.update(value)
+    out = {"compute": c.compute()}
+    step = nm.MetricCollection({"step": nm.SumMetric(dist_sync_on_step=True), "nostep": nm.SumMetric()})
+    out["forward"] = step(value)
+    out["forward_counts"] = [step["step"].update_count, step["nostep"].update_count]
+    return out
+
+
+def synced_state_changes(rank, world):
+    """reset() in sync_context() stays reset; forward() on a synced state raises and counts nothing."""
+    out = {}
+    m = nm.SumMetric()
+    m.update(float(rank + 1))
+    with m.sync_context():
+        m.reset()
+    out["reset_count"] = m.update_count
+    m.update(float(rank + 1))
+    for name, metric in (("metric", m), ("collection", nm.MetricCollection({"sum": nm.SumMetric()}))):
+        metric.sync()
+        try:
+            metric(float(rank + 1))
+            out[name] = None
+        except RuntimeError as e:
+            out[name] = str(e)
+        metric.unsync()
+        metric.sync(should_sync=False)  # a no-op, even beside sync() ... unsync() of another block
+    out["total"] = m.compute()
+    return out
+
+
 def bad_input(rank, world):
     m = nm.MeanMetric(nan_strategy="error")
     m.update(torch.tensor([1.0, float("nan")] if rank == 1 else [2.0]))

@@ -115,6 +115,29 @@ def test_sync_unsync_sync_context_and_dist_sync_on_step(tmp_path):
         assert got["collection_step_count"] == 1
 
 
+def test_samplewise_states_with_no_rows_on_any_rank_sync_to_no_rows(tmp_path):
+    # gloo dies (SIGFPE) on an all-gather of empty tensors: there must be none
+    for rank, got in enumerate(run("no_rows", 2, tmp_path)):
+        assert got["with_rows"].tolist() == [1.0, 1.0]  # a sample on each rank
+        assert got["after_reset"].shape == (0,)
+        assert got["collection"]["rows"].shape == (0,) and got["collection"]["sum"].item() == 3.0
+
+
+def test_each_member_of_a_collection_syncs_by_its_own_flags(tmp_path):
+    for rank, got in enumerate(run("mixed_flags", 2, tmp_path)):
+        assert got["compute"]["global"].item() == 3.0 and got["compute"]["local"].item() == rank + 1
+        assert got["forward"]["step"].item() == 3.0 and got["forward"]["nostep"].item() == rank + 1
+        assert got["forward_counts"] == [1, 1]
+
+
+def test_reset_in_a_sync_context_stays_and_forward_on_a_synced_state_raises(tmp_path):
+    for rank, got in enumerate(run("synced_state_changes", 2, tmp_path)):
+        assert got["reset_count"] == 0
+        for name in ("metric", "collection"):
+            assert "shouldn't be synced when performing forward" in got[name], name
+        assert got["total"].item() == 3.0  # the update after the reset, over both ranks; the refused forwards counted nothing
+
+
 def test_collective_device_moves_cpu_state_for_nccl_only():
     assert _C.collective_device("nccl", "cpu").type == "cuda"
     assert _C.collective_device("nccl", "cuda:1") == torch.device("cuda:1")
