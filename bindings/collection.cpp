@@ -61,6 +61,10 @@ void init_collection(py::module_& m) {
       .def("state_dict", [](const MetricCollection& self) { return state_to_python(self.state_dict()); })
       .def("load_state_dict",
            [](MetricCollection& self, const py::dict& dict) { self.load_state_dict(state_from_python(dict, kName)); })
+      .def("_load_following_groups",
+           [](MetricCollection& self, const py::dict& dict) {
+             self.load_state_dict(state_from_python(dict, kName), AbsentMetric::FollowsItsGroup);
+           })
       .def("_detach", &MetricCollection::detach)
       .def("_regroup", &MetricCollection::regroup)
       .def("names", &MetricCollection::names)

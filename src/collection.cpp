@@ -25,17 +25,29 @@ UpdateArgs classification_args(const at::Tensor& preds, const at::Tensor& target
 // fresh, so that meta collections group as real ones do.
 bool never_updated(const Metric& metric) { return metric.device().is_meta() || metric.update_count() == 0; }
 
-// Whether two state dicts hold the same tensors (a meta tensor holds no values to differ in).
-bool same_state(const StateDict& a, const StateDict& b) {
+// Whether two state dicts of one metric hold the same counts: equal, or for float64 counts equal
+// up to rounding (a count that a shared state derives, such as a weighted tn from a confusion
+// matrix, can differ in its last bits from the one counted directly). A meta tensor holds no
+// values to differ in.
+bool same_counts(const StateDict& a, const StateDict& b) {
   if (a.size() != b.size()) return false;
   for (const auto& [key, x] : a) {
     const auto it = b.find(key);
     if (it == b.end()) return false;
     const auto& y = it->second;
     if (x.sizes() != y.sizes() || x.scalar_type() != y.scalar_type()) return false;
-    if (!x.is_meta() && !y.is_meta() && !at::equal(x, y)) return false;
+    if (x.is_meta() || y.is_meta()) continue;
+    if (!(x.is_floating_point() ? at::allclose(x, y, 1e-12, 0.0, /*equal_nan=*/true) : at::equal(x, y))) return false;
   }
   return true;
+}
+
+// Whether `metric` can count into and read from `server`'s state (Metric::share_state_of).
+bool can_share(const Metric& metric, const Metric& server) {
+  const auto mine = metric.sharing_key();
+  const auto theirs = server.sharing_key();
+  return !mine.counts.empty() && mine.counts == theirs.counts && theirs.level >= mine.level &&
+         metric.device() == server.device();
 }
 
 }  // namespace
@@ -164,7 +176,18 @@ void MetricCollection::reset() {
 
 void MetricCollection::merge(const MetricCollection& other, MergeOrder order) {
   const std::scoped_lock taking_turns(*mutex_, *other.mutex_);
-  TORCH_CHECK_VALUE(names() == other.names() && groups() == other.groups(), kName,
+  // the groups may come in another order (a load or a detach appends the groups it makes)
+  const auto as_set = [](std::vector<size_t> members) {
+    std::sort(members.begin(), members.end());
+    return members;
+  };
+  const bool same_groups = groups_.size() == other.groups_.size() &&
+                           std::all_of(groups_.begin(), groups_.end(), [&](const Group& g) {
+                             return std::any_of(other.groups_.begin(), other.groups_.end(), [&](const Group& h) {
+                               return as_set(g.members) == as_set(h.members);
+                             });
+                           });
+  TORCH_CHECK_VALUE(names() == other.names() && same_groups, kName,
                     ".merge: the other collection has different metrics or groups");
   for (size_t i = 0; i < entries_.size(); ++i) {
     const auto& mine = *entries_[i].metric;
@@ -173,9 +196,12 @@ void MetricCollection::merge(const MetricCollection& other, MergeOrder order) {
                       entries_[i].name, "' is a ", mine.name(), " here but a ", theirs.name(), " in the other");
   }
   // Check every state before changing any: merging a copy first throws what the real merge would.
+  // Each group takes the state of the other's group through the same metric there.
   auto trial = clone();
-  for (size_t i = 0; i < groups_.size(); ++i) trial.owner(trial.groups_[i]).merge(other.owner(other.groups_[i]), order);
-  for (size_t i = 0; i < groups_.size(); ++i) owner(groups_[i]).merge(other.owner(other.groups_[i]), order);
+  for (size_t i = 0; i < groups_.size(); ++i) {
+    trial.owner(trial.groups_[i]).merge(*other.entries_[groups_[i].owner].metric, order);
+  }
+  for (size_t i = 0; i < groups_.size(); ++i) owner(groups_[i]).merge(*other.entries_[groups_[i].owner].metric, order);
 }
 
 StateDict MetricCollection::state_dict() const {
@@ -187,7 +213,7 @@ StateDict MetricCollection::state_dict() const {
   return dict;
 }
 
-void MetricCollection::load_state_dict(const StateDict& dict) {
+void MetricCollection::load_state_dict(const StateDict& dict, AbsentMetric absent) {
   const auto taking_turns = lock();
   std::vector<StateDict> parts(entries_.size());
   for (const auto& [key, tensor] : dict) {
@@ -199,25 +225,68 @@ void MetricCollection::load_state_dict(const StateDict& dict) {
     parts[it - entries_.begin()].emplace(key.substr(dot + 1), tensor);
   }
   // every part loads into a copy first: a bad dict changes nothing
-  std::vector<std::unique_ptr<Metric>> alone;
-  for (size_t i = 0; i < entries_.size(); ++i) alone.push_back(loaded_alone(i, parts[i]));
-  // each group's state takes its owner's part; a metric whose part differs from what it reads there
-  // (it was reset or loaded alone, or the dict comes from a collection grouped otherwise) leaves
-  // the group with its own
-  for (const auto& group : groups_) owner(group).load_state_dict(parts[group.owner]);
+  std::vector<std::unique_ptr<Metric>> loaded(entries_.size());
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    if (absent == AbsentMetric::Refused || !parts[i].empty()) loaded[i] = loaded_alone(i, parts[i]);
+  }
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    if (!loaded[i]) loaded[i] = absent_metric_state(i, loaded);
+  }
+  const auto groups = groups_holding(loaded);
+  if (groups != this->groups()) regroup(groups);
+  for (const auto& group : groups_) owner(group).load_state_dict(loaded[group.owner]->state_dict());
+}
+
+std::unique_ptr<Metric> MetricCollection::absent_metric_state(size_t index,
+                                                              const std::vector<std::unique_ptr<Metric>>& loaded) const {
+  const auto& metric = *entries_[index].metric;
+  const auto group = std::find_if(groups_.begin(), groups_.end(), [&](const Group& g) {
+    return std::find(g.members.begin(), g.members.end(), index) != g.members.end();
+  });
+  for (auto mate : group->members) {
+    if (mate == index || !loaded[mate] || !can_share(metric, *loaded[mate])) continue;
+    auto view = metric.clone();
+    view->share_state_of(*loaded[mate]);
+    view->unshare_state();
+    return view;
+  }
+  auto own = metric.clone();
+  own->unshare_state();
+  return own;
+}
+
+std::vector<std::vector<std::string>> MetricCollection::groups_holding(
+    const std::vector<std::unique_ptr<Metric>>& loaded) const {
+  std::vector<std::vector<size_t>> groups;
   std::vector<size_t> leaving;
   for (const auto& group : groups_) {
+    groups.emplace_back();
     for (auto member : group.members) {
-      const auto& metric = *entries_[member].metric;
-      if (&metric != &owner(group) && !same_state(metric.state_dict(), alone[member]->state_dict())) {
-        leaving.push_back(member);
-      }
+      const bool stays = member == group.owner || reads(*loaded[group.owner], member, *loaded[member]);
+      (stays ? groups.back() : leaving).push_back(member);
     }
   }
+  const auto kept = static_cast<std::ptrdiff_t>(groups.size());
   for (auto member : leaving) {
-    detach(entries_[member].name);
-    entries_[member].metric->load_state_dict(alone[member]->state_dict());
+    const auto joined = std::find_if(groups.begin() + kept, groups.end(), [&](const std::vector<size_t>& g) {
+      return reads(*loaded[g.front()], member, *loaded[member]);
+    });
+    joined == groups.end() ? groups.push_back({member}) : joined->push_back(member);
   }
+  std::vector<std::vector<std::string>> names;
+  for (const auto& group : groups) {
+    names.emplace_back();
+    for (auto member : group) names.back().push_back(entries_[member].name);
+  }
+  return names;
+}
+
+bool MetricCollection::reads(const Metric& server, size_t index, const Metric& held) const {
+  const auto& metric = *entries_[index].metric;
+  if (!can_share(metric, server)) return false;
+  auto view = metric.clone();
+  view->share_state_of(server);
+  return same_counts(view->state_dict(), held.state_dict());
 }
 
 std::unique_ptr<Metric> MetricCollection::loaded_alone(size_t index, const StateDict& part) const {

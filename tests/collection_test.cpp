@@ -440,6 +440,63 @@ TEST(MetricCollection, AMemberResetAloneBeforeTheCheckpointLeavesItsGroupWhenLoa
   EXPECT_EQ(values.at("confmat")[1][2].item<int64_t>(), 2);  // both batches
 }
 
+TEST(MetricCollection, ALoadGroupsTheMetricsWhoseStatesAreEqualAndMergesWithTheSaved) {
+  const auto o = Opts::multiclass(3).average(Average::None);
+  const auto make = [&](std::shared_ptr<ConfusionMatrix> confmat) {
+    MetricCollection c;
+    c.add("confmat", std::move(confmat)).add("precision", Precision(o)).add("recall", Recall(o));
+    return c;
+  };
+  const auto confmat = std::make_shared<ConfusionMatrix>(o);
+  auto saved = make(confmat);
+  saved.update(first_preds(), first_target());
+  saved.detach("confmat");  // the confusion matrix counts a batch alone: its group-mates keep theirs
+  confmat->update(at::tensor({1, 0}, at::kLong), at::tensor({1, 2}, at::kLong));
+  auto fresh = make(std::make_shared<ConfusionMatrix>(o));
+  fresh.load_state_dict(saved.state_dict());
+  using Groups = std::vector<std::vector<std::string>>;
+  EXPECT_EQ(fresh.groups(), (Groups{{"confmat"}, {"precision", "recall"}}));  // precision and recall still share
+  EXPECT_TRUE(states_equal(fresh.state_dict(), saved.state_dict()));
+  fresh.merge(saved);  // the same groups, in another order
+  EXPECT_EQ(fresh.at("confmat").update_count(), 4);
+  EXPECT_EQ(fresh.at("recall").update_count(), 2);
+}
+
+TEST(MetricCollection, AMetricAbsentFromADictFollowsAGroupMateThatCanServeIt) {
+  auto saved = confmat_and_precision();
+  saved.grouped.update(first_preds(), first_target());
+  auto without = [&](const std::string& name) {
+    auto dict = saved.grouped.state_dict();
+    for (auto it = dict.begin(); it != dict.end();) it = it->first.rfind(name + ".", 0) == 0 ? dict.erase(it) : ++it;
+    return dict;
+  };
+  auto fresh = confmat_and_precision();
+  EXPECT_THROW(fresh.grouped.load_state_dict(without("precision")), c10::ValueError);  // refused by default
+  fresh.grouped.load_state_dict(without("precision"), AbsentMetric::FollowsItsGroup);
+  EXPECT_EQ(fresh.grouped.groups().size(), 1u);  // it reads the matrix loaded
+  EXPECT_TRUE(states_equal(fresh.grouped.state_dict(), saved.grouped.state_dict()));
+  auto other = confmat_and_precision();
+  other.grouped.load_state_dict(without("confmat"), AbsentMetric::FollowsItsGroup);
+  EXPECT_EQ(other.grouped.groups().size(), 2u);  // per-class counts cannot serve a matrix: it keeps its own
+  EXPECT_EQ(other.grouped.at("confmat").update_count(), 0);
+  EXPECT_EQ(other.grouped.at("precision").update_count(), 1);
+}
+
+TEST(MetricCollection, WeightedCountsDerivedFromAMatrixStillShareItWhenLoaded) {
+  // tn derived from a weighted matrix can differ in its last bits from tn counted directly
+  const auto o = Opts::multiclass(3).average(Average::None).weighted(true);
+  MetricCollection apart(MetricCollectionOptions().compute_groups(false)), grouped;
+  apart.add("confmat", ConfusionMatrix(o)).add("precision", Precision(o));
+  grouped.add("confmat", ConfusionMatrix(o)).add("precision", Precision(o));
+  auto gen = generator(7);
+  const auto preds = at::randint(3, {64}, gen, at::kLong), target = at::randint(3, {64}, gen, at::kLong);
+  const auto weight = at::rand({64}, gen, at::kDouble).mul_(1e3);
+  apart.update(preds, target, weight);
+  grouped.load_state_dict(apart.state_dict());
+  EXPECT_EQ(grouped.groups().size(), 1u);
+  EXPECT_TRUE(tensors_close(grouped.compute().at("precision"), apart.compute().at("precision")));
+}
+
 TEST(MetricCollection, AMembersPartInTheLayoutOfTheStateItSharesStillLoads) {
   // before state dicts took each metric's own layout, a member wrote the state it shares
   auto c = confmat_and_precision();

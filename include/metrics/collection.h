@@ -22,6 +22,13 @@ struct MetricCollectionOptions {
   TORCH_ARG(bool, compute_groups) = true;
 };
 
+/// What MetricCollection::load_state_dict does with a metric that has no key in the dict.
+enum class AbsentMetric {
+  Refused,          ///< an error: the dict must hold every metric's state
+  FollowsItsGroup,  ///< it reads what a group-mate that can serve it loads (as TorchMetrics' compute
+                    ///< groups make it), and keeps its state where none can
+};
+
 /// Who updates a metric of a collection: the collection, with the others (sharing states where
 /// they count the same things), or the caller, apart (a Python subclass with its own update()).
 /// A metric updated apart keeps its own state, which update(), forward(), compute() and check()
@@ -76,8 +83,10 @@ class MetricCollection {
   StateDict state_dict() const;
   /// Checks every part before loading any: a bad dict changes nothing. A metric whose part differs
   /// from the state its group loads (a dict from a collection grouped otherwise, or one member
-  /// reset alone) leaves its group, as detach() makes it.
-  void load_state_dict(const StateDict& dict);
+  /// reset alone) leaves its group, as detach() makes it; metrics whose parts are equal share one
+  /// state, as they did when the dict was written. `absent` says what a metric with no key in
+  /// `dict` does.
+  void load_state_dict(const StateDict& dict, AbsentMetric absent = AbsentMetric::Refused);
   void to(at::Device device);
   /// A deep copy that shares states between the same metrics as this one does.
   MetricCollection clone() const;
@@ -121,6 +130,15 @@ class MetricCollection {
   size_t index_of(const std::string& name) const;
   // A copy of metric `index` in its own layout with `part` loaded (throws what loading it throws).
   std::unique_ptr<Metric> loaded_alone(size_t index, const StateDict& part) const;
+  // What metric `index`, absent from a dict (AbsentMetric::FollowsItsGroup), holds after the load:
+  // the state of a group-mate in `loaded` that can serve it, else its own.
+  std::unique_ptr<Metric> absent_metric_state(size_t index, const std::vector<std::unique_ptr<Metric>>& loaded) const;
+  // The groups that hold the states of `loaded` (one per metric, each in its own layout): a group
+  // keeps the metrics that read in its owner's state what they hold; the others group by equal
+  // states.
+  std::vector<std::vector<std::string>> groups_holding(const std::vector<std::unique_ptr<Metric>>& loaded) const;
+  // Whether metric `index`, sharing the state of `server`, would hold what `held` holds.
+  bool reads(const Metric& server, size_t index, const Metric& held) const;
   Group& group_of(size_t index);
   std::unique_lock<std::recursive_mutex> lock() const { return std::unique_lock<std::recursive_mutex>(*mutex_); }
   /// name -> value of the metrics updated together, with no report.

@@ -369,26 +369,18 @@ class MetricCollection(Syncable, torch.nn.Module):
         return prefixed_state("MetricCollection", self._core.state_dict(), destination, prefix)
 
     def load_state_dict(self, state_dict, strict=True, assign=False):
-        """Checks every part before loading any: a bad dict changes nothing. With strict=False, unknown
-        keys are ignored and missing keys keep their current values. Returns (missing_keys, unexpected_keys)."""
-        return load_state("MetricCollection", self._core.load_state_dict, lambda: self._state_for(state_dict),
-                          state_dict, strict, assign)
-
-    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
-                              error_msgs):
-        # A parent module's load: where the checkpoint holds its metrics' whole state, it loads as
-        # load_state_dict() loads it (a metric whose part differs from its group's state leaves the
-        # group); each metric's own load, which follows, then finds its state as given. Otherwise,
-        # or where this load fails, the metrics' own loads do and report what is wrong.
-        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
-                                      error_msgs)
-        names = list(self._core.state_dict())
-        given = {key[len(prefix):]: value for key, value in state_dict.items() if key.startswith(prefix)}
-        if names and all(name in given for name in names):
-            try:
-                self._core.load_state_dict({name: given[name] for name in names})
-            except (RuntimeError, ValueError, TypeError):
-                pass
+        """Checks every part before loading any: a bad dict changes nothing. A metric whose part
+        differs from what its compute group loads leaves the group with it. With strict=False, unknown
+        keys are ignored, and a metric's missing key takes a group-mate's of the same name, or keeps
+        its value; a metric with no key at all reads what a group-mate loads (TorchMetrics' compute
+        groups share states) or, with none that can serve it, keeps its state. Returns
+        (missing_keys, unexpected_keys)."""
+        def load(state):
+            if strict:
+                return self._core.load_state_dict(state)
+            present = {key.split(".", 1)[0] for key in state_dict}
+            return self._core._load_following_groups({k: v for k, v in state.items() if k.split(".", 1)[0] in present})
+        return load_state("MetricCollection", load, lambda: self._state_for(state_dict), state_dict, strict, assign)
 
     def _state_for(self, state_dict):
         """The current state, where a metric's key is missing from `state_dict` but a metric of its
@@ -402,6 +394,24 @@ class MetricCollection(Syncable, torch.nn.Module):
                     if given and not part.startswith("_"):  # "_metric", "_version" describe each metric
                         state[key] = given[0]
         return state
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs):
+        # A parent module's load: the metrics whose whole state the checkpoint holds load as
+        # load_state_dict(strict=False) loads them; each metric's own load, which follows, then finds
+        # its state as given, and reports what is missing. Where this load fails, the metrics' own
+        # loads do and report what is wrong.
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                                      error_msgs)
+        names = list(self._core.state_dict())
+        given = {key[len(prefix):]: value for key, value in state_dict.items() if key.startswith(prefix)}
+        incomplete = {name.split(".", 1)[0] for name in names if name not in given}
+        part = {name: given[name] for name in names if name.split(".", 1)[0] not in incomplete}
+        if part:
+            try:
+                self._core._load_following_groups(part)
+            except (RuntimeError, ValueError, TypeError):
+                pass
 
     def merge_state(self, other):
         """Folds in a collection with the same metrics and groups; `other` is unchanged."""

@@ -452,17 +452,14 @@ class PythonMetric(Syncable):
         unknown keys are ignored and missing keys keep their current values. Returns
         (missing_keys, unexpected_keys), as torch.nn.Module does."""
         self._alone()
-        return self._load_state(state_dict, strict, assign)
+        return load_state(type(self).__name__, super().load_state_dict, super().state_dict, state_dict, strict, assign)
 
     def _load_unless_held(self, state_dict):
         """A parent module's load: a state the metric holds already changes nothing (its collection
-        loaded it just before, where the metric shares a state of another layout); it keeps its group."""
+        loaded it just before, where the metric shares a state of another layout); it keeps its
+        group. Another leaves the group with it, as load_state_dict() does."""
         if not _same_state(super().state_dict(), state_dict):
-            self._load_state(state_dict)
-
-    def _load_state(self, state_dict, strict=True, assign=False):
-        """load_state_dict(), without leaving its collection's group."""
-        return load_state(type(self).__name__, super().load_state_dict, super().state_dict, state_dict, strict, assign)
+            self.load_state_dict(state_dict)
 
     def to(self, *args, **kwargs):
         """Moves the state to a device, given as torch.nn.Module.to takes it (a device, a string, an

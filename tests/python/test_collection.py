@@ -637,3 +637,38 @@ def test_a_weight_keyword_goes_only_to_the_metrics_that_take_it():
     assert values["loss"].item() == pytest.approx((0.7 * 5 + 0.1 * 2) / 7)
     with pytest.raises(ValueError, match="MulticlassAccuracy.update: weight given"):
         nm.MulticlassAccuracy(num_classes=4).update(preds, target, weight=torch.ones(5))
+
+
+def test_a_partial_checkpoint_leaves_an_absent_member_reading_its_group():
+    # strict=False without one member's keys: it reads what its group loads, as TorchMetrics' compute
+    # groups make it, and its keys are reported missing
+    batches = _label_batches(11, 3)
+    saved = _confmat_and_precision()
+    for p, t in batches:
+        saved.update(p, t)
+    partial = {k: v for k, v in saved.state_dict().items() if not k.startswith("prec.")}
+    resumed = _confmat_and_precision()
+    result = resumed.load_state_dict(partial, strict=False)
+    assert sorted(result.missing_keys) == sorted(k for k in saved.state_dict() if k.startswith("prec."))
+    assert resumed.compute_groups == {0: ["cm", "prec"]}
+    confmat, precision = _expected_confmat_and_precision(batches)
+    np.testing.assert_array_equal(resumed.compute()["cm"].numpy(), confmat)
+    np.testing.assert_allclose(resumed.compute()["prec"].numpy(), precision, rtol=1e-6)
+
+
+def test_a_model_with_one_persistent_member_of_a_group_loads_its_checkpoint():
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.metrics = _confmat_and_precision()
+            self.metrics["prec"].persistent(True)
+
+    batches = _label_batches(12, 2)
+    saved = Model()
+    for p, t in batches:
+        saved.metrics.update(p, t)
+    fresh = Model()
+    result = fresh.load_state_dict(saved.state_dict())
+    assert not result.missing_keys and not result.unexpected_keys
+    _, precision = _expected_confmat_and_precision(batches)
+    np.testing.assert_allclose(fresh.metrics["prec"].compute().numpy(), precision, rtol=1e-6)
