@@ -31,15 +31,33 @@ bool never_updated(const Metric& metric) { return metric.device().is_meta() || m
 // values to differ in.
 bool same_counts(const StateDict& a, const StateDict& b) {
   if (a.size() != b.size()) return false;
+  // rounding scales with the largest count (a derived tn is a difference of totals)
+  double largest = 0.0;
+  for (const auto* dict : {&a, &b}) {
+    for (const auto& [key, x] : *dict) {
+      if (x.is_floating_point() && !x.is_meta() && x.numel() > 0) {
+        largest = std::max(largest, x.abs().nan_to_num(0.0, 0.0, 0.0).max().item<double>());
+      }
+    }
+  }
   for (const auto& [key, x] : a) {
     const auto it = b.find(key);
     if (it == b.end()) return false;
     const auto& y = it->second;
     if (x.sizes() != y.sizes() || x.scalar_type() != y.scalar_type()) return false;
     if (x.is_meta() || y.is_meta()) continue;
-    if (!(x.is_floating_point() ? at::allclose(x, y, 1e-12, 0.0, /*equal_nan=*/true) : at::equal(x, y))) return false;
+    const bool same = x.is_floating_point() ? at::allclose(x, y, 1e-12, 1e-12 * largest, /*equal_nan=*/true)
+                                            : at::equal(x, y);
+    if (!same) return false;
   }
   return true;
+}
+
+// Groups of names as a partition: their order, and the order within each, set aside.
+std::vector<std::vector<std::string>> partition_of(std::vector<std::vector<std::string>> groups) {
+  for (auto& group : groups) std::sort(group.begin(), group.end());
+  std::sort(groups.begin(), groups.end());
+  return groups;
 }
 
 // Whether `metric` can count into and read from `server`'s state (Metric::share_state_of).
@@ -233,7 +251,7 @@ void MetricCollection::load_state_dict(const StateDict& dict, AbsentMetric absen
     if (!loaded[i]) loaded[i] = absent_metric_state(i, loaded);
   }
   const auto groups = groups_holding(loaded);
-  if (groups != this->groups()) regroup(groups);
+  if (partition_of(groups) != partition_of(this->groups())) regroup(groups);
   for (const auto& group : groups_) owner(group).load_state_dict(loaded[group.owner]->state_dict());
 }
 
@@ -243,7 +261,10 @@ std::unique_ptr<Metric> MetricCollection::absent_metric_state(size_t index,
   const auto group = std::find_if(groups_.begin(), groups_.end(), [&](const Group& g) {
     return std::find(g.members.begin(), g.members.end(), index) != g.members.end();
   });
-  for (auto mate : group->members) {
+  // the group's owner first: its state is the group's
+  auto mates = group->members;
+  std::stable_partition(mates.begin(), mates.end(), [&](size_t m) { return m == group->owner; });
+  for (auto mate : mates) {
     if (mate == index || !loaded[mate] || !can_share(metric, *loaded[mate])) continue;
     auto view = metric.clone();
     view->share_state_of(*loaded[mate]);
@@ -257,20 +278,25 @@ std::unique_ptr<Metric> MetricCollection::absent_metric_state(size_t index,
 
 std::vector<std::vector<std::string>> MetricCollection::groups_holding(
     const std::vector<std::unique_ptr<Metric>>& loaded) const {
+  // one metric object under several names holds one state: its names go where its first goes
+  const auto same_object = [&](size_t a, size_t b) { return entries_[a].metric == entries_[b].metric; };
+  const auto holds = [&](const std::vector<size_t>& group, size_t member) {
+    return std::any_of(group.begin(), group.end(), [&](size_t m) { return same_object(m, member); }) ||
+           reads(*loaded[group.front()], member, *loaded[member]);
+  };
   std::vector<std::vector<size_t>> groups;
   std::vector<size_t> leaving;
   for (const auto& group : groups_) {
-    groups.emplace_back();
+    groups.push_back({group.owner});
     for (auto member : group.members) {
-      const bool stays = member == group.owner || reads(*loaded[group.owner], member, *loaded[member]);
-      (stays ? groups.back() : leaving).push_back(member);
+      if (member == group.owner) continue;
+      const bool left_before = std::any_of(leaving.begin(), leaving.end(), [&](size_t m) { return same_object(m, member); });
+      (!left_before && holds(groups.back(), member) ? groups.back() : leaving).push_back(member);
     }
   }
   const auto kept = static_cast<std::ptrdiff_t>(groups.size());
   for (auto member : leaving) {
-    const auto joined = std::find_if(groups.begin() + kept, groups.end(), [&](const std::vector<size_t>& g) {
-      return reads(*loaded[g.front()], member, *loaded[member]);
-    });
+    const auto joined = std::find_if(groups.begin() + kept, groups.end(), [&](const auto& g) { return holds(g, member); });
     joined == groups.end() ? groups.push_back({member}) : joined->push_back(member);
   }
   std::vector<std::vector<std::string>> names;

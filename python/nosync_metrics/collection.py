@@ -398,9 +398,9 @@ class MetricCollection(Syncable, torch.nn.Module):
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
                               error_msgs):
         # A parent module's load: the metrics whose whole state the checkpoint holds load as
-        # load_state_dict(strict=False) loads them; each metric's own load, which follows, then finds
-        # its state as given, and reports what is missing. Where this load fails, the metrics' own
-        # loads do and report what is wrong.
+        # load_state_dict(strict=False) loads them; each metric's own load, which follows, then only
+        # reports what is missing. Where this load fails, the metrics' own loads load and report
+        # what is wrong.
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
                                       error_msgs)
         names = list(self._core.state_dict())
@@ -411,7 +411,9 @@ class MetricCollection(Syncable, torch.nn.Module):
             try:
                 self._core._load_following_groups(part)
             except (RuntimeError, ValueError, TypeError):
-                pass
+                return
+            for name in {key.split(".", 1)[0] for key in part}:
+                self._modules[name]._loaded_by_its_collection = True
 
     def merge_state(self, other):
         """Folds in a collection with the same metrics and groups; `other` is unchanged."""

@@ -443,8 +443,9 @@ class PythonMetric(Syncable):
         not_modules, not_state = [], []
         torch.nn.Module._load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
                                               not_modules, error_msgs)
-        parent_loads(self._load_unless_held, list(super().state_dict()), state_dict, prefix, self._persistent,
-                     missing_keys, not_state, error_msgs)
+        loaded = self.__dict__.pop("_loaded_by_its_collection", False)  # set just before, by its collection
+        parent_loads((lambda state: None) if loaded else self._load_unless_held, list(super().state_dict()),
+                     state_dict, prefix, self._persistent, missing_keys, not_state, error_msgs)
         unexpected_keys.extend(key for key in not_state if key in not_modules)
 
     def load_state_dict(self, state_dict, strict=True, assign=False):

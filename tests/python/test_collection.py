@@ -672,3 +672,25 @@ def test_a_model_with_one_persistent_member_of_a_group_loads_its_checkpoint():
     assert not result.missing_keys and not result.unexpected_keys
     _, precision = _expected_confmat_and_precision(batches)
     np.testing.assert_allclose(fresh.metrics["prec"].compute().numpy(), precision, rtol=1e-6)
+
+
+def test_a_model_loading_weighted_counts_keeps_a_confusion_matrix_group():
+    # a weighted tn derived from the matrix differs from the one counted directly in its last bits
+    class Model(torch.nn.Module):
+        def __init__(self, compute_groups=True):
+            super().__init__()
+            self.metrics = nm.MetricCollection(
+                {"cm": nm.MulticlassConfusionMatrix(num_classes=3, weighted=True),
+                 "prec": nm.MulticlassPrecision(num_classes=3, average=None, weighted=True)},
+                compute_groups=compute_groups)
+            self.metrics.persistent(True)
+
+    g = torch.Generator().manual_seed(4)
+    preds, target = torch.randint(0, 3, (64,), generator=g), torch.randint(0, 3, (64,), generator=g)
+    weight = (torch.rand(64, generator=g, dtype=torch.float64) * 6).exp()
+    saved = Model(compute_groups=False)
+    saved.metrics.update(preds, target, weight)
+    fresh = Model()
+    fresh.load_state_dict(saved.state_dict())
+    assert fresh.metrics.compute_groups == {0: ["cm", "prec"]}
+    torch.testing.assert_close(fresh.metrics.compute()["prec"], saved.metrics.compute()["prec"])
