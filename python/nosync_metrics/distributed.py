@@ -28,13 +28,18 @@ def _fingerprint(text):
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little", signed=True)
 
 
-def _check_same_on_every_rank(text, group, who, device):
+def _same_on_every_rank(text, group, device):
+    """Whether every rank's `text` is this one's: one small all-gather of fingerprints."""
     mine = torch.tensor([_fingerprint(text), len(text)], dtype=torch.int64, device=device)
     gathered = [torch.empty_like(mine) for _ in range(dist.get_world_size(group))]
     dist.all_gather(gathered, mine, group=group)
-    if all(torch.equal(g, gathered[0]) for g in gathered):
+    return all(torch.equal(g, gathered[0]) for g in gathered)
+
+
+def _check_same_on_every_rank(text, group, who, device):
+    if _same_on_every_rank(text, group, device):
         return
-    texts = [None] * len(gathered)
+    texts = [None] * dist.get_world_size(group)
     dist.all_gather_object(texts, text, group=group)
     _C.check_same_texts(texts, who)
 
@@ -62,13 +67,19 @@ def _gather_rows(rows, counts, group, backend):
     return torch.cat([g[:c] for g, c in zip(gathered, counts)]).to(rows.device)
 
 
-def reduce_packed(packed, description, group, who):
+def _check_device(packed, group):
+    """Where the collectives run for `packed`'s state."""
+    return _C.collective_device(dist.get_backend(group), str(packed.buffers[0][1].device))
+
+
+def reduce_packed(packed, description, group, who, checked=False):
     """All-reduces `packed`'s buffers in place over `group` (None: the default group), and gathers
-    its rows (the Cat entries: TorchMetrics' list states)."""
+    its rows (the Cat entries: TorchMetrics' list states); first checks that every rank describes
+    its state as `description`, unless `checked` already."""
     backend = dist.get_backend(group)
     buffers = packed.buffers
-    device = _C.collective_device(backend, str(buffers[0][1].device))
-    _check_same_on_every_rank(description, group, who, device)
+    if not checked:
+        _check_same_on_every_rank(description, group, who, _check_device(packed, group))
     rows = packed.rows
     counts = _gather_row_counts(rows, group, backend) if rows else []
     for index, entry in enumerate(rows):
@@ -101,8 +112,18 @@ class Syncable:
         """A copy of the C++ metric or collection (`core`, by default this one's) holding the state
         reduced over every rank."""
         core = self._core_for_sync() if core is None else core
+        group = self._sync_group()
         packed = core._pack()
-        reduce_packed(packed, core._describe(), self._sync_group(), self._sync_name())
+        checked = False
+        if isinstance(core, _C.MetricCollectionCore):
+            # Ranks may group the same metrics otherwise (one of them counted, reset or loaded alone
+            # on one rank): then every rank reduces each metric's own state, as TorchMetrics does.
+            checked = _same_on_every_rank(core._describe(), group, _check_device(packed, group))
+            if not checked:
+                core = core.clone()
+                core._regroup([[name] for name in core.names()])
+                packed = core._pack()
+        reduce_packed(packed, core._describe(), group, self._sync_name(), checked=checked)
         return core._synced_copy(packed)
 
     def sync(self, dist_sync_fn=None, process_group=None, should_sync=True, distributed_available=None):

@@ -233,6 +233,25 @@ def synced_state_changes(rank, world):
     return out
 
 
+def groups_differ(rank, world):
+    """The same metrics grouped otherwise on one rank (a member loaded alone there, or
+    compute_groups off) sync each metric's own state, as TorchMetrics does."""
+    def make(compute_groups=True):
+        return nm.MetricCollection({"accuracy": nm.MulticlassAccuracy(num_classes=CLASSES),
+                                    "f1": nm.MulticlassF1Score(num_classes=CLASSES)}, compute_groups=compute_groups)
+    split, flat = make(), make(compute_groups=rank != 0)
+    for i in mine(rank, world):
+        b = batch(i)
+        for c in (split, flat):
+            c.update(b["preds"], b["target"])
+    if rank == 0:
+        split["accuracy"].load_state_dict(split["accuracy"].state_dict())  # alone on rank 0 only: its own state
+    out = {"groups": [split.compute_groups, flat.compute_groups], "split": split.compute(), "flat": flat.compute()}
+    with split.sync_context():
+        out["synced"] = split.compute()
+    return out
+
+
 def bad_input(rank, world):
     m = nm.MeanMetric(nan_strategy="error")
     m.update(torch.tensor([1.0, float("nan")] if rank == 1 else [2.0]))

@@ -138,6 +138,15 @@ def test_reset_in_a_sync_context_stays_and_forward_on_a_synced_state_raises(tmp_
         assert got["total"].item() == 3.0  # the update after the reset, over both ranks; the refused forwards counted nothing
 
 
+def test_ranks_that_group_the_same_metrics_otherwise_still_sync(tmp_path):
+    expected = single_process_values()
+    for rank, got in enumerate(run("groups_differ", 2, tmp_path)):
+        assert len(got["groups"][0]) == (2 if rank == 0 else 1), got["groups"]
+        for values in (got["split"], got["flat"], got["synced"]):
+            assert torch.allclose(values["accuracy"], expected["collection/accuracy"]), rank
+            assert torch.allclose(values["f1"], expected["collection/f1"]), rank
+
+
 def test_collective_device_moves_cpu_state_for_nccl_only():
     assert _C.collective_device("nccl", "cpu").type == "cuda"
     assert _C.collective_device("nccl", "cuda:1") == torch.device("cuda:1")

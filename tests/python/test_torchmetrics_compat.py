@@ -350,7 +350,8 @@ def test_distributed_available_fn_decides_whether_compute_reduces(monkeypatch):
     reduced = []
     monkeypatch.setattr(torch.distributed, "is_initialized", lambda: True)
     monkeypatch.setattr(torch.distributed, "get_world_size", lambda group=None: 2)
-    monkeypatch.setattr(nosync_metrics.distributed, "reduce_packed", lambda *args: reduced.append(args[-1]))
+    monkeypatch.setattr(nosync_metrics.distributed, "reduce_packed",
+                        lambda packed, description, group, who, **checked: reduced.append(who))
     asked = []
     local = nm.SumMetric(distributed_available_fn=lambda: asked.append(1) or False)
     everywhere = nm.SumMetric()
