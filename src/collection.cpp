@@ -25,13 +25,8 @@ UpdateArgs classification_args(const at::Tensor& preds, const at::Tensor& target
 // fresh, so that meta collections group as real ones do.
 bool never_updated(const Metric& metric) { return metric.device().is_meta() || metric.update_count() == 0; }
 
-// Whether two state dicts of one metric hold the same counts: equal, or for float64 counts equal
-// up to rounding (a count that a shared state derives, such as a weighted tn from a confusion
-// matrix, can differ in its last bits from the one counted directly). A meta tensor holds no
-// values to differ in.
-bool same_counts(const StateDict& a, const StateDict& b) {
-  if (a.size() != b.size()) return false;
-  // rounding scales with the largest count (a derived tn is a difference of totals)
+// The largest magnitude among the float64 tensors of two state dicts (0 where none).
+double largest_float(const StateDict& a, const StateDict& b) {
   double largest = 0.0;
   for (const auto* dict : {&a, &b}) {
     for (const auto& [key, x] : *dict) {
@@ -40,15 +35,32 @@ bool same_counts(const StateDict& a, const StateDict& b) {
       }
     }
   }
+  return largest;
+}
+
+// Whether two state dicts of one metric hold the same counts: equal, or for float64 (weighted)
+// counts equal up to the rounding of sums taken in another order (a per-class count derived from
+// a C x C matrix against one counted directly): relative to each count, and for tn, the kept total
+// less the others, relative to the largest count (a tn that is 0 comes out as noise of the
+// totals). 1e-11 covers the rounding of 1e8 additions; a real difference changes a count by far
+// more, relative to it. A meta tensor holds no values to differ in.
+bool same_counts(const StateDict& a, const StateDict& b) {
+  if (a.size() != b.size()) return false;
+  const double largest = largest_float(a, b);
   for (const auto& [key, x] : a) {
     const auto it = b.find(key);
     if (it == b.end()) return false;
     const auto& y = it->second;
     if (x.sizes() != y.sizes() || x.scalar_type() != y.scalar_type()) return false;
     if (x.is_meta() || y.is_meta()) continue;
-    const bool same = x.is_floating_point() ? at::allclose(x, y, 1e-12, 1e-12 * largest, /*equal_nan=*/true)
-                                            : at::equal(x, y);
-    if (!same) return false;
+    if (!x.is_floating_point()) {
+      if (!at::equal(x, y)) return false;
+      continue;
+    }
+    constexpr double kRounding = 1e-11;
+    const auto bound = key == "tn" ? at::full_like(x, kRounding * largest) : (x.abs() + y.abs()).mul_(kRounding);
+    const auto close = (x - y).abs().le(bound).bitwise_or_(x.eq(y)).bitwise_or_(x.isnan().bitwise_and_(y.isnan()));
+    if (!close.all().item<bool>()) return false;
   }
   return true;
 }
@@ -86,6 +98,11 @@ MetricCollection& MetricCollection::add(const std::string& name, std::shared_ptr
 // group's if it serves more), else in a group of its own.
 void MetricCollection::join_group(size_t index, Updates updates) {
   batch_.clear();
+  // a metric already here under another name is one state, updated once: it joins its own group
+  for (auto& group : groups_) {
+    const auto same = [&](size_t m) { return entries_[m].metric == entries_[index].metric; };
+    if (std::any_of(group.members.begin(), group.members.end(), same)) return group.members.push_back(index);
+  }
   auto& metric = *entries_[index].metric;
   const auto key = metric.sharing_key();
   const bool can_share = options_.compute_groups() && updates == Updates::Together && !key.counts.empty() &&

@@ -504,6 +504,35 @@ TEST(MetricCollection, WeightedCountsDerivedFromAMatrixStillShareItWhenLoaded) {
   }
 }
 
+TEST(MetricCollection, WeightedCountsThatReallyDifferNeverShareAState) {
+  // one extra sample of class 2, of a weight far below the others' (or a weight of 1 beside 1e13)
+  const auto o = Opts::multiclass(3).average(Average::None).weighted(true);
+  for (const auto& [others, extra] : {std::pair<double, double>{1.0, 1e-13}, {1e13, 1.0}}) {
+    SCOPED_TRACE(others);
+    MetricCollection apart(MetricCollectionOptions().compute_groups(false)), grouped;
+    const auto precision = std::make_shared<Precision>(o);
+    apart.add("confmat", ConfusionMatrix(o)).add("precision", precision);
+    grouped.add("confmat", ConfusionMatrix(o)).add("precision", Precision(o));
+    apart.update(at::tensor({0, 1}, at::kLong), at::tensor({0, 1}, at::kLong), at::full({2}, others, at::kDouble));
+    precision->update(at::tensor({2}, at::kLong), at::tensor({2}, at::kLong), at::full({1}, extra, at::kDouble));
+    grouped.load_state_dict(apart.state_dict());
+    EXPECT_EQ(grouped.groups().size(), 2u);
+    EXPECT_TRUE(tensors_close(grouped.compute().at("precision"), at::tensor({1.0, 1.0, 1.0}).to(at::kFloat)));
+  }
+}
+
+TEST(MetricCollection, AMetricAddedAgainUnderAnotherNameIsUpdatedOnce) {
+  const auto o = Opts::multiclass(3);
+  const auto confmat = std::make_shared<ConfusionMatrix>(o);
+  MetricCollection collection;
+  collection.add("a", confmat);
+  collection.update(first_preds(), first_target());
+  collection.add("b", confmat);  // after an update: it cannot join a fresh group, but it is one state
+  collection.update(first_preds(), first_target());
+  EXPECT_EQ(collection.groups(), (std::vector<std::vector<std::string>>{{"a", "b"}}));
+  EXPECT_EQ(confmat->update_count(), 2);
+}
+
 TEST(MetricCollection, OneMetricUnderTwoNamesStaysOneStateWhenLoaded) {
   const auto o = Opts::multiclass(3);
   const auto confmat = std::make_shared<ConfusionMatrix>(o);

@@ -413,7 +413,8 @@ class MetricCollection(Syncable, torch.nn.Module):
             except (RuntimeError, ValueError, TypeError):
                 return
             for name in {key.split(".", 1)[0] for key in part}:
-                self._modules[name]._loaded_by_its_collection = True
+                # the tensor this load gave it: a flag left by a load that raised never matches another
+                self._modules[name]._loaded_by_its_collection = part[name + ".update_count"]
 
     def merge_state(self, other):
         """Folds in a collection with the same metrics and groups; `other` is unchanged."""

@@ -438,12 +438,13 @@ class PythonMetric(Syncable):
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
                               error_msgs):
+        # its collection may have loaded it just before, from these very tensors
+        loaded = self.__dict__.pop("_loaded_by_its_collection", None) is state_dict.get(prefix + "update_count", False)
         # a key is unexpected where neither the state nor the subclass's own parameters, buffers and
         # modules (which torch.nn.Module loads) take it
         not_modules, not_state = [], []
         torch.nn.Module._load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
                                               not_modules, error_msgs)
-        loaded = self.__dict__.pop("_loaded_by_its_collection", False)  # set just before, by its collection
         parent_loads((lambda state: None) if loaded else self._load_unless_held, list(super().state_dict()),
                      state_dict, prefix, self._persistent, missing_keys, not_state, error_msgs)
         unexpected_keys.extend(key for key in not_state if key in not_modules)

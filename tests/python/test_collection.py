@@ -694,3 +694,23 @@ def test_a_model_loading_weighted_counts_keeps_a_confusion_matrix_group():
     fresh.load_state_dict(saved.state_dict())
     assert fresh.metrics.compute_groups == {0: ["cm", "prec"]}
     torch.testing.assert_close(fresh.metrics.compute()["prec"], saved.metrics.compute()["prec"])
+
+
+def test_a_flag_left_by_a_parent_load_that_raised_never_skips_a_later_load():
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.metrics = _confmat_and_precision()
+            self.metrics.persistent(True)
+
+    saved = Model()
+    for p, t in _label_batches(13, 2):
+        saved.metrics.update(p, t)
+    fresh = Model()
+    fresh.metrics["prec"]._loaded_by_its_collection = torch.zeros(())  # as a load that raised midway leaves it
+    checkpoint = saved.state_dict()
+    checkpoint["metrics.cm.confmat"] = torch.zeros(5, 5, dtype=torch.long)  # the collection's load fails
+    with pytest.raises(RuntimeError, match="While loading metrics.cm"):
+        fresh.load_state_dict(checkpoint)  # then each metric loads its own part, and reports
+    assert fresh.metrics["prec"].update_count == 2
+    np.testing.assert_allclose(fresh.metrics["prec"].compute().numpy(), saved.metrics["prec"].compute().numpy())
