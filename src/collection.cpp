@@ -264,6 +264,10 @@ void MetricCollection::load_state_dict(const StateDict& dict, AbsentMetric absen
   for (size_t i = 0; i < entries_.size(); ++i) {
     if (absent == AbsentMetric::Refused || !parts[i].empty()) loaded[i] = loaded_alone(i, parts[i]);
   }
+  // absent owners first: an absent metric reads what its owner holds after the load
+  for (const auto& group : groups_) {
+    if (!loaded[group.owner]) loaded[group.owner] = absent_metric_state(group.owner, loaded);
+  }
   for (size_t i = 0; i < entries_.size(); ++i) {
     if (!loaded[i]) loaded[i] = absent_metric_state(i, loaded);
   }

@@ -25,8 +25,9 @@ struct MetricCollectionOptions {
 /// What MetricCollection::load_state_dict does with a metric that has no key in the dict.
 enum class AbsentMetric {
   Refused,          ///< an error: the dict must hold every metric's state
-  FollowsItsGroup,  ///< it reads what a group-mate that can serve it loads (as TorchMetrics' compute
-                    ///< groups make it), and keeps its state where none can
+  FollowsItsGroup,  ///< it reads what its group's owner holds after the load (as TorchMetrics' compute
+                    ///< groups make it); an absent owner reads a group-mate's part that can serve
+                    ///< it, or keeps its state
 };
 
 /// Who updates a metric of a collection: the collection, with the others (sharing states where
@@ -131,7 +132,7 @@ class MetricCollection {
   // A copy of metric `index` in its own layout with `part` loaded (throws what loading it throws).
   std::unique_ptr<Metric> loaded_alone(size_t index, const StateDict& part) const;
   // What metric `index`, absent from a dict (AbsentMetric::FollowsItsGroup), holds after the load:
-  // the state of a group-mate in `loaded` that can serve it, else its own.
+  // the state in `loaded` of its group's owner, else of a group-mate that can serve it, else its own.
   std::unique_ptr<Metric> absent_metric_state(size_t index, const std::vector<std::unique_ptr<Metric>>& loaded) const;
   // The groups that hold the states of `loaded` (one per metric, each in its own layout): a group
   // keeps the metrics that read in its owner's state what they hold; the others group by equal

@@ -372,9 +372,9 @@ class MetricCollection(Syncable, torch.nn.Module):
         """Checks every part before loading any: a bad dict changes nothing. A metric whose part
         differs from what its compute group loads leaves the group with it. With strict=False, unknown
         keys are ignored, and a metric's missing key takes a group-mate's of the same name, or keeps
-        its value; a metric with no key at all reads what a group-mate loads (TorchMetrics' compute
-        groups share states) or, with none that can serve it, keeps its state. Returns
-        (missing_keys, unexpected_keys)."""
+        its value; a metric with no key at all reads what its compute group's owner holds after the
+        load (TorchMetrics' compute groups share states), and an absent owner a group-mate's part
+        that can serve it, or keeps its state. Returns (missing_keys, unexpected_keys)."""
         def load(state):
             if strict:
                 return self._core.load_state_dict(state)

@@ -714,3 +714,21 @@ def test_a_flag_left_by_a_parent_load_that_raised_never_skips_a_later_load():
         fresh.load_state_dict(checkpoint)  # then each metric loads its own part, and reports
     assert fresh.metrics["prec"].update_count == 2
     np.testing.assert_allclose(fresh.metrics["prec"].compute().numpy(), saved.metrics["prec"].compute().numpy())
+
+
+def test_metrics_absent_from_a_partial_checkpoint_read_the_one_present_whatever_its_place():
+    def make():
+        return nm.MetricCollection({"a": nm.MulticlassAccuracy(num_classes=4, average=None),
+                                    "b": nm.MulticlassPrecision(num_classes=4, average=None),
+                                    "c": nm.MulticlassRecall(num_classes=4, average=None)})
+    batches = _label_batches(14, 2)
+    saved = make()
+    for p, t in batches:
+        saved.update(p, t)
+    for present in ("a", "b", "c"):
+        fresh = make()
+        fresh.load_state_dict({k: v for k, v in saved.state_dict().items() if k.startswith(present + ".")},
+                              strict=False)
+        assert fresh.compute_groups == {0: ["a", "b", "c"]}, present
+        for name, value in saved.compute().items():
+            torch.testing.assert_close(fresh.compute()[name], value)
