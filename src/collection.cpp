@@ -59,7 +59,9 @@ bool same_counts(const StateDict& a, const StateDict& b) {
     }
     constexpr double kRounding = 1e-11;
     const auto bound = key == "tn" ? at::full_like(x, kRounding * largest) : (x.abs() + y.abs()).mul_(kRounding);
-    const auto close = (x - y).abs().le(bound).bitwise_or_(x.eq(y)).bitwise_or_(x.isnan().bitwise_and_(y.isnan()));
+    // within the bound where both are finite (an infinite count, an overflow, matches only itself)
+    const auto within = (x - y).abs().le(bound).bitwise_and_(x.isfinite()).bitwise_and_(y.isfinite());
+    const auto close = within.bitwise_or_(x.eq(y)).bitwise_or_(x.isnan().bitwise_and_(y.isnan()));
     if (!close.all().item<bool>()) return false;
   }
   return true;
@@ -263,6 +265,12 @@ void MetricCollection::load_state_dict(const StateDict& dict, AbsentMetric absen
   std::vector<std::unique_ptr<Metric>> loaded(entries_.size());
   for (size_t i = 0; i < entries_.size(); ++i) {
     if (absent == AbsentMetric::Refused || !parts[i].empty()) loaded[i] = loaded_alone(i, parts[i]);
+  }
+  // a metric under several names holds the part of its first name in the dict under all of them
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    for (size_t j = 0; j < entries_.size() && !loaded[i]; ++j) {
+      if (loaded[j] && !parts[j].empty() && entries_[j].metric == entries_[i].metric) loaded[i] = loaded[j]->clone();
+    }
   }
   // absent owners first: an absent metric reads what its owner holds after the load
   for (const auto& group : groups_) {

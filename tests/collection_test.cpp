@@ -1,5 +1,7 @@
 #include <ATen/ATen.h>
 
+#include <limits>
+
 #include <metrics/aggregation.h>
 #include <metrics/backend.h>
 #include <metrics/classification.h>
@@ -518,6 +520,40 @@ TEST(MetricCollection, WeightedCountsThatReallyDifferNeverShareAState) {
     grouped.load_state_dict(apart.state_dict());
     EXPECT_EQ(grouped.groups().size(), 2u);
     EXPECT_TRUE(tensors_close(grouped.compute().at("precision"), at::tensor({1.0, 1.0, 1.0}).to(at::kFloat)));
+  }
+}
+
+TEST(MetricCollection, AnOverflowedWeightedCountNeverSharesAFiniteState) {
+  const auto o = Opts::multiclass(2).average(Average::None).weighted(true);
+  MetricCollection apart(MetricCollectionOptions().compute_groups(false)), grouped;
+  apart.add("confmat", ConfusionMatrix(o)).add("recall", Recall(o));
+  grouped.add("confmat", ConfusionMatrix(o)).add("recall", Recall(o));
+  apart.update(at::tensor({0, 1}, at::kLong), at::tensor({0, 1}, at::kLong), at::ones({2}, at::kDouble));
+  auto dict = apart.state_dict();
+  dict["recall.tp"] = at::tensor({std::numeric_limits<double>::infinity(), 1.0}, at::kDouble);
+  grouped.load_state_dict(dict);
+  EXPECT_EQ(grouped.groups().size(), 2u);
+  EXPECT_THROWS_WITH(grouped.compute(), c10::Error, "the weighted counts overflowed float64");
+}
+
+TEST(MetricCollection, AMetricUnderTwoNamesTakesThePartGivenUnderEither) {
+  const auto o = Opts::multiclass(3).average(Average::None);
+  for (const std::string given : {"a", "b"}) {
+    SCOPED_TRACE(given);
+    const auto precision = std::make_shared<Precision>(o);
+    MetricCollection twice;
+    twice.add("a", precision).add("b", precision).add("confmat", ConfusionMatrix(o));
+    MetricCollection source(MetricCollectionOptions().compute_groups(false));
+    source.add("a", Precision(o)).add("b", Precision(o)).add("confmat", ConfusionMatrix(o));
+    source.update(first_preds(), first_target());
+    StateDict part;
+    for (const auto& [key, tensor] : source.state_dict()) {
+      if (key.rfind(given + ".", 0) == 0) part.emplace(key, tensor);
+    }
+    twice.load_state_dict(part, AbsentMetric::FollowsItsGroup);
+    EXPECT_EQ(precision->update_count(), 1);
+    EXPECT_TRUE(tensors_close(twice.compute().at("b"), at::tensor({1.0, 1.0, 0.0}).to(at::kFloat)));
+    EXPECT_EQ(twice.at("confmat").update_count(), 0);  // nothing given for it: it keeps its state
   }
 }
 

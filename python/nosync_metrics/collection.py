@@ -51,7 +51,11 @@ def _rebuilt(cls, blueprints, prefix, postfix, compute_groups, state, groups=Non
     metrics from `blueprints`, in `groups` (the original's compute groups: detaching members and
     adding metrics after updates make them differ from what fresh metrics form), then the state."""
     metrics = {}
-    for name, (metric_class, arguments, attributes) in blueprints.items():
+    for name, blueprint in blueprints.items():
+        if isinstance(blueprint, str):  # the metric of an earlier name
+            metrics[name] = metrics[blueprint]
+            continue
+        metric_class, arguments, attributes = blueprint
         metrics[name] = made(metric_class, arguments)
         metrics[name].__setstate__(attributes)
     collection = cls.__new__(cls)
@@ -264,13 +268,17 @@ class MetricCollection(Syncable, torch.nn.Module):
         """(name, metric) of the metrics updated apart."""
         return [(name, self._modules[name]) for name in self._apart_names]
 
+    def _apart_metrics(self):
+        """The metrics updated apart, each once (a metric may be here under several names)."""
+        return list({id(m): m for _, m in self._apart()}.values())
+
     def update(self, *args, **kwargs):
         """Updates every metric with the same arguments (keywords each by the names it takes). A
         Python subclass with its own update(), forward() or compute() is updated by its update(), on
         itself; a call that raises leaves every state as it was."""
         if not self._apart_names:
             return self._core.update(*args, **kwargs)
-        apart = [m for _, m in self._apart()]
+        apart = self._apart_metrics()
         with _restored_on_error(apart):
             for metric in apart:
                 metric.update(*args, **_keywords_taken(metric, kwargs))
@@ -296,9 +304,9 @@ class MetricCollection(Syncable, torch.nn.Module):
         every member has ``dist_sync_on_step=True``). A metric updated apart gives its own
         forward()'s value."""
         self._check_not_synced()
-        apart = self._apart()
-        with _restored_on_error([m for _, m in apart]):
-            own = {name: m(*args, **_keywords_taken(m, kwargs)) for name, m in apart}
+        with _restored_on_error(self._apart_metrics()):
+            values = {id(m): m(*args, **_keywords_taken(m, kwargs)) for m in self._apart_metrics()}
+            own = {name: values[id(m)] for name, m in self._apart()}
             if not (any(m.dist_sync_on_step for m in self._modules.values()) and self._world_size() > 1):
                 return self._keyed(self._core.forward(*args, **kwargs), own)
             batch = self._core.clone()
@@ -434,7 +442,11 @@ class MetricCollection(Syncable, torch.nn.Module):
         """pickle, torch.save and copy.deepcopy rebuild the collection from its metrics' classes, arguments
         and attributes, and its state: not from the metrics themselves, whose shared state a lone
         metric could not load."""
-        blueprints = {name: (type(m), m._arguments, m._pickled_attributes()) for name, m in self._modules.items()}
+        first_names = {}
+        blueprints = {}
+        for name, m in self._modules.items():  # a metric under several names is one metric in the copy
+            blueprints[name] = first_names.get(id(m)) or (type(m), m._arguments, m._pickled_attributes())
+            first_names.setdefault(id(m), name)
         attributes = {k: v for k, v in self.__dict__.items() if k not in ("_core", "_modules")}
         return _rebuilt, (type(self), blueprints, self.prefix, self.postfix, self._compute_groups,
                           self.state_dict(), self._core.groups()), attributes
@@ -460,7 +472,7 @@ class MetricCollection(Syncable, torch.nn.Module):
     def check(self):
         """Raises or warns if any metric's update() counted bad input."""
         self._core.check()
-        for _, metric in self._apart():
+        for metric in self._apart_metrics():
             metric.check()
 
     @property

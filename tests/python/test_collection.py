@@ -732,3 +732,20 @@ def test_metrics_absent_from_a_partial_checkpoint_read_the_one_present_whatever_
         assert fresh.compute_groups == {0: ["a", "b", "c"]}, present
         for name, value in saved.compute().items():
             torch.testing.assert_close(fresh.compute()[name], value)
+
+
+class _Doubled(nm.SumMetric):
+    def update(self, value):
+        super().update(value * 2)
+
+
+def test_a_subclass_under_two_names_is_updated_once_and_copies_as_one_metric():
+    doubled = _Doubled()
+    collection = nm.MetricCollection({"a": doubled, "b": doubled})
+    collection.update(torch.tensor([1.0]))
+    collection(torch.tensor([2.0]))
+    assert collection.compute() == {"a": 6.0, "b": 6.0} and doubled.update_count == 2
+    for copied in (copy.deepcopy(collection), pickle.loads(pickle.dumps(collection))):
+        assert copied["a"] is copied["b"] and copied.compute() == {"a": 6.0, "b": 6.0}
+        copied.update(torch.tensor([1.0]))
+        assert copied.compute()["b"].item() == 8.0 and collection.compute()["b"].item() == 6.0
