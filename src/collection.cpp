@@ -102,7 +102,7 @@ void MetricCollection::join_group(size_t index, Updates updates) {
   batch_.clear();
   // a metric already here under another name is one state, updated once: it joins its own group
   for (auto& group : groups_) {
-    const auto same = [&](size_t m) { return entries_[m].metric == entries_[index].metric; };
+    const auto same = [&](size_t m) { return same_object(m, index); };
     if (std::any_of(group.members.begin(), group.members.end(), same)) return group.members.push_back(index);
   }
   auto& metric = *entries_[index].metric;
@@ -214,17 +214,7 @@ void MetricCollection::reset() {
 void MetricCollection::merge(const MetricCollection& other, MergeOrder order) {
   const std::scoped_lock taking_turns(*mutex_, *other.mutex_);
   // the groups may come in another order (a load or a detach appends the groups it makes)
-  const auto as_set = [](std::vector<size_t> members) {
-    std::sort(members.begin(), members.end());
-    return members;
-  };
-  const bool same_groups = groups_.size() == other.groups_.size() &&
-                           std::all_of(groups_.begin(), groups_.end(), [&](const Group& g) {
-                             return std::any_of(other.groups_.begin(), other.groups_.end(), [&](const Group& h) {
-                               return as_set(g.members) == as_set(h.members);
-                             });
-                           });
-  TORCH_CHECK_VALUE(names() == other.names() && same_groups, kName,
+  TORCH_CHECK_VALUE(names() == other.names() && partition_of(groups()) == partition_of(other.groups()), kName,
                     ".merge: the other collection has different metrics or groups");
   for (size_t i = 0; i < entries_.size(); ++i) {
     const auto& mine = *entries_[i].metric;
@@ -269,7 +259,7 @@ void MetricCollection::load_state_dict(const StateDict& dict, AbsentMetric absen
   // a metric under several names holds the part of its first name in the dict under all of them
   for (size_t i = 0; i < entries_.size(); ++i) {
     for (size_t j = 0; j < entries_.size() && !loaded[i]; ++j) {
-      if (loaded[j] && !parts[j].empty() && entries_[j].metric == entries_[i].metric) loaded[i] = loaded[j]->clone();
+      if (loaded[j] && !parts[j].empty() && same_object(i, j)) loaded[i] = loaded[j]->clone();
     }
   }
   // absent owners first: an absent metric reads what its owner holds after the load
@@ -287,28 +277,26 @@ void MetricCollection::load_state_dict(const StateDict& dict, AbsentMetric absen
 std::unique_ptr<Metric> MetricCollection::absent_metric_state(size_t index,
                                                               const std::vector<std::unique_ptr<Metric>>& loaded) const {
   const auto& metric = *entries_[index].metric;
-  const auto group = std::find_if(groups_.begin(), groups_.end(), [&](const Group& g) {
-    return std::find(g.members.begin(), g.members.end(), index) != g.members.end();
-  });
+  const auto& group = group_of(index);
   // the group's owner first: its state is the group's
-  auto mates = group->members;
-  std::stable_partition(mates.begin(), mates.end(), [&](size_t m) { return m == group->owner; });
+  auto mates = group.members;
+  std::stable_partition(mates.begin(), mates.end(), [&](size_t m) { return m == group.owner; });
   for (auto mate : mates) {
-    if (mate == index || !loaded[mate] || !can_share(metric, *loaded[mate])) continue;
-    auto view = metric.clone();
-    view->share_state_of(*loaded[mate]);
-    view->unshare_state();
-    return view;
+    if (mate != index && loaded[mate] && can_share(metric, *loaded[mate])) return copy_reading(index, loaded[mate].get());
   }
-  auto own = metric.clone();
-  own->unshare_state();
-  return own;
+  return copy_reading(index);
+}
+
+std::unique_ptr<Metric> MetricCollection::copy_reading(size_t index, const Metric* server) const {
+  auto copy = entries_[index].metric->clone();
+  if (server) copy->share_state_of(*server);
+  copy->unshare_state();
+  return copy;
 }
 
 std::vector<std::vector<std::string>> MetricCollection::groups_holding(
     const std::vector<std::unique_ptr<Metric>>& loaded) const {
   // one metric object under several names holds one state: its names go where its first goes
-  const auto same_object = [&](size_t a, size_t b) { return entries_[a].metric == entries_[b].metric; };
   const auto holds = [&](const std::vector<size_t>& group, size_t member) {
     return std::any_of(group.begin(), group.end(), [&](size_t m) { return same_object(m, member); }) ||
            reads(*loaded[group.front()], member, *loaded[member]);
@@ -337,17 +325,13 @@ std::vector<std::vector<std::string>> MetricCollection::groups_holding(
 }
 
 bool MetricCollection::reads(const Metric& server, size_t index, const Metric& held) const {
-  const auto& metric = *entries_[index].metric;
-  if (!can_share(metric, server)) return false;
-  auto view = metric.clone();
-  view->share_state_of(server);
-  return same_counts(view->state_dict(), held.state_dict());
+  return can_share(*entries_[index].metric, server) &&
+         same_counts(copy_reading(index, &server)->state_dict(), held.state_dict());
 }
 
 std::unique_ptr<Metric> MetricCollection::loaded_alone(size_t index, const StateDict& part) const {
   const auto& metric = *entries_[index].metric;
-  auto own = metric.clone();
-  own->unshare_state();
+  auto own = copy_reading(index);
   try {
     own->load_state_dict(part);
     return own;
@@ -393,12 +377,12 @@ void MetricCollection::detach(const std::string& name) {
   auto& metric = *entries_[index].metric;
   std::vector<size_t> leaving;  // every name of this metric object
   for (auto member : group.members) {
-    if (entries_[member].metric.get() == &metric) leaving.push_back(member);
+    if (same_object(member, index)) leaving.push_back(member);
   }
   if (leaving.size() == group.members.size()) return;
   metric.unshare_state();
   for (auto member : leaving) group.members.erase(std::find(group.members.begin(), group.members.end(), member));
-  if (entries_[group.owner].metric.get() == &metric) {
+  if (same_object(group.owner, index)) {
     // the state has the layout the metric that left needed: the group takes its new owner's own
     // (as regroup() would make it)
     group.owner = *std::max_element(group.members.begin(), group.members.end(), [&](size_t a, size_t b) {
@@ -407,7 +391,7 @@ void MetricCollection::detach(const std::string& name) {
     auto& head = owner(group);
     head.unshare_state();
     for (auto member : group.members) {
-      if (entries_[member].metric.get() != &head) entries_[member].metric->share_state_of(head);
+      if (!same_object(member, group.owner)) entries_[member].metric->share_state_of(head);
     }
   }
   groups_.push_back({index, leaving, Updates::Together});
@@ -455,7 +439,7 @@ size_t MetricCollection::index_of(const std::string& name) const {
   return static_cast<size_t>(&entry(name) - entries_.data());
 }
 
-MetricCollection::Group& MetricCollection::group_of(size_t index) {
+const MetricCollection::Group& MetricCollection::group_of(size_t index) const {
   return *std::find_if(groups_.begin(), groups_.end(), [&](const Group& g) {
     return std::find(g.members.begin(), g.members.end(), index) != g.members.end();
   });

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <metrics/forward_batch.h>
@@ -140,7 +141,13 @@ class MetricCollection {
   std::vector<std::vector<std::string>> groups_holding(const std::vector<std::unique_ptr<Metric>>& loaded) const;
   // Whether metric `index`, sharing the state of `server`, would hold what `held` holds.
   bool reads(const Metric& server, size_t index, const Metric& held) const;
-  Group& group_of(size_t index);
+  // A copy of metric `index` in its own layout holding what it reads in `server`'s state (its own
+  // state where none is given).
+  std::unique_ptr<Metric> copy_reading(size_t index, const Metric* server = nullptr) const;
+  // Whether entries `a` and `b` are one metric object (under two names).
+  bool same_object(size_t a, size_t b) const { return entries_[a].metric == entries_[b].metric; }
+  const Group& group_of(size_t index) const;
+  Group& group_of(size_t index) { return const_cast<Group&>(std::as_const(*this).group_of(index)); }
   std::unique_lock<std::recursive_mutex> lock() const { return std::unique_lock<std::recursive_mutex>(*mutex_); }
   /// name -> value of the metrics updated together, with no report.
   std::map<std::string, at::Tensor> values() const;

@@ -72,6 +72,11 @@ def _rebuilt(cls, blueprints, prefix, postfix, compute_groups, state, groups=Non
     return collection
 
 
+def _metric_of(key):
+    """The name of the metric a collection's state-dict key belongs to ("<name>.<state>")."""
+    return key.split(".", 1)[0]
+
+
 def _updated_apart(metric):
     """Whether the collection leaves `metric` to its own update(), forward() and compute() (a Python
     subclass that defines any of them), as TorchMetrics calls each metric's own."""
@@ -386,8 +391,8 @@ class MetricCollection(Syncable, torch.nn.Module):
         def load(state):
             if strict:
                 return self._core.load_state_dict(state)
-            present = {key.split(".", 1)[0] for key in state_dict}
-            return self._core._load_following_groups({k: v for k, v in state.items() if k.split(".", 1)[0] in present})
+            present = {_metric_of(key) for key in state_dict}
+            return self._core._load_following_groups({k: v for k, v in state.items() if _metric_of(k) in present})
         return load_state("MetricCollection", load, lambda: self._state_for(state_dict), state_dict, strict, assign)
 
     def _state_for(self, state_dict):
@@ -413,14 +418,14 @@ class MetricCollection(Syncable, torch.nn.Module):
                                       error_msgs)
         names = list(self._core.state_dict())
         given = {key[len(prefix):]: value for key, value in state_dict.items() if key.startswith(prefix)}
-        incomplete = {name.split(".", 1)[0] for name in names if name not in given}
-        part = {name: given[name] for name in names if name.split(".", 1)[0] not in incomplete}
+        incomplete = {_metric_of(name) for name in names if name not in given}
+        part = {name: given[name] for name in names if _metric_of(name) not in incomplete}
         if part:
             try:
                 self._core._load_following_groups(part)
             except (RuntimeError, ValueError, TypeError):
                 return
-            for name in {key.split(".", 1)[0] for key in part}:
+            for name in {_metric_of(key) for key in part}:
                 # the tensor this load gave it: a flag left by a load that raised never matches another
                 self._modules[name]._loaded_by_its_collection = part[name + ".update_count"]
 
