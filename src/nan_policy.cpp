@@ -9,8 +9,9 @@ NanPolicy NanPolicy::parse(const std::string& text, const std::string& metric) {
   if (text == "warn") return warn();
   if (text == "ignore") return ignore();
   if (text == "disable") return disable();
-  TORCH_CHECK_VALUE(false, metric, ": unknown nan_strategy '", text,
-                    "'; expected 'error', 'warn', 'ignore', 'disable' or a float to replace NaNs with");
+  // TorchMetrics' words, so code that matches its message still does
+  TORCH_CHECK_VALUE(false, metric, ": Arg `nan_strategy` should either be a float or one of ",
+                    "['error', 'warn', 'ignore', 'disable'] but got '", text, "'.");
 }
 
 }  // namespace metrics

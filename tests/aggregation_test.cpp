@@ -265,7 +265,9 @@ TEST(NanPolicy, ParsesTorchMetricsNamesAndRejectsOthers) {
   EXPECT_EQ(NanPolicy::parse("warn", "Mean").strategy, NanStrategy::Warn);
   EXPECT_EQ(NanPolicy::parse("ignore", "Mean").strategy, NanStrategy::Ignore);
   EXPECT_EQ(NanPolicy::parse("disable", "Mean").strategy, NanStrategy::Disable);
-  EXPECT_THROWS_WITH(NanPolicy::parse("skip", "Mean"), c10::ValueError, "Mean: unknown nan_strategy 'skip'");
+  EXPECT_THROWS_WITH(NanPolicy::parse("skip", "Mean"), c10::ValueError,
+                     "Mean: Arg `nan_strategy` should either be a float or one of "
+                     "['error', 'warn', 'ignore', 'disable'] but got 'skip'.");
 }
 
 // ---------------------------------------------------------------- random streams vs long double

@@ -16,6 +16,7 @@ from .metric import _P, arg, check_device, metric_class
 _PARAMETERS = [arg("nan_strategy", "warn"), arg("dtype", None, _P.KEYWORD_ONLY), arg("device", None, _P.KEYWORD_ONLY)]
 _WEIGHTED_UPDATE = [arg("value"), arg("weight", 1.0)]  # SumMetric's weight is ours: the sum of value * weight
 _UPDATE = [arg("value")]
+_NAN_STRATEGIES = ("error", "warn", "ignore", "disable")
 _UPDATE_DOC = ("Accumulates value (a tensor, a number, a NumPy array or a list){}. NaN values are handled by "
                "nan_strategy. Never synchronizes.")
 
@@ -24,9 +25,10 @@ def _construct(base):
     def construct(self, a):
         who = type(self).__name__
         nan_strategy = a["nan_strategy"]
-        if isinstance(nan_strategy, bool) or not isinstance(nan_strategy, (str, numbers.Real)):
-            raise ValueError(f"{who}: nan_strategy must be 'error', 'warn', 'ignore', 'disable' or a float, "
-                             f"got {nan_strategy!r}")
+        if isinstance(nan_strategy, bool) or not isinstance(nan_strategy, (str, numbers.Real)) or (
+                isinstance(nan_strategy, str) and nan_strategy not in _NAN_STRATEGIES):
+            raise ValueError(f"{who}: Arg `nan_strategy` should either be a float or one of "
+                             f"{list(_NAN_STRATEGIES)} but got {nan_strategy!r}.")
         if a["dtype"] is not None and not isinstance(a["dtype"], torch.dtype):
             raise TypeError(f"{who}: dtype must be a torch.dtype, got {a['dtype']!r} ({type(a['dtype']).__name__})")
         base.__init__(self, nan_strategy, dtype=a["dtype"], device=check_device(who, "device", a["device"]))
