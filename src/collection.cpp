@@ -7,6 +7,7 @@
 #include <exception>
 #include <mutex>
 
+#include "collection_call.h"
 #include "update_locks.h"
 
 namespace metrics {
@@ -93,6 +94,7 @@ MetricCollection& MetricCollection::add(const std::string& name, std::shared_ptr
                     kName, ".add: a metric named '", name, "' is already in the collection");
   entries_.push_back({name, std::move(metric)});
   join_group(entries_.size() - 1, updates);
+  mark_shared();
   return *this;
 }
 
@@ -134,6 +136,7 @@ void MetricCollection::share_group_with(Group& group, size_t index) {
 void MetricCollection::update(const UpdateArgs& args) {
   RECORD_USER_SCOPE("metrics::MetricCollection::update");
   const auto taking_turns = lock();
+  const detail::CollectionCall call;
   auto shared = args;
   shared.skip_unknown_keywords = true;
   std::vector<std::pair<Metric*, UpdateStep>> steps;
@@ -174,6 +177,7 @@ std::map<std::string, at::Tensor> MetricCollection::compute() const {
 
 std::map<std::string, at::Tensor> MetricCollection::forward(const UpdateArgs& args) {
   const auto taking_turns = lock();
+  const detail::CollectionCall call;
   const std::lock_guard<std::mutex> one_forward(batch_.mutex());
   // a member's state may have moved or changed layout through another collection it is in
   const auto same_states = [&](const MetricCollection& b) {
@@ -208,11 +212,13 @@ std::map<std::string, at::Tensor> MetricCollection::forward(const at::Tensor& pr
 
 void MetricCollection::reset() {
   const auto taking_turns = lock();
+  const detail::CollectionCall call;
   for (const auto& group : groups_) owner(group).reset();
 }
 
 void MetricCollection::merge(const MetricCollection& other, MergeOrder order) {
   const std::scoped_lock taking_turns(*mutex_, *other.mutex_);
+  const detail::CollectionCall call;
   // the groups may come in another order (a load or a detach appends the groups it makes)
   TORCH_CHECK_VALUE(names() == other.names() && partition_of(groups()) == partition_of(other.groups()), kName,
                     ".merge: the other collection has different metrics or groups");
@@ -242,6 +248,7 @@ StateDict MetricCollection::state_dict() const {
 
 void MetricCollection::load_state_dict(const StateDict& dict, AbsentMetric absent) {
   const auto taking_turns = lock();
+  const detail::CollectionCall call;
   std::vector<StateDict> parts(entries_.size());
   for (const auto& [key, tensor] : dict) {
     const auto dot = key.find('.');
@@ -353,6 +360,7 @@ std::unique_ptr<Metric> MetricCollection::loaded_alone(size_t index, const State
 
 void MetricCollection::to(at::Device device) {
   const auto taking_turns = lock();
+  const detail::CollectionCall call;
   for (const auto& group : groups_) owner(group).to(device);
   batch_.clear();
 }
@@ -367,6 +375,7 @@ MetricCollection MetricCollection::clone() const {
       if (member != group.owner) copy.entries_[member].metric->share_state_of(copy.owner(group));
     }
   }
+  copy.mark_shared();
   return copy;
 }
 
@@ -395,6 +404,7 @@ void MetricCollection::detach(const std::string& name) {
     }
   }
   groups_.push_back({index, leaving, Updates::Together});
+  mark_shared();
   batch_.clear();
 }
 
@@ -432,7 +442,35 @@ void MetricCollection::regroup(const std::vector<std::vector<std::string>>& grou
     for (size_t m = 1; m < members.size(); ++m) share_group_with(group, members[m]);
   }
   groups_ = std::move(regrouped);
+  mark_shared();
   batch_.clear();
+}
+
+void MetricCollection::mark_shared() {
+  std::vector<std::shared_ptr<Metric>> shared;
+  for (const auto& group : groups_) {
+    std::vector<std::shared_ptr<Metric>> objects;  // a metric under several names is one object
+    for (auto member : group.members) {
+      const auto& metric = entries_[member].metric;
+      if (std::find(objects.begin(), objects.end(), metric) == objects.end()) objects.push_back(metric);
+    }
+    if (objects.size() > 1) shared.insert(shared.end(), objects.begin(), objects.end());
+  }
+  shared_.set(std::move(shared));
+}
+
+MetricCollection::SharedMarks& MetricCollection::SharedMarks::operator=(SharedMarks&& other) noexcept {
+  if (this != &other) {
+    set({});
+    metrics_ = std::exchange(other.metrics_, {});
+  }
+  return *this;
+}
+
+void MetricCollection::SharedMarks::set(std::vector<std::shared_ptr<Metric>> metrics) {
+  for (const auto& metric : metrics) count_shared(*metric, 1);
+  for (const auto& metric : metrics_) count_shared(*metric, -1);
+  metrics_ = std::move(metrics);
 }
 
 size_t MetricCollection::index_of(const std::string& name) const {
@@ -488,6 +526,7 @@ std::vector<StateEntry> MetricCollection::state_entries() const {
 
 void MetricCollection::load_state_entries(const StateDict& dict) {
   const auto taking_turns = lock();
+  const detail::CollectionCall call;
   std::vector<StateDict> parts(groups_.size());
   size_t used = 0;
   for (size_t g = 0; g < groups_.size(); ++g) {

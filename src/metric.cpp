@@ -10,6 +10,7 @@
 #include <typeinfo>
 #include <utility>
 
+#include "collection_call.h"
 #include "update_locks.h"
 
 namespace metrics {
@@ -92,6 +93,7 @@ void Metric::update(const UpdateArgs& args) {
 }
 
 void Metric::apply(c10::function_ref<void()> step) {
+  check_alone("update");
   const at::NoGradGuard no_grad;  // an input that requires grad must not join the state to its graph
   const UpdateLocks locks(*state_, *state_);
 #if METRICS_CHECK_THREADS
@@ -118,12 +120,20 @@ void Metric::rethrow_named(const c10::Error& e, const char* call) const {
 }
 
 at::Tensor Metric::forward(const UpdateArgs& args) {
+  check_alone("forward");
   const std::lock_guard<std::mutex> one_forward(batch_.mutex());
   auto& batch = batch_.get([&] { return clone(); }, [&](const Metric& b) { return b.state().same_layout(state()); });
   batch.reset();
   batch.update(args);
   merge_batch(batch);
   return batch.value();
+}
+
+void Metric::check_alone(const char* call) const {
+  TORCH_CHECK_VALUE(shared_in_groups_ == 0 || detail::CollectionCall::active(), name_, ".", call,
+                    ": the metric shares its state with other metrics of a MetricCollection (a compute group), ",
+                    "so this call would change theirs too; make it through the collection, or first give the ",
+                    "metric a state of its own with MetricCollection::detach(name)");
 }
 
 void Metric::unshare_state() {
@@ -205,6 +215,7 @@ BadInputReport Metric::bad_input_report() const {
 }
 
 void Metric::reset() {
+  check_alone("reset");
   const UpdateLocks locks(*state_, *state_);
   state_->reset();
 }
@@ -212,6 +223,7 @@ void Metric::reset() {
 void Metric::merge(const Metric& other, MergeOrder order) {
   TORCH_CHECK_TYPE(typeid(*this) == typeid(other) && name_ == other.name_, name_, ".merge: cannot merge a ",
                    other.name_, " into a ", name_);
+  check_alone("merge");
   const UpdateLocks locks(*state_, *other.state_);
   const auto difference = first_difference(description(), other.description());
   TORCH_CHECK_VALUE(difference.empty(), name_, ".merge: the other metric has other options or state: ", difference,
@@ -239,6 +251,7 @@ StateDict Metric::state_dict() const {
 }
 
 void Metric::load_state_dict(const StateDict& dict) {
+  check_alone("load_state_dict");
   const UpdateLocks locks(*state_, *state_);
   auto state = dict;
   const auto version = state.find(kVersionKey);
@@ -272,6 +285,7 @@ void Metric::load_state_dict(const StateDict& dict) {
 }
 
 void Metric::to(at::Device device) {
+  check_alone("to");
   {
     const UpdateLocks locks(*state_, *state_);
     state_->to(device);
@@ -292,6 +306,8 @@ void Metric::share_state_of(const Metric& other) {
 void Metric::swap_state(Metric& other) {
   TORCH_CHECK_VALUE(typeid(*this) == typeid(other) && options_text() == other.options_text(), name_,
                     ": cannot take the state of ", other.name_, "(", other.options_text(), ")");
+  check_alone("swap_state");
+  other.check_alone("swap_state");
   const UpdateLocks locks(*state_, *other.state_);
   state_->swap_tensors(*other.state_);
 }

@@ -202,13 +202,11 @@ TEST(MetricCollection, DetachedMetricCountsOnACopyOfItsGroupState) {
 
 TEST(MetricCollection, ForwardAfterTakingAStateOfAnotherLayoutCountsIntoIt) {
   const auto o = Opts::multiclass(4).average(Average::None);
-  const auto shared = std::make_shared<Precision>(o);
-  MetricCollection collection;
-  collection.add("confmat", ConfusionMatrix(o)).add("precision", shared);  // a C x C state
-  Precision own(o);                                                         // tp, fp, tn, fn
+  const ConfusionMatrix confmat(o);  // a C x C state
+  Precision own(o);                  // tp, fp, tn, fn
   const auto preds = at::tensor({0, 1, 1, 3}, at::kLong), target = at::tensor({0, 1, 2, 2}, at::kLong);
   own.forward(preds, target);  // keeps a batch of its own layout
-  own.swap_state(*shared);     // and takes the matrix state: the kept batch no longer fits
+  own.share_state_of(confmat);  // and takes the matrix state: the kept batch no longer fits
   const auto expected = at::tensor({1.0, 0.5, 0.0, 0.0}).to(at::kFloat);
   EXPECT_TRUE(tensors_close(own.forward(preds, target), expected));
   EXPECT_EQ(own.layout(), CountLayout::Matrix);
@@ -281,6 +279,69 @@ UpdateArgs keyword_args(const at::Tensor& loss, const Batch& b) {
 }
 
 at::Tensor loss_of(int64_t i) { return at::rand({32}, generator(900 + i)).to(at::kDouble); }
+
+TEST(MetricCollection, AMemberThatSharesItsStateRefusesCallsMadeOnItDirectly) {
+  const auto o = Opts::multiclass(4).average(Average::None);
+  const auto recall = std::make_shared<Recall>(o);
+  const auto a = batch(0, 4), b = batch(1, 4);
+  Precision precision_alone(o);
+  precision_alone.update(a.preds, a.target);
+  auto collection = std::make_unique<MetricCollection>();
+  collection->add("recall", recall).add("precision", Precision(o));
+  collection->update(a.preds, a.target);
+  const auto precision_before = collection->compute().at("precision");
+  const char* refusal = "Recall.update: the metric shares its state with other metrics of a MetricCollection";
+  EXPECT_THROWS_WITH(recall->update(b.preds, b.target), c10::ValueError, refusal);
+  EXPECT_THROWS_WITH(recall->reset(), c10::ValueError, "Recall.reset: the metric shares its state");
+  EXPECT_THROWS_WITH(recall->forward(b.preds, b.target), c10::ValueError, "Recall.forward: the metric shares");
+  EXPECT_THROWS_WITH(recall->load_state_dict(recall->state_dict()), c10::ValueError, "Recall.load_state_dict: ");
+  EXPECT_THROWS_WITH(recall->merge(*recall->clone()), c10::ValueError, "Recall.merge: the metric shares");
+  EXPECT_THROWS_WITH(recall->to(at::kCPU), c10::ValueError, "Recall.to: the metric shares");
+  EXPECT_TRUE(at::equal(collection->compute().at("precision"), precision_before));
+  // the collection's own calls still reach it; after detach() it counts alone
+  collection->update(b.preds, b.target);
+  collection->detach("recall");
+  recall->update(b.preds, b.target);
+  precision_alone.update(b.preds, b.target);
+  EXPECT_TRUE(at::equal(collection->compute().at("precision"), precision_alone.compute()));
+  // a clone shares nothing; once the collection is gone, the metric is its own again
+  const auto shared = std::make_shared<Precision>(o);
+  auto other = std::make_unique<MetricCollection>();
+  other->add("precision", shared).add("recall", Recall(o));
+  EXPECT_THROW(shared->reset(), c10::ValueError);
+  shared->clone()->reset();
+  other.reset();
+  shared->reset();
+  EXPECT_EQ(shared->update_count(), 0);
+}
+
+TEST(MetricCollection, UpdateArgsHoldTheirTensors) {
+  MetricCollection collection;
+  collection.add("loss", Mean()).add("accuracy", Accuracy(Opts::binary()));
+  UpdateArgs args;  // built from temporaries that are gone when the update runs
+  args.keywords = {{"value", at::full({4}, 3.0)},
+                   {"weight", at::full({4}, 2.0)},
+                   {"preds", at::tensor({0.9, 0.2, 0.8, 0.1})},
+                   {"target", at::tensor({1, 0, 0, 0}, at::kLong)}};
+  collection.update(args);
+  const auto values = collection.compute();
+  EXPECT_DOUBLE_EQ(values.at("loss").item<double>(), 3.0);
+  EXPECT_DOUBLE_EQ(values.at("accuracy").item<double>(), 0.75);
+}
+
+TEST(MetricCollection, WeightGoesToMeanButNotToSumAsInTorchMetrics) {
+  MetricCollection collection;
+  collection.add("sum", Sum()).add("mean", Mean());
+  UpdateArgs args;
+  args.keywords = {{"value", at::tensor({1.0, 2.0, 3.0})}, {"weight", at::tensor({0.0, 1.0, 2.0})}};
+  collection.update(args);
+  const auto values = collection.compute();
+  EXPECT_DOUBLE_EQ(values.at("sum").item<double>(), 6.0);  // TorchMetrics' SumMetric.update(value) has no weight
+  EXPECT_DOUBLE_EQ(values.at("mean").item<double>(), 8.0 / 3.0);
+  Sum sum;  // called directly, Sum still takes one
+  sum.update(at::tensor({1.0, 2.0, 3.0}), at::tensor({0.0, 1.0, 2.0}));
+  EXPECT_DOUBLE_EQ(sum.compute().item<double>(), 8.0);
+}
 
 TEST(MetricCollection, HoldsMetricsOfEveryFamilyAndRoutesKeywords) {
   const auto o = Opts::multiclass(10);

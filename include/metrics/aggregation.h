@@ -101,8 +101,8 @@ class ExtremumMetric : public Metric {
 
 }  // namespace detail
 
-/// Weighted mean Σ w·x / Σ w (TorchMetrics' MeanMetric). With no data, or a total weight of 0,
-/// compute() returns NaN (0/0), as TorchMetrics does.
+/// Weighted mean Σ w·x / Σ w (TorchMetrics' MeanMetric). With no data compute() returns NaN (0/0),
+/// and with a total weight of 0 what the division gives (NaN or ±inf), as TorchMetrics does.
 class Mean : public Cloneable<Mean, detail::WeightedSumMetric> {
  public:
   explicit Mean(AggregationOptions options = {});
@@ -114,6 +114,8 @@ class Sum : public Cloneable<Sum, detail::WeightedSumMetric> {
  public:
   explicit Sum(AggregationOptions options = {});
   at::Tensor value() const override;
+  /// A collection's weight= is for the metrics that take one in TorchMetrics: not SumMetric.
+  bool takes(const std::string& name) const override { return name != "weight"; }
 };
 
 /// Smallest value seen (TorchMetrics' MinMetric); +inf with no data.

@@ -55,7 +55,9 @@ class MetricCollection {
   MetricCollection& operator=(const MetricCollection&) = delete;
 
   /// Adds `metric` under `name` (names are unique). The collection shares the metric: updates
-  /// through the collection show in it, and it may now share its state with others.
+  /// through the collection show in it, and it may now share its state with others. While it does,
+  /// it refuses update, forward, reset, merge, load_state_dict, to and swap_state called on it
+  /// directly (they would change its group-mates too): make them here, or detach() it first.
   MetricCollection& add(const std::string& name, std::shared_ptr<Metric> metric,
                         Updates updates = Updates::Together);
   /// Adds a copy of `metric`.
@@ -66,7 +68,8 @@ class MetricCollection {
 
   /// Every metric takes the same arguments (keywords each by the names it knows).
   void update(const UpdateArgs& args);
-  /// update(preds, target[, weight]), as classification metrics take them.
+  /// update(preds, target[, weight]) by position to every metric, as classification metrics take
+  /// them (a Mean would take target as its weight: with aggregators, give keywords).
   void update(const at::Tensor& preds, const at::Tensor& target, const c10::optional<at::Tensor>& weight = {});
   /// name -> value (of the metrics updated together); raises or warns once per distinct state that
   /// counted bad input.
@@ -157,6 +160,23 @@ class MetricCollection {
   MetricCollectionOptions options_;
   std::vector<Entry> entries_;
   std::vector<Group> groups_;  // distinct states, in the order first used
+  // The metrics this collection counts as sharing a state with others (Metric::check_alone),
+  // counted again whenever the groups change, and no longer once the collection is gone.
+  class SharedMarks {
+   public:
+    SharedMarks() = default;
+    SharedMarks(SharedMarks&& other) noexcept : metrics_(std::exchange(other.metrics_, {})) {}
+    SharedMarks& operator=(SharedMarks&& other) noexcept;
+    ~SharedMarks() { set({}); }
+    void set(std::vector<std::shared_ptr<Metric>> metrics);
+
+   private:
+    std::vector<std::shared_ptr<Metric>> metrics_;
+  };
+  // Marks the metrics of every group of more than one metric object.
+  void mark_shared();
+  static void count_shared(Metric& metric, int by) { metric.shared_in_groups_ += by; }
+  SharedMarks shared_;
   ForwardBatch<MetricCollection> batch_;
   std::unique_ptr<std::recursive_mutex> mutex_ = std::make_unique<std::recursive_mutex>();
 };

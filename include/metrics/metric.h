@@ -3,6 +3,7 @@
 #include <ATen/core/Tensor.h>
 #include <c10/util/FunctionRef.h>
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -152,6 +153,9 @@ class Metric {
   void merge_batch(const Metric& batch);
   // Gives this metric own_state_copy() as its state, sharing it with no other metric.
   void unshare_state();
+  // Refuses `call` made on this metric directly while it shares its state with group-mates in a
+  // collection (it would change them too); a collection's own calls pass.
+  void check_alone(const char* call) const;
   std::string description_of(const MetricState& state) const;
 
   std::string name_;
@@ -160,6 +164,9 @@ class Metric {
   BadInputAction action_;
   std::shared_ptr<MetricState> state_;
   ForwardBatch<Metric> batch_;
+  // How many collection groups this metric shares its state in, with other metrics (set by
+  // MetricCollection; a copy starts at 0).
+  std::atomic<int> shared_in_groups_{0};
 };
 
 /// Whether this build of the library raises on concurrent updates of one metric

@@ -10,17 +10,19 @@
 namespace metrics {
 
 /// A value given to update(): a tensor, or a host double that reaches ATen as a scalar argument
-/// (never as a new tensor). It refers to the caller's tensor, so it lives only as long as the call.
+/// (never as a new tensor). It holds its own reference to the tensor (no copy of the data), so an
+/// UpdateArgs built from temporaries stays valid.
 class ValueArg {
  public:
-  ValueArg(const at::Tensor& tensor) : tensor_(&tensor) {}  // NOLINT: implicit by design
-  ValueArg(double scalar) : scalar_(scalar) {}               // NOLINT: implicit by design
-  bool is_tensor() const { return tensor_ != nullptr; }
-  const at::Tensor& tensor() const { return *tensor_; }
+  ValueArg(at::Tensor tensor) : tensor_(std::move(tensor)), is_tensor_(true) {}  // NOLINT: implicit by design
+  ValueArg(double scalar) : scalar_(scalar) {}                                   // NOLINT: implicit by design
+  bool is_tensor() const { return is_tensor_; }
+  const at::Tensor& tensor() const { return tensor_; }
   double scalar() const { return scalar_; }
 
  private:
-  const at::Tensor* tensor_ = nullptr;
+  at::Tensor tensor_;
+  bool is_tensor_ = false;
   double scalar_ = 0.0;
 };
 

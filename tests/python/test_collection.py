@@ -639,6 +639,21 @@ def test_a_weight_keyword_goes_only_to_the_metrics_that_take_it():
         nm.MulticlassAccuracy(num_classes=4).update(preds, target, weight=torch.ones(5))
 
 
+def test_a_weight_keyword_weights_a_mean_but_not_a_sum():
+    # TorchMetrics' SumMetric.update(value) takes no weight, so its collection never hands it one;
+    # called directly, ours still takes one
+    value, weight = torch.tensor([1.0, 2.0, 3.0]), torch.tensor([0.0, 1.0, 2.0])
+    collection = nm.MetricCollection({"s": nm.SumMetric(), "m": nm.MeanMetric()})
+    collection.update(value=value, weight=weight)
+    batch = collection(value=value, weight=weight)
+    for values in (batch, {k: v / 2 for k, v in collection.compute().items()}):
+        assert values["s"].item() == pytest.approx(6.0)
+    assert collection.compute()["m"].item() == pytest.approx(8 / 3)
+    alone = nm.SumMetric()
+    alone.update(value, weight)
+    assert alone.compute().item() == pytest.approx(8.0)
+
+
 def test_a_partial_checkpoint_leaves_an_absent_member_reading_its_group():
     # strict=False without one member's keys: it reads what its group loads, as TorchMetrics' compute
     # groups make it, and its keys are reported missing
