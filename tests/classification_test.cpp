@@ -648,6 +648,48 @@ TEST(ClassificationKernels, CpuAndAtenPathsAgreeOnBinaryAndMultilabelStreams) {
 
 Opts samplewise(Opts o) { return o.multidim_average(MultidimAverage::Samplewise); }
 
+// Every finite float16 and bfloat16 value, as (bits) in order.
+at::Tensor every_value(at::ScalarType dtype) {
+  const int64_t inf_bits = dtype == at::kHalf ? 0x7C00 : 0x7F80;
+  const auto k = at::arange(-inf_bits + 1, inf_bits, at::kInt);
+  const auto bits = at::where(k.lt(0), k.neg().bitwise_or(0x8000), k).to(at::kShort);
+  return bits.view(dtype);
+}
+
+TEST(Classification, HalfPrecisionScoresArePredictedAsTorchMetricsPredictsThemInTheirDtype) {
+  // TorchMetrics thresholds float16/bfloat16 probabilities in their dtype (0.7 rounds to
+  // 0.7001953125 in float16: a score of exactly that is not above it) and logits after a sigmoid
+  // in float32 rounded to the dtype (float16 logits below about 2e-3 give exactly 0.5)
+  for (const auto dtype : {at::kHalf, at::kBFloat16}) {
+    const auto x = every_value(dtype);
+    const auto probabilities = x.masked_select(x.ge(0).bitwise_and(x.le(1)));
+    for (const double th : {0.5, 0.7, 0.3, 0.999, 0.0, 1.0}) {
+      for (const bool logits : {false, true}) {
+        const auto scores = logits ? x : probabilities;
+        const auto expected = logits ? scores.to(at::kFloat).sigmoid().to(dtype).gt(th) : scores.gt(th);
+        const auto labels = scores.numel();
+        for (const bool weighted : {false, true}) {  // the vector kernels, and the scalar loop
+          on_both_paths([&] {
+            const auto o = Opts::multilabel(labels, th).average(Average::None).weighted(weighted);
+            StatScores metric(o);
+            const auto ones = at::ones({1, labels}, at::kLong);
+            weighted ? metric.update(scores.view({1, labels}), ones, at::ones({1}, at::kDouble))
+                     : metric.update(scores.view({1, labels}), ones);
+            const auto tp = metric.compute().select(1, 0).to(at::kBool);
+            EXPECT_EQ(tp.ne(expected).sum().item<int64_t>(), 0)
+                << dtype << " threshold " << th << (logits ? " logits" : " probabilities")
+                << (weighted ? " weighted" : "") << (cpu_fast_path_enabled() ? "" : " on the ATen path");
+          });
+        }
+      }
+    }
+  }
+  // float32 logits whose float32 sigmoid rounds to the threshold are not above it either
+  on_both_paths([] {
+    EXPECT_EQ(computed(StatScores(Opts::binary()), floats({1e-8, 2.0}), longs({1, 1}))[0].item<int64_t>(), 1);
+  });
+}
+
 TEST(Samplewise, CountsEachSampleOverItsPositionsByBruteForce) {
   auto gen = testing::generator(41);
   const auto preds = at::randint(3, {4, 6}, gen, at::kLong);

@@ -145,6 +145,7 @@ ClassificationBatch canonicalize(const std::string& metric, const Classification
 
   ClassificationBatch batch;
   batch.scores = is_score_type(preds.scalar_type());
+  if (batch.scores) batch.score_dtype = preds.scalar_type();
   auto p = preds;
   if (batch.scores && (p.scalar_type() == at::kHalf || p.scalar_type() == at::kBFloat16)) p = p.to(at::kFloat);
   if (!batch.scores) p = as_long(p);

@@ -6,7 +6,6 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
-#include <cmath>
 #include <limits>
 #include <utility>
 #include <vector>
@@ -14,13 +13,14 @@
 #include <metrics/bad_input.h>
 
 #include "kernels.h"
+#include "score_cutoffs.h"
 #include "../aten_masks.h"
 
 namespace metrics::detail {
 namespace {
 
 // The state's scratch tensors (MetricState::scratch), made once with fill ops.
-enum Scratch { kBaseKey, kBase, kZeros, kOne, kNoBadUpdate, kStatRows, kCellOffsets, kThreshold, kLogitThreshold };
+enum Scratch { kBaseKey, kBase, kZeros, kOne, kNoBadUpdate, kStatRows, kCellOffsets, kCutoffs, kCutoffsKey };
 
 // A piece of positions in the state's buffer: element j goes to base + j % period.
 struct Piece {
@@ -278,17 +278,31 @@ const at::Tensor& cell_offsets(MetricState& state) {
   });
 }
 
-// Binary predictions of scores: above the threshold, or above its logit where the batch holds
-// any score outside [0, 1].
-at::Tensor predicted(MetricState& state, const at::Tensor& x, const ClassificationOptions& o) {
-  const auto th = o.threshold();
-  const auto make = [](double v) {
-    return [v](const at::TensorOptions& t) { return at::full({}, v, t.dtype(at::kDouble)); };
-  };
-  const auto& threshold = constant(state, kThreshold, make(th));
-  const auto& logit_threshold = constant(state, kLogitThreshold, make(std::log(th / (1.0 - th))));
+// The cutoffs of scores of `dtype` (score_cutoffs.h), [probability, logit] in float64 on the
+// state's device, filled again only when the dtype changes (a host-side key remembers it).
+const at::Tensor& cutoffs(MetricState& state, const ClassificationOptions& o, at::ScalarType dtype) {
+  auto& cutoffs = state.scratch(kCutoffs);
+  auto& key = state.scratch(kCutoffsKey);
+  if (!cutoffs.defined()) {
+    cutoffs = at::empty({2}, at::TensorOptions().dtype(at::kDouble).device(state.device()));
+    key = at::full({}, int64_t{-1}, at::kLong);
+  }
+  auto* known = key.data_ptr<int64_t>();  // a CPU tensor: read on the host, no op dispatched
+  if (*known != static_cast<int64_t>(dtype)) {
+    const auto c = score_cutoffs(o.threshold(), dtype);
+    cutoffs[0].fill_(c.probability);
+    cutoffs[1].fill_(c.logit);
+    *known = static_cast<int64_t>(dtype);
+  }
+  return cutoffs;
+}
+
+// Binary predictions of scores (of `dtype` before widening): above the cutoff, a logit's where the
+// batch holds any score outside [0, 1].
+at::Tensor predicted(MetricState& state, const at::Tensor& x, const ClassificationOptions& o, at::ScalarType dtype) {
+  const auto& c = cutoffs(state, o, dtype);
   const auto logits = x.lt(0).bitwise_or_(x.gt(1)).any();
-  return x.gt(select(logits, logit_threshold, threshold));
+  return x.gt(select(logits, c.select(0, 1), c.select(0, 0)));
 }
 
 // Binary (M,) and multilabel (M, L) entries: each one's cell 2 * target + prediction (0 tn, 1 fp,
@@ -307,7 +321,7 @@ EntryRows entry_rows(MetricState& state, const ClassificationBatch& b, const Cla
   at::Tensor pred;
   if (b.scores) {
     kinds.push_back(nan_mask(x));
-    pred = predicted(state, x, o);
+    pred = predicted(state, x, o, b.score_dtype);
   } else {
     pred = x.clamp(0, 1);
     kinds.push_back(pred.ne(x));

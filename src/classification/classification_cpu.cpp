@@ -13,6 +13,7 @@
 #include "argmax_cpu.h"
 #include "entry_counts_simd.h"
 #include "kernels.h"
+#include "score_cutoffs.h"
 
 namespace metrics::detail::cpu {
 namespace {
@@ -209,10 +210,11 @@ inline Entry<count_t> judge(int64_t t, T x, T threshold, const double* weight, i
 }
 
 // Scores outside [0, 1] anywhere in the batch make it logits (TorchMetrics decides per batch),
-// thresholded at logit(threshold).
+// positive above the cutoff of their dtype (score_cutoffs.h).
 template <typename T>
-T score_threshold(const ClassificationOptions& o, bool logits) {
-  return static_cast<T>(logits ? std::log(o.threshold() / (1.0 - o.threshold())) : o.threshold());
+T score_threshold(const ClassificationBatch& batch, const ClassificationOptions& o, bool logits) {
+  const auto cutoffs = score_cutoffs(o.threshold(), batch.score_dtype);
+  return static_cast<T>(logits ? cutoffs.logit : cutoffs.probability);
 }
 
 // The unweighted cells of a sink. A label's four cells follow from its kept entries, positives,
@@ -304,7 +306,7 @@ bool count_clean_entries(const ClassificationBatch& batch, const ClassificationO
   const auto* preds = batch.preds.data_ptr<float>();
   const auto* target = batch.target.data_ptr<int64_t>();
   const int64_t entries = batch.target.numel();
-  const float thresholds[2] = {score_threshold<float>(o, false), score_threshold<float>(o, true)};
+  const float thresholds[2] = {score_threshold<float>(batch, o, false), score_threshold<float>(batch, o, true)};
   if (o.task() == Task::Binary) return count_clean_binary(preds, target, entries, thresholds, isa, sink);
   const int64_t labels = o.num_classes();
   return count_clean_multilabel(preds, target, entries / labels, labels, thresholds, isa, sink);
@@ -332,7 +334,7 @@ BadInputCounts count_entries(const ClassificationBatch& batch, const Classificat
   if constexpr (std::is_floating_point_v<T>) {
     int64_t outside = 0;  // an integer count vectorizes where a bool OR does not
     for (int64_t i = 0; i < entries; ++i) outside += (preds[i] < 0) | (preds[i] > 1);
-    threshold = score_threshold<T>(o, outside > 0);
+    threshold = score_threshold<T>(batch, o, outside > 0);
   }
   count_t* __restrict tp = sink.tp.data_ptr<count_t>();
   count_t* __restrict fp = sink.fp.data_ptr<count_t>();

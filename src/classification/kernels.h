@@ -23,6 +23,8 @@ struct ClassificationBatch {
   /// float64: (M,) one per row, or (M, L) one per multilabel entry.
   c10::optional<at::Tensor> weight;
   bool scores = false;
+  /// The dtype the scores came in, before widening: binary predictions are made as in it.
+  at::ScalarType score_dtype = at::kFloat;
   /// N: the rows are sample-major, M / N to a sample (what samplewise counts per sample).
   int64_t samples = 0;
 };
