@@ -429,8 +429,8 @@ TEST(Errors, ClearMessagesAndStateUnchanged) {
   const auto before = precision.state_dict();
   EXPECT_THROWS_WITH(precision.update(doc_scores(), longs({0, 1, 2})), c10::ValueError,
                      "MulticlassPrecision.update: preds has shape [4, 3] but target has [3]");
-  EXPECT_THROWS_WITH(precision.update(longs({0, 1}), floats({0, 1})), c10::TypeError,
-                     "MulticlassPrecision.update: target has dtype Float; expected an integer");
+  EXPECT_THROWS_WITH(precision.update(longs({0, 1}), floats({0, 1}).to(at::kComplexFloat)), c10::TypeError,
+                     "MulticlassPrecision.update: target has dtype ComplexFloat; expected class labels");
   EXPECT_THROWS_WITH(precision.update(floats({0, 1}), longs({0, 1})), c10::TypeError,
                      "preds shaped like target are labels and must be integers");
   EXPECT_THROWS_WITH(precision.update(longs({0, 1}), longs({0, 1}), values({1, 1})), c10::ValueError,

@@ -253,8 +253,8 @@ TEST(MetricCollection, ReportsBadInputAndRejectsBadUse) {
                      "MetricCollection.add: a metric named 'f1' is already in the collection");
   EXPECT_THROWS_WITH(collection.at("auc"), c10::IndexError, "MetricCollection: no metric named 'auc'");
   const auto before = collection.state_dict();
-  EXPECT_THROWS_WITH(collection.update(b.preds, b.target.to(at::kFloat)), c10::TypeError,
-                     "MulticlassAccuracy.update: target has dtype Float");
+  EXPECT_THROWS_WITH(collection.update(b.preds, b.target.to(at::kComplexFloat)), c10::TypeError,
+                     "MulticlassAccuracy.update: target has dtype ComplexFloat");
   auto bad = before;
   bad["f1.tp"] = at::zeros({3}, at::kLong);
   EXPECT_THROWS_WITH(collection.load_state_dict(bad), c10::ValueError, "MulticlassF1Score.load_state_dict: 'tp' must be");

@@ -19,9 +19,10 @@ bool is_score_type(at::ScalarType type) {
 at::Tensor as_long(const at::Tensor& t) { return t.scalar_type() == at::kLong ? t : t.to(at::kLong); }
 at::Tensor flat(const at::Tensor& t) { return t.dim() == 1 ? t : t.reshape({-1}); }
 
-// Binary and multilabel targets may be floats {0., 1.} (what BCEWithLogitsLoss takes). A float that
-// is not a whole number (0.5, NaN) becomes a label that is neither 0, 1 nor any ignore_index, so it
-// is counted as a bad target; whole numbers keep their value (-1. can be the ignore_index).
+// Targets may be floats, as TorchMetrics takes them: {0., 1.} (what BCEWithLogitsLoss takes) or class
+// indices. A float that is not a whole number (0.5, NaN) becomes a label that is no class and no
+// ignore_index, so it is counted as a bad target (TorchMetrics truncates it); whole numbers keep
+// their value (-1. can be the ignore_index).
 at::Tensor target_labels(const at::Tensor& target) {
   if (!target.is_floating_point()) return as_long(target);
   const auto labels = target.to(at::kLong);
@@ -41,10 +42,10 @@ namespace {
 void check_tensors(const std::string& metric, const at::Tensor& preds, const at::Tensor& target,
                    at::Device state_device, bool binary_like) {
   TORCH_CHECK_TYPE(preds.defined() && target.defined(), metric, ".update: preds and target must be defined tensors");
-  TORCH_CHECK_TYPE(is_integral(target.scalar_type()) || (binary_like && is_score_type(target.scalar_type())), metric,
+  TORCH_CHECK_TYPE(is_integral(target.scalar_type()) || is_score_type(target.scalar_type()), metric,
                    ".update: target has dtype ", target.scalar_type(),
                    binary_like ? "; expected 0/1 labels as an integer, bool or floating tensor"
-                               : "; expected an integer (or bool) tensor of class labels");
+                               : "; expected class labels as an integer, bool or floating tensor");
   TORCH_CHECK_TYPE(is_score_type(preds.scalar_type()) || is_integral(preds.scalar_type()), metric,
                    ".update: preds has dtype ", preds.scalar_type(),
                    "; expected float32/float64/float16/bfloat16 scores or integer labels");

@@ -43,8 +43,8 @@ def test_classification_errors():
     before = m.state_dict()
     with pytest.raises(ValueError, match=r"MulticlassPrecision.update: preds has shape \[4, 3\] but target has \[3\]"):
         m.update(torch.randn(4, 3), torch.tensor([0, 1, 2]))
-    with pytest.raises(TypeError, match="target has dtype Float"):
-        m.update(torch.tensor([0, 1]), torch.tensor([0.0, 1.0]))
+    with pytest.raises(TypeError, match="target has dtype ComplexFloat"):
+        m.update(torch.tensor([0, 1]), torch.tensor([0.0, 1.0], dtype=torch.cfloat))
     with pytest.raises(ValueError, match="weight given, but the metric counts without weights"):
         m.update(torch.tensor([0, 1]), torch.tensor([0, 1]), torch.ones(2))
     assert _same_state(m.state_dict(), before)

@@ -73,6 +73,23 @@ def test_float_targets_that_are_not_labels_are_counted_as_bad_input():
     assert ignoring.compute().item() == 0.5  # -1. is the ignore_index, not a bad target
 
 
-def test_multiclass_targets_must_still_be_integers():
-    with pytest.raises(TypeError, match="MulticlassAccuracy.update: target has dtype Float; expected an integer"):
-        nm.MulticlassAccuracy(num_classes=3).update(torch.tensor([0, 1]), torch.tensor([0.0, 1.0]))
+def test_multiclass_targets_may_be_floats_of_whole_numbers():
+    # TorchMetrics takes float class indices (and truncates the others); a float that is not a
+    # whole number is counted as a bad target here, as for binary targets
+    scores, target = torch.tensor([[0.8, 0.1, 0.1], [0.1, 0.2, 0.7], [0.3, 0.6, 0.1]]), torch.tensor([0.0, 1.0, 1.0])
+    for preds in (scores, scores.argmax(1)):
+        for metric in (nm.MulticlassAccuracy(num_classes=3), nm.MulticlassConfusionMatrix(num_classes=3)):
+            expected = type(metric)(num_classes=3)
+            expected.update(preds, target.long())
+            metric.update(preds, target)
+            assert torch.equal(metric.compute(), expected.compute())
+    ignoring = nm.MulticlassAccuracy(num_classes=3, average="micro", ignore_index=-1)
+    ignoring.update(scores, torch.tensor([0.0, -1.0, 1.0]))
+    assert ignoring.compute().item() == 1.0  # -1. is the ignore_index
+    bad = nm.MulticlassAccuracy(num_classes=3)
+    bad.update(scores, torch.tensor([0.0, 1.5, float("nan")]))
+    assert bad.bad_input()["counts"]["targets outside [0, 3)"] == 2
+    with pytest.raises(ValueError, match="MulticlassAccuracy: 2 targets outside"):
+        bad.compute()
+    with pytest.raises(TypeError, match="MulticlassAccuracy.update: target has dtype ComplexFloat"):
+        nm.MulticlassAccuracy(num_classes=3).update(torch.tensor([0, 1]), torch.tensor([0, 1], dtype=torch.cfloat))
