@@ -9,6 +9,7 @@
 
 #include <metrics/aggregation.h>
 #include <metrics/backend.h>
+#include <metrics/sync_counter.h>
 #include <metrics/warning_capture.h>
 
 #include "../src/aggregation/aggregation_cpu.h"
@@ -622,9 +623,27 @@ TEST(AggregationBadInput, ClearErrorsAndStateUnchanged) {
   EXPECT_THROWS_WITH(mean.update(at::ones({2}, at::TensorOptions().device(at::kMeta))), c10::ValueError,
                      "Mean.update: value is on meta but the metric's state is on cpu");
   EXPECT_THROWS_WITH(mean.update(2.0, floats({1})), c10::ValueError,
-                     "Mean.update: a weight tensor needs a value tensor");
+                     "Mean.update: weight of shape [1] is not broadcastable to value of shape []");
+  EXPECT_THROWS_WITH(mean.update(2.0, at::ones({1}, at::TensorOptions().device(at::kMeta))), c10::ValueError,
+                     "Mean.update: weight is on meta but the metric's state is on cpu");
   EXPECT_TRUE(states_equal(mean.state_dict(), before));
   EXPECT_EQ(mean.update_count(), 1);
+}
+
+TEST(Aggregation, AHostValueTakesAWeightTensorAsTorchMetricsDoes) {
+  // TorchMetrics makes the value a 0-dim tensor; the weight must broadcast to it
+  for (const bool aten : {false, true}) {
+    std::unique_ptr<ForceAtenPath> force;
+    if (aten) force = std::make_unique<ForceAtenPath>();
+    Mean mean;
+    mean.update(1.5, at::full({}, 2.0));
+    mean.update(3.0, at::full({}, 1.0));
+    SyncCounter counter;
+    mean.update(std::numeric_limits<double>::quiet_NaN(), at::full({}, 4.0));
+    EXPECT_EQ(counter.total(), 0) << counter.summary();
+    EXPECT_EQ(mean.bad_input_report().counts[0].second, 1);
+    EXPECT_DOUBLE_EQ(mean.value().item<double>(), 2.0);
+  }
 }
 
 TEST(AggregationBadInput, OptionsAndStateDicts) {

@@ -53,20 +53,23 @@ void check_value(const std::string& metric, const ValueArg& value, at::Device st
                     " but the metric's state is on ", state_device, "; move the metric with .to(", t.device(), ")");
 }
 
-void check_weight(const std::string& metric, const ValueArg& value, const ValueArg& weight, at::ScalarType state) {
+// A host value with a weight tensor is a 0-dim value (as TorchMetrics makes it one): the weight
+// must broadcast to it.
+void check_weight(const std::string& metric, const ValueArg& value, const ValueArg& weight, at::ScalarType state,
+                  at::Device state_device) {
   TORCH_CHECK_VALUE(weight.is_tensor() || !beyond_float32(weight.scalar(), state), metric, ".update: weight = ",
                     weight.scalar(), " is beyond the range of the float32 state; use dtype float64");
   if (!weight.is_tensor()) return;
   const auto& w = weight.tensor();
-  TORCH_CHECK_VALUE(value.is_tensor(), metric, ".update: a weight tensor needs a value tensor, but value is a float");
-  const auto& v = value.tensor();
   TORCH_CHECK_TYPE(w.defined(), metric, ".update: weight is an undefined tensor");
   TORCH_CHECK_TYPE(is_real(w.scalar_type()), metric, ".update: weight has dtype ", w.scalar_type(),
                    "; expected a real (floating, integer or bool) tensor");
-  TORCH_CHECK_VALUE(w.device() == v.device(), metric, ".update: weight is on ", w.device(), " but value is on ",
-                    v.device());
-  TORCH_CHECK_VALUE(at::is_expandable_to(w.sizes(), v.sizes()), metric, ".update: weight of shape ", w.sizes(),
-                    " is not broadcastable to value of shape ", v.sizes());
+  const auto device = value.is_tensor() ? value.tensor().device() : state_device;
+  TORCH_CHECK_VALUE(w.device() == device, metric, ".update: weight is on ", w.device(), " but ",
+                    value.is_tensor() ? "value" : "the metric's state", " is on ", device);
+  const auto value_sizes = value.is_tensor() ? value.tensor().sizes() : c10::IntArrayRef{};
+  TORCH_CHECK_VALUE(at::is_expandable_to(w.sizes(), value_sizes), metric, ".update: weight of shape ", w.sizes(),
+                    " is not broadcastable to value of shape ", value_sizes);
 }
 
 // Mean and Sum take (value, weight); Min and Max take value.
@@ -130,11 +133,14 @@ std::string WeightedSumMetric::options_text() const { return describe(options_);
 
 void WeightedSumMetric::check_args(const ValueArg& value, const ValueArg& weight) const {
   check_value(name(), value, device());
-  check_weight(name(), value, weight, options_.dtype());
+  check_weight(name(), value, weight, options_.dtype(), device());
 }
 
 void WeightedSumMetric::accumulate(const ValueArg& value, const ValueArg& weight) {
-  const auto v = value.is_tensor() ? as_floating(value.tensor()) : at::Tensor();
+  // a host value beside a weight tensor becomes a 0-dim tensor by a fill on the device, not a copy
+  const auto v = value.is_tensor()    ? as_floating(value.tensor())
+                 : weight.is_tensor() ? at::full({}, value.scalar(), weight.tensor().options().dtype(at::kDouble))
+                                      : at::Tensor();
   const auto w = weight.is_tensor() ? as_floating(weight.tensor()) : at::Tensor();
   accumulate_weighted_sum(mutable_state(), slots(), v.defined() ? ValueArg(v) : value,
                           w.defined() ? ValueArg(w) : weight, options_.nan_policy());

@@ -218,3 +218,13 @@ def test_weighted_inf_and_nan_mixes_agree_on_both_paths(kind, strategy, dtype):
         assert math.isnan(aten_value)
     else:
         assert aten_value == cpu_value
+
+
+def test_a_python_float_takes_a_0_dim_weight_tensor_as_in_torchmetrics():
+    m = nm.MeanMetric()
+    m.update(1.5, weight=torch.tensor(2.0))
+    m.update(3.0, torch.tensor(1.0))
+    assert m.compute().item() == pytest.approx(2.0)
+    with pytest.raises(ValueError, match=r"Mean.update: weight of shape \[2\] is not broadcastable to value of shape"):
+        m.update(1.0, torch.ones(2))
+    assert m.compute().item() == pytest.approx(2.0)
