@@ -4,17 +4,31 @@
 
 #include <metrics/metric.h>
 
+#include <algorithm>
+#include <memory>
+
 namespace metrics::python {
 namespace {
 
+bool holds_rows(const Metric& metric) {
+  const auto& entries = metric.state().entries();
+  return std::any_of(entries.begin(), entries.end(), [](const StateEntry& e) { return e.reduction == Reduction::Cat; });
+}
+
+// TorchMetrics' merge_state puts the incoming rows (a samplewise metric's) before the metric's own.
 void merge_one(Metric& self, const py::handle& incoming) {
+  std::unique_ptr<Metric> loaded;
   if (py::isinstance<py::dict>(incoming)) {
-    auto other = self.clone();
-    other->load_state_dict(state_from_python(incoming.cast<py::dict>(), self.name()));
-    self.merge(*other);
-  } else {
-    self.merge(incoming.cast<const Metric&>());
+    loaded = self.clone();
+    loaded->load_state_dict(state_from_python(incoming.cast<py::dict>(), self.name()));
   }
+  const auto& other = loaded ? *loaded : incoming.cast<const Metric&>();
+  if (!holds_rows(self)) return self.merge(other);
+  auto merged = self.clone();
+  merged->merge(other);  // the checks, as this metric makes them
+  merged = other.clone();
+  merged->merge(self);
+  self.load_state_dict(merged->state_dict());
 }
 
 // TorchMetrics' merge_state takes a metric or a state dict; a list of them is merged in turn, into
