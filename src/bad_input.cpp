@@ -6,12 +6,32 @@
 
 namespace metrics {
 
+namespace {
+
+// "1 NaN value", "1 target outside [0, 3)": a kind names its entries in the plural, with the first
+// word that ends in "s".
+std::string counted(int64_t count, std::string kind) {
+  if (count != 1) return std::to_string(count) + " " + kind;
+  for (size_t start = 0; start < kind.size();) {
+    const auto end = std::min(kind.find_first_of(" ,", start), kind.size());
+    if (end > start && kind[end - 1] == 's') {
+      kind.erase(end - 1, 1);
+      break;
+    }
+    start = end + 1;
+  }
+  return "1 " + kind;
+}
+
+}  // namespace
+
 std::string BadInputReport::message(const std::string& metric) const {
+  if (clean()) return metric + ": no bad input";
   std::string text = metric + ": ";
   bool first = true;
   for (const auto& [kind, count] : counts) {
     if (count == 0) continue;
-    text += (first ? "" : ", ") + std::to_string(count) + " " + kind;
+    text += (first ? "" : ", ") + counted(count, kind);
     first = false;
   }
   text += " in " + std::to_string(bad_updates) + (bad_updates == 1 ? " update" : " updates");

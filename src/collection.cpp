@@ -261,7 +261,10 @@ void MetricCollection::load_state_dict(const StateDict& dict, AbsentMetric absen
   // every part loads into a copy first: a bad dict changes nothing
   std::vector<std::unique_ptr<Metric>> loaded(entries_.size());
   for (size_t i = 0; i < entries_.size(); ++i) {
-    if (absent == AbsentMetric::Refused || !parts[i].empty()) loaded[i] = loaded_alone(i, parts[i]);
+    TORCH_CHECK_VALUE(!parts[i].empty() || absent != AbsentMetric::Refused, kName,
+                      ".load_state_dict: the dict holds no key of metric '", entries_[i].name, "' (its keys start with '",
+                      entries_[i].name, ".')");
+    if (!parts[i].empty()) loaded[i] = loaded_alone(i, parts[i]);
   }
   // a metric under several names holds the part of its first name in the dict under all of them
   for (size_t i = 0; i < entries_.size(); ++i) {

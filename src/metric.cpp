@@ -180,6 +180,8 @@ at::Tensor Metric::compute() const {
 }
 
 int64_t Metric::update_count() const {
+  TORCH_CHECK_VALUE(!device().is_meta(), name_, ".update_count: the state is on meta, which holds no values; move ",
+                    "the metric to a device first");
   const UpdateLocks locks(*state_, *state_);
   return state_->update_count();
 }

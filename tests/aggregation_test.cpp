@@ -220,7 +220,7 @@ TEST(MeanNanPolicy, CheckRaisesUnderErrorAndDoesNothingWhenClean) {
   mean.update(floats({1}));
   EXPECT_NO_THROW(mean.check());
   mean.update(floats({kNaN}));
-  EXPECT_THROWS_WITH(mean.check(), c10::Error, "Mean: 1 NaN values in 1 update, first at update 1");
+  EXPECT_THROWS_WITH(mean.check(), c10::Error, "Mean: 1 NaN value in 1 update, first at update 1");
 }
 
 TEST(MeanNanPolicy, NeverModifiesTheInput) {
@@ -258,7 +258,7 @@ TEST(MinMaxNanPolicy, EachPolicy) {
   EXPECT_TRUE(std::isnan(value_of(disabled.compute())));
   Max errors(AggregationOptions().nan_policy(NanPolicy::error()));
   errors.update(kNaN);
-  EXPECT_THROWS_WITH(errors.compute(), c10::Error, "Max: 1 NaN values in 1 update, first at update 0");
+  EXPECT_THROWS_WITH(errors.compute(), c10::Error, "Max: 1 NaN value in 1 update, first at update 0");
 }
 
 TEST(NanPolicy, ParsesTorchMetricsNamesAndRejectsOthers) {
@@ -628,6 +628,17 @@ TEST(AggregationBadInput, ClearErrorsAndStateUnchanged) {
                      "Mean.update: weight is on meta but the metric's state is on cpu");
   EXPECT_TRUE(states_equal(mean.state_dict(), before));
   EXPECT_EQ(mean.update_count(), 1);
+}
+
+TEST(AggregationBadInput, ReportsSpeakOfOneEntryInTheSingularAndOfNoneClearly) {
+  Mean mean(AggregationOptions().nan_policy(NanPolicy::ignore()));
+  EXPECT_EQ(mean.bad_input_report().message("Mean"), "Mean: no bad input");
+  Mean counting;
+  counting.update(floats({kNaN, 1}), floats({1, std::numeric_limits<double>::infinity()}));
+  EXPECT_EQ(counting.bad_input_report().message("Mean"),
+            "Mean: 1 NaN value, 1 infinite weight in 1 update, first at update 0 (kept out of the state)");
+  Mean on_meta(AggregationOptions().device(at::kMeta));
+  EXPECT_THROWS_WITH(on_meta.update_count(), c10::ValueError, "Mean.update_count: the state is on meta");
 }
 
 TEST(Aggregation, AHostValueTakesAWeightTensorAsTorchMetricsDoes) {

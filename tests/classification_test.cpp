@@ -278,7 +278,7 @@ TEST(UnknownClasses, NaNScoresAreBadInputAndTargetsNeverAre) {
     scores.index_put_({1, 2}, kNaN);
     accuracy.update(scores, longs({2, 1, -40, 1000}));
     EXPECT_THROWS_WITH(accuracy.compute(), c10::ValueError,
-                       "MulticlassAccuracy: 1 NaN predictions in 1 update, first at update 0 (kept out of the state)");
+                       "MulticlassAccuracy: 1 NaN prediction in 1 update, first at update 0 (kept out of the state)");
     const auto counts = accuracy.stat_counts();
     EXPECT_EQ(counts.tp.item<int64_t>(), 1);
     EXPECT_EQ(counts.fn.item<int64_t>(), 2);
@@ -380,7 +380,7 @@ TEST(BadInput, CountedKeptOutAndRaisedByCompute) {
     accuracy.update(doc_scores(), longs({2, 1, 0, 1}));  // clean: 4 right
     accuracy.update(scores, longs({2, 1, 7, -3}));       // 1 NaN row, 2 targets out of range
     EXPECT_THROWS_WITH(accuracy.compute(), c10::ValueError,
-                       "MulticlassAccuracy: 2 targets outside [0, 3), 1 NaN or out-of-range predictions in 1 update, "
+                       "MulticlassAccuracy: 2 targets outside [0, 3), 1 NaN or out-of-range prediction in 1 update, "
                        "first at update 1 (kept out of the state)");
     const auto counts = accuracy.stat_counts();
     EXPECT_EQ((counts.tp + counts.fn).sum().item<int64_t>(), 5);  // 4 clean + row 0 of the second batch
@@ -395,7 +395,7 @@ TEST(BadInput, BinaryTargetsPredictionsAndWeights) {
     EXPECT_EQ(report.counts[0].second, 1);  // target 2
     EXPECT_EQ(report.counts[1].second, 1);  // NaN prediction
     EXPECT_EQ(report.counts[2].second, 1);  // NaN weight
-    EXPECT_THROWS_WITH(recall.check(), c10::ValueError, "BinaryRecall: 1 targets not 0 or 1");
+    EXPECT_THROWS_WITH(recall.check(), c10::ValueError, "BinaryRecall: 1 target not 0 or 1");
     EXPECT_TRUE(tensors_close(recall.stat_counts().tp, values({1})));
   });
 }
@@ -459,7 +459,10 @@ TEST(Errors, InvalidOptions) {
   EXPECT_THROWS_WITH(Precision(Opts::binary(1.5)), c10::ValueError, "BinaryPrecision: threshold must be in [0, 1]");
   EXPECT_THROWS_WITH(Precision(Opts::binary().top_k(2)), c10::ValueError, "top_k applies to multiclass tasks only");
   EXPECT_THROWS_WITH(Precision(Opts::binary().zero_division(0.5)), c10::ValueError, "zero_division must be 0 or 1");
-  EXPECT_THROWS_WITH(FBetaScore(0.0, Opts::binary()), c10::ValueError, "BinaryFBetaScore: beta must be larger than 0");
+  EXPECT_THROWS_WITH(FBetaScore(0.0, Opts::binary()), c10::ValueError,
+                     "BinaryFBetaScore: beta must be a finite number larger than 0, got 0");
+  EXPECT_THROWS_WITH(FBetaScore(std::numeric_limits<double>::infinity(), Opts::binary()), c10::ValueError,
+                     "BinaryFBetaScore: beta must be a finite number larger than 0, got inf");
 }
 
 TEST(Errors, ShapesPerTask) {

@@ -315,6 +315,18 @@ TEST(MetricCollection, AMemberThatSharesItsStateRefusesCallsMadeOnItDirectly) {
   EXPECT_EQ(shared->update_count(), 0);
 }
 
+TEST(MetricCollection, ADictWithoutAMetricsKeysNamesTheMetric) {
+  const auto o = Opts::multiclass(3);
+  MetricCollection collection;
+  collection.add("accuracy", Accuracy(o)).add("loss", Mean());
+  auto dict = collection.state_dict();
+  for (auto it = dict.begin(); it != dict.end();) it = it->first.rfind("loss.", 0) == 0 ? dict.erase(it) : ++it;
+  EXPECT_THROWS_WITH(collection.load_state_dict(dict), c10::ValueError,
+                     "MetricCollection.load_state_dict: the dict holds no key of metric 'loss' (its keys start with "
+                     "'loss.')");
+  collection.load_state_dict(dict, AbsentMetric::FollowsItsGroup);
+}
+
 TEST(MetricCollection, UpdateArgsHoldTheirTensors) {
   MetricCollection collection;
   collection.add("loss", Mean()).add("accuracy", Accuracy(Opts::binary()));

@@ -125,7 +125,7 @@ TEST(WeightedCounts, InfiniteWeightsAreBadInputKeptOut) {
     Accuracy accuracy(Opts::binary().weighted(true));
     accuracy.update(doubles({0.9, 0.1, 0.8}), longs({1, 0, 0}), doubles({INFINITY, 1.0, 1.0}));
     EXPECT_THROWS_WITH(accuracy.check(), c10::ValueError,
-                       "BinaryAccuracy: 1 NaN, negative or infinite weights in 1 update, first at update 0");
+                       "BinaryAccuracy: 1 NaN, negative or infinite weight in 1 update, first at update 0");
     EXPECT_TRUE(tensors_close(accuracy.value(), at::scalar_tensor(0.5), 1e-7));
   });
 }
@@ -147,7 +147,7 @@ TEST(Aggregation, InfiniteWeightsAreCountedByKindAndKeptOut) {
     mean.update(5.0, -INFINITY);
     EXPECT_TRUE(tensors_close(mean.value(), at::scalar_tensor((1.0 + 12.0) / 4.0, at::kDouble)));
     EXPECT_THROWS_WITH(mean.check(), c10::Error,
-                       "Mean: 1 NaN values, 2 infinite weights in 2 updates, first at update 0");
+                       "Mean: 1 NaN value, 2 infinite weights in 2 updates, first at update 0");
   });
 }
 

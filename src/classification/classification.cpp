@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <limits>
 #include <string>
 #include <vector>
@@ -190,7 +191,8 @@ FBetaScore::FBetaScore(double beta, ClassificationOptions options) : FBetaScore(
 
 FBetaScore::FBetaScore(const std::string& base_name, double beta, ClassificationOptions options)
     : Cloneable(base_name, options), beta_(beta) {
-  TORCH_CHECK_VALUE(beta > 0.0, name(), ": beta must be larger than 0, got ", beta);
+  TORCH_CHECK_VALUE(beta > 0.0 && std::isfinite(beta), name(), ": beta must be a finite number larger than 0, got ",
+                    beta);
 }
 
 std::string FBetaScore::options_text() const {

@@ -100,7 +100,7 @@ def test_the_metrics_process_group_is_the_one_reduced_over(tmp_path):
 
 def test_bad_input_on_one_rank_raises_on_every_rank(tmp_path):
     for got in run("bad_input", 2, tmp_path):
-        assert got["error"] is not None and "1 NaN values in 1 update" in got["error"]
+        assert got["error"] is not None and "1 NaN value in 1 update" in got["error"]
 
 
 def test_sync_unsync_sync_context_and_dist_sync_on_step(tmp_path):

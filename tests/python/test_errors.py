@@ -70,11 +70,11 @@ def test_classification_errors():
 def test_deferred_reports_become_warnings_or_errors():
     m = nm.MeanMetric()
     m.update(torch.tensor([float("nan"), 1.0]))
-    with pytest.warns(UserWarning, match="Mean: 1 NaN values in 1 update, first at update 0"):
+    with pytest.warns(UserWarning, match="Mean: 1 NaN value in 1 update, first at update 0"):
         m.check()
     c = nm.BinaryAccuracy()
     c.update(torch.tensor([0.2, 0.9]), torch.tensor([0, 3]))
-    with pytest.raises(ValueError, match="BinaryAccuracy: 1 targets not 0 or 1 in 1 update"):
+    with pytest.raises(ValueError, match="BinaryAccuracy: 1 target not 0 or 1 in 1 update"):
         c.compute()
 
 

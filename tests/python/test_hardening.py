@@ -91,7 +91,7 @@ def test_infinite_weights_are_counted_and_kept_out():
 
     acc = nm.BinaryAccuracy(weighted=True)
     acc.update(torch.tensor([0.9, 0.1, 0.8]), torch.tensor([1, 0, 0]), weight=torch.tensor([np.inf, 1.0, 1.0]))
-    with pytest.raises(ValueError, match="BinaryAccuracy: 1 NaN, negative or infinite weights in 1 update"):
+    with pytest.raises(ValueError, match="BinaryAccuracy: 1 NaN, negative or infinite weight in 1 update"):
         acc.compute()
 
 

@@ -331,7 +331,7 @@ def test_bad_input_is_counted_and_kept_out_of_its_sample():
     preds = torch.tensor([[0, 1, 2], [1, 1, 1]])
     target = torch.tensor([[0, 9, 2], [1, 0, 1]])  # 9: out of range, left out of sample 0
     metric.update(preds, target)
-    with pytest.raises(ValueError, match="1 targets outside"):
+    with pytest.raises(ValueError, match="1 target outside"):
         metric.compute()
     np.testing.assert_allclose(value_without_report(metric), [1.0, 2 / 3], rtol=1e-6)
 
