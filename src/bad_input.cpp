@@ -85,9 +85,16 @@ at::Tensor BadInput::shift_first(const at::Tensor& theirs, const at::Tensor& off
 }
 
 BadInputReport BadInput::report(const std::vector<StateEntry>& entries) const {
+  const auto host = at::cat(tally(entries)).cpu().to(at::kLong);
+  return report_of(host.data_ptr<int64_t>());
+}
+
+std::vector<at::Tensor> BadInput::tally(const std::vector<StateEntry>& entries) const {
+  return {entries[counts_slot_].tensor, entries[first_slot_].tensor};
+}
+
+BadInputReport BadInput::report_of(const int64_t* values) const {
   BadInputReport report;
-  const auto host = at::cat({entries[counts_slot_].tensor, entries[first_slot_].tensor}).cpu().to(at::kLong);
-  const auto* values = host.data_ptr<int64_t>();
   const auto kinds = kinds_.size();
   for (size_t k = 0; k < kinds; ++k) report.counts.emplace_back(kinds_[k], values[k]);
   report.bad_updates = values[kinds];

@@ -163,15 +163,23 @@ std::map<std::string, at::Tensor> MetricCollection::compute() const {
   RECORD_USER_SCOPE("metrics::MetricCollection::compute");
   const auto taking_turns = lock();
   std::string fresh;  // the metrics not updated yet (a meta state holds no count to read)
+  std::vector<std::pair<const Group*, BadInputReport>> reports;
   for (const auto& group : groups_) {
     const auto& head = owner(group);
-    if (group.updates == Updates::Apart || head.device().is_meta() || head.update_count() != 0) continue;
+    if (group.updates == Updates::Apart || head.device().is_meta()) continue;
+    const detail::UpdateLocks locks(head.state(), head.state());
+    auto [count, report] = head.state().update_count_and_report();  // one read-back per state
+    reports.emplace_back(&group, std::move(report));
+    if (count != 0) continue;
     for (auto member : group.members) fresh += (fresh.empty() ? "" : ", ") + entries_[member].name;
   }
   if (!fresh.empty()) {
     TORCH_WARN(kName, ".compute: ", fresh, " called before any update; values reflect the initial state");
   }
-  check();
+  for (const auto& [group, report] : reports) {
+    const detail::UpdateLocks locks(owner(*group).state(), owner(*group).state());
+    entries_[group->members.front()].metric->report_locked(report);
+  }
   return values();
 }
 

@@ -172,10 +172,11 @@ std::vector<const ValueArg*> Metric::bind(const UpdateArgs& args) const {
 at::Tensor Metric::compute() const {
   RECORD_USER_SCOPE(compute_scope_.c_str());
   const UpdateLocks locks(*state_, *state_);
-  if (!state_->device().is_meta() && state_->update_count() == 0) {
-    TORCH_WARN(name_, ".compute: called before any update; the value reflects the initial state");
+  if (!state_->device().is_meta()) {  // a meta state holds no count or tally to read
+    const auto [count, report] = state_->update_count_and_report();
+    if (count == 0) TORCH_WARN(name_, ".compute: called before any update; the value reflects the initial state");
+    report_locked(report);
   }
-  check_locked();
   return value();
 }
 
@@ -188,17 +189,11 @@ int64_t Metric::update_count() const {
 
 void Metric::check() const {
   const UpdateLocks locks(*state_, *state_);
-  check_locked();
+  if (!state_->device().is_meta()) report_locked(state_->bad_input_report());  // meta holds no tally
 }
 
-void Metric::check_locked() const {
-  if (state_->device().is_meta()) return;  // a meta state holds no tally to read
-  std::string message;
-  if (state_->tracks_bad_input()) {
-    const auto report = state_->bad_input_report();
-    if (!report.clean()) message = report.message(name_);
-  }
-  if (message.empty()) message = state_problem();
+void Metric::report_locked(const BadInputReport& report) const {
+  auto message = report.clean() ? state_problem() : report.message(name_);
   if (message.empty()) return;
   switch (action_) {
     case BadInputAction::Warn:

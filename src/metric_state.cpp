@@ -196,6 +196,16 @@ BadInputReport MetricState::bad_input_report() const {
   return bad_input_ ? bad_input_->report(entries_) : BadInputReport{};
 }
 
+std::pair<int64_t, BadInputReport> MetricState::update_count_and_report() const {
+  std::vector<at::Tensor> read{entries_.front().tensor.reshape({1})};
+  if (bad_input_) {
+    for (const auto& t : bad_input_->tally(entries_)) read.push_back(t);
+  }
+  const auto host = at::cat(read).cpu().to(at::kLong);
+  const auto* values = host.data_ptr<int64_t>();
+  return {values[0], bad_input_ ? bad_input_->report_of(values + 1) : BadInputReport{}};
+}
+
 void MetricState::append(const std::vector<std::pair<size_t, at::Tensor>>& rows) {
   std::vector<at::Tensor> grown;  // all made before any is kept: an error changes nothing
   for (const auto& [slot, more] : rows) {

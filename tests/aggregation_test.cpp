@@ -630,6 +630,17 @@ TEST(AggregationBadInput, ClearErrorsAndStateUnchanged) {
   EXPECT_EQ(mean.update_count(), 1);
 }
 
+TEST(AggregationBadInput, ComputeReadsTheCountAndTallyBackInOneCopy) {
+  // on the CPU the read-back copies nothing: no item(), no sync-class op of its own
+  for (const auto policy : {NanPolicy::warn(), NanPolicy::ignore(), NanPolicy::disable()}) {
+    Mean mean(AggregationOptions().nan_policy(policy));
+    mean.update(floats({1, 2}));
+    SyncCounter counter;
+    EXPECT_DOUBLE_EQ(mean.compute().item<double>(), 1.5);
+    EXPECT_EQ(counter.total(), 1) << counter.summary();  // the item() above
+  }
+}
+
 TEST(AggregationBadInput, ReportsSpeakOfOneEntryInTheSingularAndOfNoneClearly) {
   Mean mean(AggregationOptions().nan_policy(NanPolicy::ignore()));
   EXPECT_EQ(mean.bad_input_report().message("Mean"), "Mean: no bad input");

@@ -59,6 +59,10 @@ class BadInput {
 
   /// Reads the tally back: one small copy.
   BadInputReport report(const std::vector<StateEntry>& entries) const;
+  /// The tally's tensors, to read back with others in one copy, and the report from their values
+  /// read back in that order (as int64).
+  std::vector<at::Tensor> tally(const std::vector<StateEntry>& entries) const;
+  BadInputReport report_of(const int64_t* values) const;
 
  private:
   std::vector<std::string> kinds_;

@@ -39,7 +39,8 @@ struct SharingKey {
 ///   the device and kept out of the state. Arguments are checked (metadata only) before anything
 ///   changes: a call that throws leaves the state exactly as it was.
 /// - compute() is const and idempotent and returns a tensor on the metric's device. It first reads
-///   back the small bad-input tally and raises or warns as the metric's policy says.
+///   back the update count and the small bad-input tally (one copy) and raises or warns as the
+///   metric's policy says.
 /// - merge(other) leaves `other` unchanged; state_dict()/load_state_dict() round-trip exactly;
 ///   clone() is a deep copy.
 ///
@@ -143,8 +144,9 @@ class Metric {
   /// Rethrows `e` unchanged if it names this metric, else with "<Name>.<call> failed" in front,
   /// keeping its type (ValueError, out of memory, ...).
   [[noreturn]] void rethrow_named(const c10::Error& e, const char* call) const;
-  // check() while the caller holds the state's lock.
-  void check_locked() const;
+  // Raises or warns, as the metric's policy says, what `report` (read back under the state's lock,
+  // which the caller holds) or state_problem() finds.
+  void report_locked(const BadInputReport& report) const;
 
  private:
   friend class MetricCollection;

@@ -88,6 +88,8 @@ class MetricState {
   int64_t update_count() const;
   /// Reads the tally back (one small copy); clean when the state tracks no bad input.
   BadInputReport bad_input_report() const;
+  /// Reads the update count and the tally back in one small copy.
+  std::pair<int64_t, BadInputReport> update_count_and_report() const;
 
   void reset();
   /// Reduces `other` into this state (sum, min or max per tensor); `other` is left unchanged.
