@@ -282,9 +282,11 @@ Call draw_aggregation_call(Source& in, const Config& c) {
     weight = in.tensor(shape, in.float_dtype(/*allow_wrong=*/true), Values::Weights);
   }
 
-  // Values and weights may be floating, integer or bool tensors; a host weight must fit the state.
+  // Values and weights may be floating, integer or bool tensors; a host weight must fit the state;
+  // a host value is a 0-dim one, which a weight tensor must broadcast to.
   Call call;
-  call.rejected = (weight.defined() && (!value.defined() || !at::is_expandable_to(weight.sizes(), value.sizes()))) ||
+  const auto value_sizes = value.defined() ? value.sizes() : c10::IntArrayRef{};
+  call.rejected = (weight.defined() && !at::is_expandable_to(weight.sizes(), value_sizes)) ||
                   (!extremum && beyond_float32(weight_scalar, c.agg_options.dtype())) || form == Form::Broken;
   call.text = args_text({{"value", value}, {"weight", weight}}, form, broken);
   if (!value.defined()) call.text += c10::str(" value ", scalar);
@@ -314,8 +316,8 @@ Call draw_aggregation_call(Source& in, const Config& c) {
 // The documented metadata checks of a classification update.
 bool classification_rejects(const ClassificationOptions& o, const at::Tensor& preds, const at::Tensor& target,
                             const at::Tensor& weight) {
-  // Binary and multilabel targets may also be floats ({0., 1.}); multiclass ones are integers.
-  const bool target_ok = is_integral(target.scalar_type()) || (o.task() != Task::Multiclass && is_float(target.scalar_type()));
+  // Targets may be integers or floats (whole numbers count as labels, others as bad targets).
+  const bool target_ok = is_integral(target.scalar_type()) || is_float(target.scalar_type());
   if (!target_ok || target.dim() < 1) return true;
   if (weight.defined()) {
     const bool per_sample = weight.dim() == 1 && weight.size(0) == target.size(0);

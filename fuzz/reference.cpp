@@ -122,7 +122,9 @@ void AggReference::update(const at::Tensor& value, double scalar, const at::Tens
   const bool extremum_kind = is_extremum(config.agg);
   const auto xs = value.defined() ? as_doubles(value) : std::vector<double>{scalar};
   std::vector<double> ws(xs.size(), weight_scalar);
-  if (weight.defined() && !extremum_kind) ws = as_doubles(weight.expand(value.sizes()));
+  if (weight.defined() && !extremum_kind) {
+    ws = as_doubles(weight.expand(value.defined() ? value.sizes() : c10::IntArrayRef{}));
+  }
   int64_t nans = 0, infinite_weights = 0;
   for (size_t i = 0; i < xs.size(); ++i) {
     double x = xs[i], w = extremum_kind ? 1.0 : ws[i];
@@ -253,12 +255,29 @@ using metrics::Task;
 bool multiclass(const Config& c) { return c.cls_options.task() == Task::Multiclass; }
 bool unknown_classes(const Config& c) { return multiclass(c) && c.cls_options.num_classes() == metrics::kUnknownClasses; }
 
-// The threshold a score is compared with, in the precision of the scores (float32 for float32,
-// float16 and bfloat16; float64 for float64), in logit space for a batch with a score outside [0, 1].
-double threshold_for(const std::vector<double>& scores, double threshold, bool float64) {
-  const bool logits = std::any_of(scores.begin(), scores.end(), [](double x) { return x < 0 || x > 1; });
-  const double t = logits ? std::log(threshold / (1.0 - threshold)) : threshold;
-  return float64 ? t : static_cast<double>(static_cast<float>(t));
+// `x` rounded as a tensor of `dtype` stores it.
+double in_dtype(double x, at::ScalarType dtype) {
+  switch (dtype) {
+    case at::kDouble:
+      return x;
+    case at::kHalf:
+      return static_cast<float>(c10::Half(static_cast<float>(x)));
+    case at::kBFloat16:
+      return static_cast<float>(c10::BFloat16(static_cast<float>(x)));
+    default:
+      return static_cast<float>(x);
+  }
+}
+
+// Whether a score is a positive prediction, as TorchMetrics makes it in the scores' dtype: a
+// logit's sigmoid (in float32 below float64) rounded to the dtype, or the probability, above the
+// threshold rounded to the dtype.
+bool positive(double x, double threshold, at::ScalarType dtype, bool logits) {
+  if (logits) {
+    x = dtype == at::kDouble ? 1.0 / (1.0 + std::exp(-x))
+                             : in_dtype(1.0f / (1.0f + std::exp(-static_cast<float>(x))), dtype);
+  }
+  return x > in_dtype(threshold, dtype);
 }
 
 // The first maximum of a row, -1 if the row has a NaN; the target instead when top_k > 1 ranks
@@ -319,7 +338,11 @@ void ClsReference::update(const at::Tensor& preds, const at::Tensor& target, con
     b.per_sample = weight->sizes() != target.sizes();
   }
   b.scores = at::isFloatingType(preds.scalar_type());
-  if (b.scores) b.score = as_doubles(preds);
+  if (b.scores) {
+    b.score = as_doubles(preds);
+    b.score_dtype = preds.scalar_type();
+    b.logits = std::any_of(b.score.begin(), b.score.end(), [](double x) { return x < 0 || x > 1; });
+  }
   else b.label = as_longs(preds);
   if (b.scores && preds.dim() == target.dim() + 1) b.width = preds.size(1);
   if (samplewise) {  // a block for every sample of the batch, counted or not
@@ -334,8 +357,7 @@ void ClsReference::update(const at::Tensor& preds, const at::Tensor& target, con
     } else if (o.task() == Task::Multiclass) {
       count_rows(b, bad);
     } else {
-      const double threshold = b.scores ? threshold_for(b.score, o.threshold(), preds.scalar_type() == at::kDouble) : 0;
-      count_entries(b, threshold, bad);
+      count_entries(b, o.threshold(), bad);
     }
   }
   tally.record(bad, o.validate_args());
@@ -419,7 +441,7 @@ void ClsReference::count_entries(const Batch& b, double threshold, std::vector<i
     const int64_t sample = i / (rest * labels);
     const bool target_ok = t == 0 || t == 1;
     const bool pred_ok = b.scores ? !std::isnan(b.score[i]) : b.label[i] == 0 || b.label[i] == 1;
-    const bool predicted = b.scores ? b.score[i] > threshold : b.label[i] == 1;
+    const bool predicted = b.scores ? positive(b.score[i], threshold, b.score_dtype, b.logits) : b.label[i] == 1;
     const double w = b.weight_of(i);
     const bool w_ok = !b.weighted || weight_ok(w);
     bad[0] += !target_ok;

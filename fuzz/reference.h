@@ -111,6 +111,8 @@ struct ClsReference {
     int64_t width = 0;       // multiclass scores: C of (N, C, ...)
     int64_t first_block = 0;  // samplewise: the block of the batch's first sample
     bool scores = false, weighted = false, per_sample = false;
+    at::ScalarType score_dtype = at::kFloat;
+    bool logits = false;  // a score outside [0, 1] somewhere in the batch
     double weight_of(int64_t flat) const;
   };
   void add(size_t cell, double weight);

@@ -65,17 +65,19 @@ double sigmoid_in(const Format& f, at::ScalarType dtype, double x) {
   return f.round(1.0f / (1.0f + std::exp(-xf)));
 }
 
-// The largest value of the dtype that `positive` (monotone) calls false: the strict cutoff.
+// The largest value of the dtype that `positive` (monotone) calls false: the strict cutoff. The
+// search runs over k + inf_bits, unsigned: float64's span does not fit an int64.
 template <class Positive>
 double cutoff(const Format& f, Positive positive) {
-  int64_t lo = -f.inf_bits, hi = f.inf_bits;
-  if (!positive(value_at(f, hi))) return std::numeric_limits<double>::infinity();
-  if (positive(value_at(f, lo))) return -std::numeric_limits<double>::infinity();
-  while (hi - lo > 1) {  // positive(lo) is false, positive(hi) true
-    const int64_t mid = lo + (hi - lo) / 2;
-    (positive(value_at(f, mid)) ? hi : lo) = mid;
+  const auto at = [&](uint64_t i) { return value_at(f, static_cast<int64_t>(i - static_cast<uint64_t>(f.inf_bits))); };
+  uint64_t lo = 0, hi = 2 * static_cast<uint64_t>(f.inf_bits);
+  if (!positive(at(hi))) return std::numeric_limits<double>::infinity();
+  if (positive(at(lo))) return -std::numeric_limits<double>::infinity();
+  while (hi - lo > 1) {  // positive(at(lo)) is false, positive(at(hi)) true
+    const uint64_t mid = lo + (hi - lo) / 2;
+    (positive(at(mid)) ? hi : lo) = mid;
   }
-  return value_at(f, lo);
+  return at(lo);
 }
 
 ScoreCutoffs work_out(double threshold, at::ScalarType dtype) {
