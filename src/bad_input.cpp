@@ -40,43 +40,82 @@ std::string BadInputReport::message(const std::string& metric) const {
   return text;
 }
 
-BadInput::BadInput(std::vector<std::string> kinds, size_t counts_slot, size_t first_slot)
-    : kinds_(std::move(kinds)), counts_slot_(counts_slot), first_slot_(first_slot) {
+BadInput::BadInput(std::vector<std::string> kinds, size_t counts_slot, size_t first_slot, int64_t since_bad_offset,
+                   bool cumulative)
+    : kinds_(std::move(kinds)),
+      counts_slot_(counts_slot),
+      first_slot_(first_slot),
+      since_bad_offset_(since_bad_offset),
+      cumulative_(cumulative) {
   TORCH_INTERNAL_ASSERT(!kinds_.empty());
 }
 
 namespace {
 
-// The host's counts added into CPU tally tensors of dtype T.
+// One update's host-known counts added into CPU tally tensors of dtype T.
 template <class T>
-void add_on_host(at::Tensor& counts, at::Tensor& first, c10::ArrayRef<int64_t> kind_counts,
-                 const at::Tensor& update_index) {
+void add_on_host(at::Tensor& counts, at::Tensor& first, at::Tensor& since_bad, c10::ArrayRef<int64_t> kind_counts,
+                 const at::Tensor& update_index, bool cumulative) {
   auto* data = counts.data_ptr<T>();
-  const auto kinds = kind_counts.size();
-  for (size_t k = 0; k < kinds; ++k) data[k] += static_cast<T>(kind_counts[k]);
-  data[kinds] += 1;
+  const auto kinds = static_cast<size_t>(counts.numel() - 1);
   auto* first_data = first.data_ptr<T>();
-  *first_data = std::min(*first_data, *update_index.data_ptr<T>());
+  auto& since = *since_bad.data_ptr<T>();
+  const auto index = *update_index.data_ptr<T>();
+  if (data[kinds] > 0 && *first_data == static_cast<T>(BadInput::kNone)) {  // settle() on the host
+    *first_data = index - 1 - since;
+    since = 0;
+  }
+  if (data[kinds] > 0) since += 1;
+  if (std::all_of(kind_counts.begin(), kind_counts.end(), [](int64_t c) { return c == 0; })) return;
+  int64_t running = 0;
+  for (size_t k = 0; k < kinds; ++k) {
+    running = cumulative ? running + kind_counts[k] : kind_counts[k];
+    data[k] += static_cast<T>(running);
+  }
+  data[kinds] += 1;
+  *first_data = std::min(*first_data, index);
 }
 
 }  // namespace
 
-void BadInput::record(std::vector<StateEntry>& entries, c10::ArrayRef<int64_t> kind_counts,
+void BadInput::record(std::vector<StateEntry>& entries, const at::Tensor& since_bad, c10::ArrayRef<int64_t> kind_counts,
                       const at::Tensor& update_index) const {
-  if (std::all_of(kind_counts.begin(), kind_counts.end(), [](int64_t c) { return c == 0; })) return;
-  TORCH_INTERNAL_ASSERT(kind_counts.size() == kinds_.size());
+  TORCH_INTERNAL_ASSERT(kind_counts.empty() || kind_counts.size() == kinds_.size());
   auto& counts = entries[counts_slot_].tensor;
   auto& first = entries[first_slot_].tensor;
-  const auto kinds = static_cast<int64_t>(kinds_.size());
+  auto since = since_bad;
   if (counts.is_cpu()) {
-    return counts.scalar_type() == at::kLong ? add_on_host<int64_t>(counts, first, kind_counts, update_index)
-                                             : add_on_host<double>(counts, first, kind_counts, update_index);
+    return counts.scalar_type() == at::kLong
+               ? add_on_host<int64_t>(counts, first, since, kind_counts, update_index, cumulative_)
+               : add_on_host<double>(counts, first, since, kind_counts, update_index, cumulative_);
   }
+  const auto kinds = static_cast<int64_t>(kinds_.size());
+  const bool any = !std::all_of(kind_counts.begin(), kind_counts.end(), [](int64_t c) { return c == 0; });
+  if (any) settle(entries, since);  // the first bad update, if pending, before this one writes its own
+  since.add_(counts.narrow(0, kinds, 1).clamp_max(1));
+  if (!any) return;
+  int64_t running = 0;
   for (int64_t k = 0; k < kinds; ++k) {
-    if (kind_counts[k] != 0) counts.narrow(0, k, 1).add_(kind_counts[k]);
+    running = cumulative_ ? running + kind_counts[k] : kind_counts[k];
+    if (running != 0) counts.narrow(0, k, 1).add_(running);
   }
   counts.narrow(0, kinds, 1).add_(1);
   at::minimum_out(first, first, update_index);
+}
+
+void BadInput::settle(const std::vector<StateEntry>& entries, const at::Tensor& since_bad) const {
+  const auto& first = entries[first_slot_].tensor;
+  const auto bad_updates = entries[counts_slot_].tensor.narrow(0, static_cast<int64_t>(kinds_.size()), 1);
+  const auto implied = entries.front().tensor.sub(since_bad).sub_(1);
+  const auto unset = first.eq(kNone).bitwise_and_(bad_updates.gt(0));
+  first.copy_(at::where(unset, implied, first));
+  since_bad.zero_();
+}
+
+at::Tensor BadInput::from_version_2(const at::Tensor& counts) const {
+  if (!cumulative_) return counts;
+  const auto kinds = static_cast<int64_t>(kinds_.size());
+  return at::cat({counts.narrow(0, 0, kinds).cumsum(0).to(counts.scalar_type()), counts.narrow(0, kinds, 1)});
 }
 
 at::Tensor BadInput::shift_first(const at::Tensor& theirs, const at::Tensor& offset) const {
@@ -96,7 +135,9 @@ std::vector<at::Tensor> BadInput::tally(const std::vector<StateEntry>& entries) 
 BadInputReport BadInput::report_of(const int64_t* values) const {
   BadInputReport report;
   const auto kinds = kinds_.size();
-  for (size_t k = 0; k < kinds; ++k) report.counts.emplace_back(kinds_[k], values[k]);
+  for (size_t k = 0; k < kinds; ++k) {
+    report.counts.emplace_back(kinds_[k], cumulative_ && k > 0 ? values[k] - values[k - 1] : values[k]);
+  }
   report.bad_updates = values[kinds];
   report.first_bad_update = values[kinds + 1] == kNone ? -1 : values[kinds + 1];
   return report;

@@ -28,7 +28,9 @@ constexpr char kDescriptionKey[] = "_metric";
 // Version 2: aggregators count in float64, their compensation covers the packed row, and
 // first_bad_update's none is 2^62. A version-1 state whose description is unchanged (every
 // classification metric's) reads as it is.
-constexpr int64_t kStateFormatVersion = 2;
+// 3: a tally that counts its kinds cumulatively (weighted aggregators: NaN values, then NaN values
+// or infinite weights) holds them so; version 2 held each kind's own count.
+constexpr int64_t kStateFormatVersion = 3;
 constexpr int64_t kOldestReadableVersion = 1;
 
 std::string as_text(const at::Tensor& bytes) {
@@ -267,6 +269,12 @@ void Metric::load_state_dict(const StateDict& dict) {
                       ", whose layout this metric no longer has (version ", kStateFormatVersion,
                       " counts aggregators in float64); it cannot be read by this build");
     state.erase(version);
+    const auto* tally = state_->bad_input();
+    const auto counts = tally ? state.find("bad_input_counts") : state.end();
+    if (found < 3 && counts != state.end() && counts->second.defined() && !counts->second.is_meta() &&
+        counts->second.dim() == 1 && counts->second.size(0) == static_cast<int64_t>(tally->kinds().size()) + 1) {
+      counts->second = tally->from_version_2(counts->second);
+    }
   }
   const auto described = state.find(kDescriptionKey);
   if (described != state.end()) {

@@ -89,7 +89,12 @@ MetricState::MetricState(at::Device device, at::ScalarType count_dtype) {
   pack();
 }
 
-MetricState::MetricState(const MetricState& other) : entries_(other.entries_), bad_input_(other.bad_input_) {
+MetricState::MetricState(const MetricState& other)
+    : entries_(other.entries_),
+      hidden_(other.hidden_),
+      hidden_offsets_(other.hidden_offsets_),
+      pending_(other.pending_),
+      bad_input_(other.bad_input_) {
   // a deep copy (and no scratch): one copy per packed buffer, not one per entry
   for (const auto& buffer : other.buffers_) buffers_.push_back(buffer.clone());
   for (auto& entry : entries_) {
@@ -112,15 +117,55 @@ size_t MetricState::add(std::string name, at::IntArrayRef shape, at::ScalarType 
   return entries_.size() - 1;
 }
 
+int64_t MetricState::add_hidden(Hidden hidden) {
+  hidden_.push_back(hidden);
+  pack();
+  return hidden_offsets_.back();
+}
+
+int64_t MetricState::add_scratch(int64_t length) { return add_hidden({entries_.size(), length}); }
+
+int64_t MetricState::add_pending_addend(size_t target) {
+  TORCH_INTERNAL_ASSERT(target < entries_.size() && entries_[target].tensor.scalar_type() == count_dtype() &&
+                        entries_[target].reduction == Reduction::Sum);
+  return add_hidden({entries_.size(), 1, static_cast<int64_t>(target)});
+}
+
+template <class Entry, class HiddenRange>
+void MetricState::walk_count_buffer(Entry entry, HiddenRange hidden) const {
+  const auto dtype = count_dtype();
+  int64_t offset = 0;
+  const auto hidden_before = [&](size_t slot) {
+    for (size_t h = 0; h < hidden_.size(); ++h) {
+      if (hidden_[h].before != slot) continue;
+      hidden(h, offset);
+      offset += hidden_[h].length;
+    }
+  };
+  for (size_t slot = 0; slot < entries_.size(); ++slot) {
+    const auto& e = entries_[slot];
+    if (e.reduction == Reduction::Cat || e.tensor.scalar_type() != dtype) continue;
+    hidden_before(slot);
+    entry(slot, offset);
+    offset += e.tensor.numel();
+  }
+  hidden_before(entries_.size());
+}
+
 void MetricState::pack() {
-  std::vector<std::vector<at::Tensor>> parts;
-  std::vector<at::ScalarType> dtypes;
+  std::vector<std::vector<at::Tensor>> parts(1);
+  std::vector<at::ScalarType> dtypes{count_dtype()};
+  walk_count_buffer([&](size_t slot, int64_t) { parts[0].push_back(entries_[slot].tensor.reshape({-1})); },
+                    [&](size_t h, int64_t) {
+                      parts[0].push_back(at::zeros({hidden_[h].length}, entries_.front().tensor.options()));
+                    });
   for (auto& entry : entries_) {
     if (entry.reduction == Reduction::Cat) {
       entry.tensor = entry.tensor.clone();  // its own tensor: it grows
       continue;
     }
     const auto dtype = entry.tensor.scalar_type();
+    if (dtype == dtypes.front()) continue;
     const auto b = std::find(dtypes.begin(), dtypes.end(), dtype) - dtypes.begin();
     if (b == static_cast<std::ptrdiff_t>(dtypes.size())) {
       dtypes.push_back(dtype);
@@ -135,18 +180,21 @@ void MetricState::pack() {
 
 void MetricState::view_buffers() {
   std::vector<int64_t> used(buffers_.size(), 0);
-  offsets_.clear();
-  for (auto& entry : entries_) {
-    if (entry.reduction == Reduction::Cat) {
-      offsets_.push_back(-1);
-      continue;
-    }
+  offsets_.assign(entries_.size(), -1);
+  hidden_offsets_.assign(hidden_.size(), 0);
+  walk_count_buffer([&](size_t slot, int64_t offset) { offsets_[slot] = offset; },
+                    [&](size_t h, int64_t offset) { hidden_offsets_[h] = offset; });
+  for (size_t slot = 0; slot < entries_.size(); ++slot) {
+    auto& entry = entries_[slot];
+    if (entry.reduction == Reduction::Cat) continue;
     const auto b = buffer_of(entry.tensor.scalar_type());
-    const auto numel = entry.tensor.numel();
-    entry.tensor = buffers_[b].narrow(0, used[b], numel).view(entry.tensor.sizes());
-    offsets_.push_back(used[b]);
-    used[b] += numel;
+    if (b != 0) {
+      offsets_[slot] = used[b];
+      used[b] += entry.tensor.numel();
+    }
+    entry.tensor = buffers_[b].narrow(0, offsets_[slot], entry.tensor.numel()).view(entry.tensor.sizes());
   }
+  if (bad_input_) since_bad_ = buffers_.front().narrow(0, bad_input_->since_bad_offset(), 1);
 }
 
 size_t MetricState::buffer_of(at::ScalarType dtype) const {
@@ -165,12 +213,15 @@ at::Tensor MetricState::span(size_t first, size_t last) const {
 
 at::Tensor& MetricState::scratch(size_t index) { return scratch_[index]; }
 
-void MetricState::track_bad_input(std::vector<std::string> kinds) {
+void MetricState::track_bad_input(std::vector<std::string> kinds, bool cumulative) {
   TORCH_INTERNAL_ASSERT(!tracks_bad_input());
   const auto width = static_cast<int64_t>(kinds.size()) + 1;
   const auto counts = add("bad_input_counts", {width}, count_dtype(), 0, Reduction::Sum);
+  // since-bad just before the counts: an update writes its increment beside bad_updates' (see aggregation_aten)
+  add_hidden({counts, 1});
   const auto first = add("first_bad_update", {1}, count_dtype(), BadInput::kNone, Reduction::Min);
-  bad_input_.emplace(std::move(kinds), counts, first);
+  bad_input_.emplace(std::move(kinds), counts, first, offsets_[counts] - 1, cumulative);
+  view_buffers();
 }
 
 at::Tensor& MetricState::operator[](size_t slot) {
@@ -179,8 +230,11 @@ at::Tensor& MetricState::operator[](size_t slot) {
 }
 
 void MetricState::finish_update(c10::ArrayRef<int64_t> bad_counts) {
-  if (bad_input_ && !bad_counts.empty()) bad_input_->record(entries_, bad_counts, update_count_tensor());
-  auto& count = update_count_tensor();
+  if (bad_input_) {
+    bad_input_->record(entries_, since_bad_, bad_counts, update_count_tensor());
+    pending_ = true;
+  }
+  auto& count = entries_.front().tensor;
   if (!count.is_cpu()) {
     count.add_(1);
   } else if (count.scalar_type() == at::kLong) {
@@ -190,13 +244,38 @@ void MetricState::finish_update(c10::ArrayRef<int64_t> bad_counts) {
   }
 }
 
+void MetricState::settle() const {
+  if (!pending_) return;
+  pending_ = false;
+  if (device().is_meta()) return;  // no values to fold
+  const auto& buffer = count_buffer();
+  for (size_t h = 0; h < hidden_.size(); ++h) {
+    if (hidden_[h].target < 0) continue;
+    const auto addend = buffer.narrow(0, hidden_offsets_[h], 1);
+    entries_[hidden_[h].target].tensor.add_(addend);
+    addend.zero_();
+  }
+  if (bad_input_) bad_input_->settle(entries_, since_bad_);
+}
+
+void MetricState::zero_hidden() {
+  const auto& buffer = count_buffer();
+  for (size_t h = 0; h < hidden_.size(); ++h) {
+    if (hidden_[h].target >= 0) buffer.narrow(0, hidden_offsets_[h], 1).zero_();
+  }
+  if (bad_input_) since_bad_.zero_();
+  pending_ = false;
+}
+
 int64_t MetricState::update_count() const { return entries_.front().tensor.item<int64_t>(); }
 
 BadInputReport MetricState::bad_input_report() const {
+  settle();
   return bad_input_ ? bad_input_->report(entries_) : BadInputReport{};
 }
 
 std::pair<int64_t, BadInputReport> MetricState::update_count_and_report() const {
+  settle();
   std::vector<at::Tensor> read{entries_.front().tensor.reshape({1})};
   if (bad_input_) {
     for (const auto& t : bad_input_->tally(entries_)) read.push_back(t);
@@ -221,6 +300,10 @@ void MetricState::swap_tensors(MetricState& other) {
   std::swap(buffers_, other.buffers_);
   std::swap(offsets_, other.offsets_);
   std::swap(scratch_, other.scratch_);
+  std::swap(hidden_, other.hidden_);
+  std::swap(hidden_offsets_, other.hidden_offsets_);
+  std::swap(since_bad_, other.since_bad_);
+  std::swap(pending_, other.pending_);
   std::swap(bad_input_, other.bad_input_);
 }
 
@@ -244,11 +327,14 @@ void MetricState::reset() {
     span(first, last).fill_(entry.fill);
     first = last + 1;
   }
+  zero_hidden();
 }
 
 void MetricState::merge(const MetricState& other, const std::string& metric, MergeOrder order) {
   const at::NoGradGuard no_grad;
   TORCH_CHECK_VALUE(this != &other, metric, ".merge: cannot merge a state into itself (the two metrics share it)");
+  settle();
+  other.settle();
   const bool same_kinds = tracks_bad_input() == other.tracks_bad_input() &&
                           (!tracks_bad_input() || bad_input_->kinds() == other.bad_input_->kinds());
   TORCH_CHECK_VALUE(entries_.size() == other.entries_.size() && same_kinds, metric,
@@ -290,6 +376,7 @@ void MetricState::merge(const MetricState& other, const std::string& metric, Mer
 }
 
 StateDict MetricState::state_dict() const {
+  settle();
   StateDict dict;
   for (const auto& entry : entries_) dict.emplace(entry.name, entry.tensor.clone());
   return dict;
@@ -318,10 +405,25 @@ void MetricState::load_state_dict(const StateDict& dict, const std::string& metr
     incoming.push_back(given.to(entry.tensor.device(), /*non_blocking=*/false, /*copy=*/true));
   }
   check_rows_agree(incoming, metric);
+  check_tally_agrees(incoming, metric);
   for (size_t i = 0; i < entries_.size(); ++i) {
     auto& mine = entries_[i].tensor;
     entries_[i].reduction == Reduction::Cat ? void(mine = incoming[i]) : void(mine.copy_(incoming[i]));
   }
+  zero_hidden();
+}
+
+// A tally whose updates had bad input names the first of them (settle() would otherwise write one).
+void MetricState::check_tally_agrees(const std::vector<at::Tensor>& incoming, const std::string& metric) const {
+  if (!bad_input_ || device().is_meta()) return;
+  const auto& counts = incoming[bad_input_->counts_slot()];
+  const auto& first = incoming[bad_input_->first_slot()];
+  if (counts.is_meta() || first.is_meta()) return;
+  const auto bad_updates = counts.narrow(0, static_cast<int64_t>(bad_input_->kinds().size()), 1);
+  const auto contradicts = bad_updates.gt(0).bitwise_and_(first.eq(BadInput::kNone)).cpu();
+  TORCH_CHECK_VALUE(!contradicts.item<bool>(), metric,
+                    ".load_state_dict: 'bad_input_counts' counts updates with bad input, but 'first_bad_update' "
+                    "names none of them");
 }
 
 // The rows entries grow together (append adds to all or none): a dict must give each as many.

@@ -428,6 +428,92 @@ TEST(AggregationPrecision, DevicePathCompensatesAcrossUpdates) {
   EXPECT_GT(relative_error(naive, exact), 1e-12);  // what the compensation is for
 }
 
+// The first bad update is never written by a device-path update (BadInput: it follows from the
+// updates counted since one) but must come out right whatever comes next: more updates on either
+// path, a host value, a report, a state dict and its load, a merge of another stream in either
+// order, a forward, a reset. A random walk over those, each metric against a host tally.
+TEST(AggregationDevicePath, TheFirstBadUpdateSurvivesEveryPathAndEveryRead) {
+  struct Tally {
+    int64_t updates = 0, bad_updates = 0, first = -1;
+    void count(bool bad) {
+      if (bad && first < 0) first = updates;
+      bad_updates += bad;
+      ++updates;
+    }
+    void merge(const Tally& other, bool appended) {
+      if (other.first >= 0) {
+        const auto theirs = appended ? other.first + updates : other.first;
+        first = first < 0 ? theirs : std::min(first, theirs);
+      }
+      bad_updates += other.bad_updates;
+      updates += other.updates;
+    }
+  };
+  const auto make = [](int which) -> std::unique_ptr<Metric> {
+    auto options = AggregationOptions().nan_policy(NanPolicy::warn());
+    if (which == 0) return std::make_unique<Mean>(options);
+    if (which == 1) return std::make_unique<Sum>(options.dtype(at::kFloat));
+    return std::make_unique<Max>(options);
+  };
+  auto gen = generator(11);
+  const auto draw = [&](int n) { return at::randint(n, {}, gen).item<int64_t>(); };
+  WarningCapture warnings;  // forward() warns of its batch's NaN
+  for (int which = 0; which < 3; ++which) {
+    auto metric = make(which);
+    auto other = make(which);
+    Tally tally, other_tally;
+    const auto update = [&](Metric& m, Tally& t) {
+      const bool bad = draw(3) == 0, host = draw(4) == 0;
+      std::unique_ptr<ForceAtenPath> force;
+      if (draw(2)) force = std::make_unique<ForceAtenPath>();
+      const double v = bad ? kNaN : 1.5;
+      UpdateArgs args{{host ? ValueArg(v) : ValueArg(floats({2.0, v, 0.5}, at::kDouble))}};
+      m.update(args);
+      t.count(bad);
+    };
+    for (int step = 0; step < 400; ++step) {
+      SCOPED_TRACE("metric " + std::to_string(which) + ", step " + std::to_string(step));
+      switch (draw(9)) {
+        case 0: {  // a state dict, loaded into a fresh metric that goes on
+          auto fresh = make(which);
+          fresh->load_state_dict(metric->state_dict());
+          metric = std::move(fresh);
+          break;
+        }
+        case 1:
+          metric->merge(*other);
+          tally.merge(other_tally, false);
+          break;
+        case 2:
+          metric->merge(*other, MergeOrder::Appended);
+          tally.merge(other_tally, true);
+          break;
+        case 3: {
+          UpdateArgs args{{ValueArg(floats({draw(2) ? kNaN : 1.0}, at::kDouble))}};
+          metric->forward(args);
+          tally.count(std::isnan(args.positional[0].tensor().item<double>()));
+          break;
+        }
+        case 4:
+          if (draw(8) == 0) {
+            metric->reset();
+            tally = Tally{};
+          }
+          break;
+        case 5:
+          update(*other, other_tally);
+          break;
+        default:
+          update(*metric, tally);
+      }
+      const auto report = metric->bad_input_report();
+      ASSERT_EQ(metric->update_count(), tally.updates);
+      ASSERT_EQ(report.bad_updates, tally.bad_updates);
+      ASSERT_EQ(report.first_bad_update, tally.first);
+    }
+  }
+}
+
 // A total that becomes infinite (an infinite value, or finite values whose sum overflows) stays
 // infinite on the device path, where the compensated add's rounding error is NaN, and a later
 // infinity of the other sign makes it NaN: as on the CPU path, for both accumulator dtypes.

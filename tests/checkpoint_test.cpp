@@ -1,5 +1,6 @@
 #include <ATen/ATen.h>
 
+#include <cmath>
 #include <fstream>
 #include <iterator>
 #include <limits>
@@ -107,11 +108,38 @@ TEST(Checkpoint, TruncatedCorruptedOrMissingFilesAreRefusedAndChangeNothing) {
 TEST(Checkpoint, StateDictsCarryTheFormatVersionAndTheMetric) {
   Accuracy accuracy(Opts::multiclass(5));
   auto dict = accuracy.state_dict();
-  EXPECT_EQ(dict.at("_version").item<int64_t>(), 2);
+  EXPECT_EQ(dict.at("_version").item<int64_t>(), 3);
   EXPECT_EQ(dict.at("_metric").scalar_type(), at::kByte);
-  dict["_version"] = at::full({}, 3, at::kLong);
+  dict["_version"] = at::full({}, 4, at::kLong);
   EXPECT_THROWS_WITH(accuracy.load_state_dict(dict), c10::ValueError,
-                     "the state is of format version 3, this build reads versions 1 to 2");
+                     "the state is of format version 4, this build reads versions 1 to 3");
+}
+
+TEST(Checkpoint, AVersionTwoWeightedMeanReadsItsKindsAsTheyWere) {
+  // version 2 held each kind's own count; version 3 holds NaN values, then NaN values or infinite weights
+  Mean mean;
+  mean.update(at::tensor({1.0, NAN, 3.0, 4.0}), at::tensor({1.0, 1.0, INFINITY, 2.0}));
+  auto dict = mean.state_dict();
+  EXPECT_TRUE(at::equal(dict.at("bad_input_counts"), at::tensor({1.0, 2.0, 1.0}, at::kDouble)));
+  dict["_version"] = at::full({}, 2, at::kLong);
+  dict["bad_input_counts"] = at::tensor({1.0, 1.0, 1.0}, at::kDouble);
+  Mean resumed;
+  resumed.load_state_dict(dict);
+  EXPECT_TRUE(states_equal(resumed.state_dict(), mean.state_dict()));
+  const auto report = resumed.bad_input_report();
+  EXPECT_EQ(report.counts.at(0).second, 1);
+  EXPECT_EQ(report.counts.at(1).second, 1);
+}
+
+TEST(Checkpoint, ATallyWithBadUpdatesButNoFirstIsRefusedAndChangesNothing) {
+  Accuracy accuracy(Opts::multiclass(3));
+  accuracy.update(at::tensor({0, 1, 2}, at::kLong), at::tensor({0, 2, 7}, at::kLong));
+  const auto before = accuracy.state_dict();
+  auto dict = before;
+  dict["first_bad_update"] = at::full({1}, BadInput::kNone, at::kLong);
+  EXPECT_THROWS_WITH(accuracy.load_state_dict(dict), c10::ValueError,
+                     "'bad_input_counts' counts updates with bad input, but 'first_bad_update' names none");
+  EXPECT_TRUE(states_equal(accuracy.state_dict(), before));
 }
 
 TEST(Checkpoint, AVersionOneStateLoadsWhereItsLayoutIsUnchanged) {

@@ -37,6 +37,13 @@ namespace detail {
 struct WeightedSumSlots {
   size_t total;
   size_t compensation;
+  int64_t rows = -1;  ///< the update rows behind the state in the count buffer (ATen path)
+};
+
+/// Where an extremum lives in its MetricState, and its update rows (as WeightedSumSlots').
+struct ExtremumSlots {
+  size_t extremum;
+  int64_t rows = -1;
 };
 
 
@@ -65,11 +72,12 @@ class WeightedSumMetric : public Metric {
   void check_args(const ValueArg& value, const ValueArg& weight) const;
   void accumulate(const ValueArg& value, const ValueArg& weight);
   /// Where the totals and their compensation are in the state.
-  WeightedSumSlots slots() const { return {total_, compensation_}; }
+  WeightedSumSlots slots() const { return {total_, compensation_, rows_}; }
 
   AggregationOptions options_;
   size_t total_ = 0;         // [width]: Σ w·x (and Σ w)
   size_t compensation_ = 0;  // the low-order parts that the totals (and, float64, the count and tally) lost
+  int64_t rows_ = -1;
 };
 
 /// The smallest or largest value seen.
@@ -97,6 +105,7 @@ class ExtremumMetric : public Metric {
   AggregationOptions options_;
   bool is_max_;
   size_t extremum_ = 0;  // [1], starts at +inf (min) or -inf (max)
+  int64_t rows_ = -1;
 };
 
 }  // namespace detail

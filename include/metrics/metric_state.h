@@ -48,17 +48,43 @@ class MetricState {
   size_t add(std::string name, at::IntArrayRef shape, at::ScalarType dtype, const c10::Scalar& fill,
              Reduction reduction, bool signed_count = false);
   /// Adds the bad-input tally with these kinds (labels, in the order the kernels count them).
-  void track_bad_input(std::vector<std::string> kinds);
+  /// `cumulative`: the kernels count kind k as every entry bad in kinds 0..k (see BadInput).
+  void track_bad_input(std::vector<std::string> kinds, bool cumulative = false);
   bool tracks_bad_input() const { return bad_input_.has_value(); }
 
   /// A tensor the metric registered (never the update count or the tally: see finish_update).
   at::Tensor& operator[](size_t slot);
-  const at::Tensor& operator[](size_t slot) const { return entries_[slot].tensor; }
+  const at::Tensor& operator[](size_t slot) const {
+    settle();
+    return entries_[slot].tensor;
+  }
+  /// The update count (0-dim), as an update reads it: nothing settled.
+  const at::Tensor& update_count_tensor() const { return entries_.front().tensor; }
   /// The packed 1-D view from the start of entry `first` to the end of entry `last` (two entries of
   /// one dtype) in their buffer: writing it writes them and the entries of that dtype between them.
   at::Tensor span(size_t first, size_t last) const;
   /// Where entry `slot` starts in the packed buffer of its dtype (-1 for a Cat entry).
   int64_t offset(size_t slot) const { return offsets_[slot]; }
+  /// Reserves `length` elements of the count buffer (the buffer of count_dtype()) that belong to
+  /// no entry, after every entry: update scratch that ops must address together with the state
+  /// (one put_ into the buffer, a view over the state and the scratch). Copied and moved with the
+  /// state, never merged, reduced, saved or loaded, zeroed by reset(). Returns its offset there.
+  int64_t add_scratch(int64_t length);
+  /// A 0-dim slot of the count buffer whose value belongs to every element of entry `target` (of
+  /// the count dtype): an update adds to it, one place, where it would add to all of `target`.
+  /// entries() folds it in (see settle()). Returns its offset in the count buffer.
+  int64_t add_pending_addend(size_t target);
+  /// The count buffer: every entry of the count dtype, the tally's and the scratch, in one 1-D
+  /// tensor (updates address it by offset()).
+  const at::Tensor& count_buffer() const { return buffers_[buffer_of(count_dtype())]; }
+  /// Marks that an update left work for settle(): a pending addend or updates counted since a bad
+  /// one (BadInput::since_bad_offset()).
+  void mark_pending() { pending_ = true; }
+  /// Folds the work updates left pending into the entries: each pending addend into its target,
+  /// and the first bad update that the tally's count since then implies. entries() and the reads
+  /// of values call it; it changes what the tensors hold, never what the state means.
+  void settle() const;
+
   /// Tensor `index` of the metric's update scratch (what updates reuse: delta rows, constants on the
   /// state's device, host-side keys), never part of the state: a copy or a move to another device
   /// starts with none. Undefined until the metric sets it.
@@ -71,10 +97,21 @@ class MetricState {
     return tensor;
   }
   at::ScalarType count_dtype() const { return entries_.front().tensor.scalar_type(); }
+  /// The number of entries (no settle, unlike entries().size()).
+  size_t size() const { return entries_.size(); }
+  /// Entry `slot`'s reduction, name, dtype and size, as an update reads them (metadata: no settle).
+  Reduction reduction(size_t slot) const { return entries_[slot].reduction; }
+  const std::string& name(size_t slot) const { return entries_[slot].name; }
+  at::ScalarType dtype(size_t slot) const { return entries_[slot].tensor.scalar_type(); }
+  int64_t numel(size_t slot) const { return entries_[slot].tensor.numel(); }
   /// The tally, where the state tracks bad input.
   const BadInput* bad_input() const { return bad_input_ ? &*bad_input_ : nullptr; }
-  /// Every tensor with its name, reduction and dtype: read them, never write them.
-  const std::vector<StateEntry>& entries() const { return entries_; }
+  /// Every tensor with its name, reduction and dtype, pending work folded in (settle()): read
+  /// them, never write them.
+  const std::vector<StateEntry>& entries() const {
+    settle();
+    return entries_;
+  }
   at::Device device() const { return entries_.front().tensor.device(); }
 
   /// Appends rows (the entry's shape past dim 0) to Cat entries: (slot, rows) pairs, all or none.
@@ -114,16 +151,29 @@ class MetricState {
   std::atomic<bool>& busy() const { return threads_->busy; }
 
  private:
-  at::Tensor& update_count_tensor() { return entries_.front().tensor; }
-  // Copies the entries into new packed buffers, one per dtype, and views them there.
+  // Where the count buffer has room for no entry: `length` elements just before entry `before`
+  // (entries_.size(): after every entry).
+  struct Hidden {
+    size_t before;
+    int64_t length;
+    int64_t target = -1;  // the entry a pending addend belongs to; -1 for scratch
+  };
+  // Copies the entries into new packed buffers, one per dtype (hidden room zeroed), and views them there.
   void pack();
   // Points every entry at its place in the packed buffer of its dtype.
   void view_buffers();
+  // Walks the count buffer's layout: `entry(slot, offset)` for each entry of the count dtype and
+  // `hidden(index, offset)` for each hidden range, in buffer order.
+  template <class Entry, class HiddenRange>
+  void walk_count_buffer(Entry entry, HiddenRange hidden) const;
+  int64_t add_hidden(Hidden hidden);
+  void zero_hidden();
   size_t buffer_of(at::ScalarType dtype) const;
   // Whether the entry holds counts (checked as such when loaded).
   bool is_count(size_t slot) const;
   bool is_update_count_or_tally(size_t slot) const;
   void check_rows_agree(const std::vector<at::Tensor>& incoming, const std::string& metric) const;
+  void check_tally_agrees(const std::vector<at::Tensor>& incoming, const std::string& metric) const;
   // Until the update count and the tally moved into the counts' dtype (float64 for a weighted
   // classification metric), they were int64 in every state, and first_bad_update's none was
   // INT64_MAX: such a dict still loads, exactly.
@@ -133,6 +183,10 @@ class MetricState {
   std::vector<at::Tensor> buffers_;  // one per dtype, in the order the dtypes were first registered
   std::vector<int64_t> offsets_;     // each entry's offset in its buffer
   std::map<size_t, at::Tensor> scratch_;  // a map: references stay valid as it grows
+  std::vector<Hidden> hidden_;
+  std::vector<int64_t> hidden_offsets_;
+  at::Tensor since_bad_;  // the tally's since-bad slot (a view of the count buffer, made once: updates read it)
+  mutable bool pending_ = false;
   c10::optional<BadInput> bad_input_;
   struct Threads {
     std::mutex mutex;

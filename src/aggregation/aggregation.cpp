@@ -116,10 +116,12 @@ WeightedSumMetric::WeightedSumMetric(std::string name, AggregationOptions option
   auto& state = mutable_state();
   const int64_t width = tracks_weight ? 2 : 1;
   total_ = state.add("total", {width}, options_.dtype(), 0, Reduction::Sum);
-  if (options_.nan_policy().counts()) state.track_bad_input({"NaN values", "infinite weights"});
-  const auto last = state.entries().size() - 1;
+  // the kinds cumulative: one reduction of nested masks counts NaN, then NaN or infinite weight
+  if (options_.nan_policy().counts()) state.track_bad_input({"NaN values", "infinite weights"}, /*cumulative=*/true);
+  const auto last = state.size() - 1;
   const auto compensated = options_.dtype() == state.count_dtype() ? state.span(0, last).numel() : width;
   compensation_ = state.add("compensation", {compensated}, options_.dtype(), 0, Reduction::Sum);
+  rows_ = detail::reserve_update_rows(state, slots());
 }
 
 const std::vector<std::string>& WeightedSumMetric::update_parameters() const {
@@ -175,6 +177,7 @@ ExtremumMetric::ExtremumMetric(std::string name, AggregationOptions options, boo
   extremum_ = mutable_state().add(is_max ? "max_value" : "min_value", {1}, options_.dtype(), initial,
                                   is_max ? Reduction::Max : Reduction::Min);
   if (options_.nan_policy().counts()) mutable_state().track_bad_input({"NaN values"});
+  rows_ = detail::reserve_update_rows(mutable_state());
 }
 
 const std::vector<std::string>& ExtremumMetric::update_parameters() const {
@@ -190,7 +193,8 @@ void ExtremumMetric::check_args(const ValueArg& value) const { check_value(name(
 
 void ExtremumMetric::accumulate(const ValueArg& value) {
   const auto v = value.is_tensor() ? as_floating(value.tensor()) : at::Tensor();
-  accumulate_extremum(mutable_state(), extremum_, is_max_, v.defined() ? ValueArg(v) : value, options_.nan_policy());
+  accumulate_extremum(mutable_state(), {extremum_, rows_}, is_max_, v.defined() ? ValueArg(v) : value,
+                      options_.nan_policy());
 }
 
 void ExtremumMetric::update(const ValueArg& value) {

@@ -21,21 +21,63 @@ namespace metrics::detail {
 
 namespace {
 
-// The state's scratch tensors (MetricState::scratch): a delta per kind of update (each kind writes
-// its own places), a float32 state's delta of its totals, and constants made once with fill ops.
+// The state's scratch tensors (MetricState::scratch): the delta of each kind of update (each kind
+// writes its own places; views of the update rows the metric reserved behind the state in the
+// count buffer, see reserve_update_rows), a float32 state's delta of its totals, the rows a
+// weighted update sums, and constants made once with fill ops.
 enum Scratch {
   kScalarWeight, kTensorWeight, kHostValue, kExtremum, kLowBound, kHighBound, kZeroRow, kBatchSize, kBatchSizeKey,
-  kFloatDelta, kRowLow, kRowHigh, kRowBase, kReplacements
+  kFloatDelta, kRowLow, kRowHigh, kRowBase, kReplacements, kCounted, kCountedKey
+};
+constexpr int64_t kDeltaKinds = kExtremum + 1;
+
+// The last entry in the state's count dtype that an update adds to: the tally's last, or the count.
+size_t last_count_slot(const MetricState& state) {
+  return state.bad_input() ? state.bad_input()->first_slot() : 0;
+}
+
+// Places in a delta row, which mirrors the count buffer from its start (the update count at 0):
+// up to the compensation in a float64 weighted sum, up to the tally's last entry otherwise, where a
+// float32 state's totals follow.
+struct DeltaLayout {
+  int64_t length = 0;
+  int64_t totals = 0;
+  int64_t kinds = -1;  // the tally's kinds; the last of them counts every bad entry of the update
+  int64_t kind_count = 0;
+  int64_t bad_updates = -1;
+  int64_t since_bad = -1;
 };
 
-// The float64 delta of updates of `kind`, (2, length), allocated on first use. Row 0 is what an
-// update adds: it starts as 1 at 0 (the update count's place) and 0 elsewhere, and each update
-// rewrites the places it adds to. Row 1 is compensated_add's: it receives what each addition
-// rounds off.
-at::Tensor delta_of(MetricState& state, Scratch kind, int64_t length) {
+DeltaLayout counted_layout(const MetricState& state) {
+  DeltaLayout layout;
+  const auto last = last_count_slot(state);
+  layout.length = state.offset(last) + state.numel(last);
+  if (const auto* tally = state.bad_input()) {
+    layout.kinds = state.offset(tally->counts_slot());
+    layout.kind_count = static_cast<int64_t>(tally->kinds().size());
+    layout.bad_updates = layout.kinds + layout.kind_count;
+    layout.since_bad = tally->since_bad_offset();
+  }
+  return layout;
+}
+
+DeltaLayout layout_of(const MetricState& state, WeightedSumSlots slots) {
+  auto layout = counted_layout(state);
+  const auto counted = layout.length;
+  const bool packed_together = state.dtype(slots.total) == state.count_dtype();
+  layout.totals = packed_together ? state.offset(slots.total) : counted;
+  layout.length = packed_together ? state.offset(slots.compensation) : counted + state.numel(slots.total);
+  return layout;
+}
+
+// The float64 delta of updates of `kind`, (2, length), in the update rows: row 0 is what an update
+// adds; it starts as 1 at 0 (the update count's place) and 0 elsewhere, and each update rewrites
+// the places it adds to. Row 1 is compensated_add's: it receives what each addition rounds off.
+at::Tensor delta_of(MetricState& state, Scratch kind, const DeltaLayout& layout, int64_t rows) {
   auto& delta = state.scratch(kind);
-  if (!delta.defined() || delta.size(1) != length) {
-    delta = at::zeros({2, length}, at::TensorOptions().dtype(at::kDouble).device(state.device()));
+  if (!delta.defined()) {
+    delta = state.count_buffer().narrow(0, rows + kind * 2 * layout.length, 2 * layout.length).view({2, layout.length});
+    delta.zero_();
     delta[0][0].fill_(1);
   }
   return delta;
@@ -84,34 +126,6 @@ void finish(MetricState& state, const NanPolicy& policy, c10::ArrayRef<int64_t> 
   state.finish_update();
 }
 
-// The last entry in the state's count dtype that an update adds to: the tally's last, or the count.
-size_t last_count_slot(const MetricState& state) {
-  return state.bad_input() ? state.bad_input()->first_slot() : 0;
-}
-
-// Places in a delta row. The update count is at 0; with a float64 state the row follows the
-// state's packing up to the compensation, with a float32 one the count dtype's entries come first
-// and the totals last.
-struct DeltaLayout {
-  int64_t length = 0;
-  int64_t totals = 0;
-  int64_t kinds = -1;  // the bad-input kinds; the count of updates with any follows them
-  int64_t bad_updates = -1;
-};
-
-DeltaLayout layout_of(const MetricState& state, WeightedSumSlots slots) {
-  DeltaLayout layout;
-  const auto counted = state.span(0, last_count_slot(state)).numel();
-  const bool packed_together = state[slots.total].scalar_type() == state.count_dtype();
-  layout.totals = packed_together ? state.offset(slots.total) : counted;
-  layout.length = packed_together ? state.offset(slots.compensation) : counted + state[slots.total].numel();
-  if (const auto* tally = state.bad_input()) {
-    layout.kinds = state.offset(tally->counts_slot());
-    layout.bad_updates = layout.kinds + static_cast<int64_t>(tally->kinds().size());
-  }
-  return layout;
-}
-
 // rows = [total; compensation] += [b; e], where b is delta's row 0 and e = b - (t - total) with
 // t = total + b is what that addition rounds off (exact where |total| >= |b|, Fast2Sum), written
 // into delta's row 1. total + b rounds as t does. Where t is not finite e is NaN, and
@@ -142,24 +156,38 @@ void apply_weighted_sum_delta(MetricState& state, WeightedSumSlots slots, const 
   compensated_add(state.span(slots.total, slots.compensation).view({2, width}), narrow);
 }
 
-// Counts the update as one with bad input where `bad` (a 0-dim view of the row: its bad entries)
-// is not 0, and records it as the first such update if it is. addcdiv gives the update's index
-// where bad > 0 and NaN where bad is 0 (index + 0 * 0/0); fmin keeps the old value over a NaN.
-void tally(MetricState& state, const at::Tensor& row, const DeltaLayout& layout, const at::Tensor& bad) {
-  auto bad_updates = row.select(0, layout.bad_updates);
-  at::clamp_max_out(bad_updates, bad, 1);
-  auto first = state.span(state.bad_input()->first_slot(), state.bad_input()->first_slot());
-  at::fmin_out(first, first, at::addcdiv(state.entries().front().tensor, bad, bad, 0));
+// The tally's part of an update whose row already holds its bad entries by kind (the last kind
+// counting them all): since_bad += min(bad_updates, 1), bad_updates as the update began, and
+// bad_updates += min(bad, 1). One clamp of [bad_updates in the state, bad in the row] into the
+// row's [since_bad, bad_updates]: the row lies behind the state in the count buffer, so one strided
+// view reaches both (BadInput says why since_bad stands for the first bad update).
+void tally(MetricState& state, const at::Tensor& row, const DeltaLayout& layout) {
+  const auto& buffer = state.count_buffer();
+  const auto base = buffer.storage_offset();
+  const auto at_row = row.storage_offset() - base;
+  const auto bad = at_row + layout.kinds + layout.kind_count - 1;
+  const auto counted = buffer.as_strided({2}, {bad - layout.bad_updates}, base + layout.bad_updates);
+  auto written = buffer.as_strided({2}, {layout.bad_updates - layout.since_bad}, base + at_row + layout.since_bad);
+  at::clamp_max_out(written, counted, 1);
+  state.mark_pending();
 }
 
-// The batch size `n` as a float64 0-dim tensor on the state's device, filled again only when it
-// changes (a host-side key remembers it): consecutive batches of one size dispatch the same ops, and
-// no host number reaches an op (a CPU scalar tensor is copied to the device on some PyTorch versions).
-at::Tensor batch_size(MetricState& state, int64_t n) {
+// since_bad += min(bad_updates, 1) alone, for an update with no bad entry to count on the device.
+void count_since_bad(MetricState& state, const at::Tensor& row, const DeltaLayout& layout) {
+  auto since_bad = row.select(0, layout.since_bad);
+  at::clamp_max_out(since_bad, state.count_buffer()[layout.bad_updates], 1);
+  state.mark_pending();
+}
+
+// The batch size `n` repeated for each of the tally's kinds, as a float64 tensor on the state's
+// device, filled again only when it changes (a host-side key remembers it): consecutive batches of
+// one size dispatch the same ops, and no host number reaches an op (a CPU scalar tensor is copied
+// to the device on some PyTorch versions).
+at::Tensor batch_size(MetricState& state, int64_t n, int64_t kinds) {
   auto& size = state.scratch(kBatchSize);
   auto& key = state.scratch(kBatchSizeKey);
   if (!size.defined()) {
-    size = at::empty({}, at::TensorOptions().dtype(at::kDouble).device(state.device()));
+    size = at::empty({kinds}, at::TensorOptions().dtype(at::kDouble).device(state.device()));
     key = at::full({}, int64_t{-1}, at::kLong);
   }
   auto* known = key.data_ptr<int64_t>();  // a CPU tensor: read on the host, no op dispatched
@@ -192,10 +220,12 @@ void sum_all(MetricState& state, at::Tensor totals, const at::Tensor& x) {
 }
 
 // The delta of a batch `x` (1-D) with a finite host weight `w` (1 under Replace) into `row`, and
-// the tally's part of it where the policy counts: NaN values are the only bad entries.
+// where the policy counts, the bad entries by kind: NaN values are the only bad entries, so every
+// kind (cumulative: NaN values, then NaN or infinite weights) counts them.
 void delta_with_host_weight(MetricState& state, const at::Tensor& row, const DeltaLayout& layout, int64_t width,
                             const at::Tensor& x, double w, const NanPolicy& policy) {
   auto totals = width == 1 ? row.select(0, layout.totals) : row.narrow(0, layout.totals, width);
+  auto kinds = policy.counts() ? row.narrow(0, layout.kinds, layout.kind_count) : at::Tensor();
   if (!policy.checks()) {
     sum_all(state, totals, x);
   } else if (policy.strategy == NanStrategy::Replace) {
@@ -205,18 +235,10 @@ void delta_with_host_weight(MetricState& state, const at::Tensor& row, const Del
     // [x; 1 where x is not NaN] in one op; nansum gives (Σ x, entries kept)
     const auto [low, high] = value_and_one_bounds(state);
     nansum_out(totals, at::clamp(x.expand({2, x.numel()}), low, high), 1);
-    if (policy.counts()) {
-      auto nans = row.select(0, layout.kinds);
-      at::sub_out(nans, batch_size(state, x.numel()), totals.select(0, 1));
-      tally(state, row, layout, nans);
-    }
+    if (kinds.defined()) at::sub_out(kinds, batch_size(state, x.numel(), layout.kind_count), totals.select(0, 1));
   } else {
     nansum_out(totals, x, 0);
-    if (policy.counts()) {
-      auto nans = row.select(0, layout.kinds);
-      at::sum_out(nans, nan_mask(x), 0, false, at::kDouble);
-      tally(state, row, layout, nans);
-    }
+    if (kinds.defined()) at::sum_out(kinds, nan_mask(x).expand({layout.kind_count, x.numel()}), 1, false, at::kDouble);
   }
   if (w != 1.0) totals.mul_(w);
 }
@@ -250,10 +272,30 @@ void sum_rows(at::Tensor out, const at::Tensor& rows) {
   at::sum_out(out, rows.reshape({out.size(0), -1}), 1, false, at::kDouble);
 }
 
+// The rows a counting weighted update sums into its delta row in one op: from the first of its
+// totals and kinds to the last, in the row's order, the rows between them (since_bad, or the
+// tally's other entries) zeros. Made once per shape of `x` (a host-side key remembers it).
+at::Tensor counted_rows(MetricState& state, const DeltaLayout& layout, int64_t width, const at::Tensor& x) {
+  auto& rows = state.scratch(kCounted);
+  auto& key = state.scratch(kCountedKey);  // x's shape, on the host: read without an op
+  const auto same_shape = key.defined() && key.numel() == x.dim() &&
+                          std::equal(x.sizes().begin(), x.sizes().end(), key.data_ptr<int64_t>());
+  if (!same_shape) {
+    const auto first = std::min(layout.totals, layout.kinds);
+    const auto last = std::max(layout.totals + width, layout.kinds + layout.kind_count);
+    std::vector<int64_t> sizes{last - first};
+    sizes.insert(sizes.end(), x.sizes().begin(), x.sizes().end());
+    rows = at::zeros(sizes, x.options().dtype(at::kDouble));
+    key = at::empty({x.dim()}, at::kLong);
+    std::copy(x.sizes().begin(), x.sizes().end(), key.data_ptr<int64_t>());
+  }
+  return rows;
+}
+
 // The delta of a batch `x` with weights `weights` (broadcast to it) into `row`: NaN values or
 // weights and infinite weights are bad (dropped, or replaced under Replace). The products are
 // float64: exact for float32 inputs, as on the CPU. With the tally (Warn, Error): clamp, addcmul,
-// heaviside, ne, sum, then the tally's three ops and one sub.
+// heaviside, ne, one sum for the totals and the kinds (NaN, then NaN or infinite weight).
 void delta_with_weights(MetricState& state, const at::Tensor& row, const DeltaLayout& layout, int64_t width,
                         const at::Tensor& x, const at::Tensor& weights, const NanPolicy& policy) {
   const auto totals = row.narrow(0, layout.totals, width);
@@ -271,24 +313,14 @@ void delta_with_weights(MetricState& state, const at::Tensor& row, const DeltaLa
   }
   // heaviside(h, v) is v where h is 0 and 0 where h is NaN: the kept entries' values, NaN included
   if (!policy.counts()) return sum_rows(totals, at::heaviside(kept, values));
-  // [kept values; NaN kind; bad]: w != w is an entry of the NaN kind (x or w NaN), h != h a bad one
-  std::vector<int64_t> sizes{width + 2};
-  sizes.insert(sizes.end(), x.sizes().begin(), x.sizes().end());
-  const auto counted = at::empty(sizes, rows.options());
-  auto head = counted.narrow(0, 0, width);
-  auto flags = counted.narrow(0, width, 2);
+  // w != w is an entry of the NaN kind (x or w NaN), h != h a bad one (NaN, or an infinite weight)
+  const auto counted = counted_rows(state, layout, width, x);
+  const auto first = std::min(layout.totals, layout.kinds);
+  auto head = counted.narrow(0, layout.totals - first, width);
+  auto flags = counted.narrow(0, layout.kinds - first, 2);
   at::heaviside_out(head, kept, values);
   at::ne_out(flags, rows.narrow(0, 1, 2), rows.narrow(0, 1, 2));
-  // kinds: [NaN, bad] first, then infinite weights = bad - NaN once the tally has read the bad count
-  auto kinds = row.narrow(0, layout.kinds, 2);
-  if (layout.kinds == layout.totals + width) {  // one sum for the totals and the kinds
-    sum_rows(row.narrow(0, layout.totals, width + 2), counted);
-  } else {
-    sum_rows(totals, head);
-    sum_rows(kinds, flags);
-  }
-  tally(state, row, layout, kinds.select(0, 1));
-  kinds.select(0, 1).sub_(kinds.select(0, 0));
+  sum_rows(row.narrow(0, first, counted.size(0)), counted);
 }
 
 void weighted_sum_on_device(MetricState& state, WeightedSumSlots slots, const at::Tensor& value,
@@ -299,7 +331,7 @@ void weighted_sum_on_device(MetricState& state, WeightedSumSlots slots, const at
   // A host weight that is not finite, or that Replace must set to 1 at NaNs, takes the tensor path.
   const bool host = !weight.is_tensor() && std::isfinite(host_weight) &&
                     (policy.strategy != NanStrategy::Replace || host_weight == 1.0);
-  const auto delta = delta_of(state, host ? kScalarWeight : kTensorWeight, layout.length);
+  const auto delta = delta_of(state, host ? kScalarWeight : kTensorWeight, layout, slots.rows);
   const auto row = delta.select(0, 0);
   if (host) {
     delta_with_host_weight(state, row, layout, width, value.reshape({-1}), host_weight, policy);
@@ -307,12 +339,13 @@ void weighted_sum_on_device(MetricState& state, WeightedSumSlots slots, const at
     const auto w = weight.is_tensor() ? weight.tensor() : at::full({}, host_weight, value.options().dtype(at::kDouble));
     delta_with_weights(state, row, layout, width, value, w, policy);
   }
+  if (policy.counts()) tally(state, row, layout);
   apply_weighted_sum_delta(state, slots, layout, delta);
 }
 
 // Where the totals' own part of the compensation starts in it (see WeightedSumSlots).
 int64_t compensation_offset(const MetricState& state, WeightedSumSlots slots) {
-  return state[slots.compensation].numel() == state[slots.total].numel() ? 0 : state.offset(slots.total);
+  return state.numel(slots.compensation) == state.numel(slots.total) ? 0 : state.offset(slots.total);
 }
 
 void add_host_batch_on_cpu(MetricState& state, WeightedSumSlots slots, const double* batch) {
@@ -336,10 +369,11 @@ void weighted_sum_of_host_value(MetricState& state, WeightedSumSlots slots, doub
   }
   const auto width = state[slots.total].numel();
   const auto layout = layout_of(state, slots);
-  const auto delta = delta_of(state, kHostValue, layout.length);
+  const auto delta = delta_of(state, kHostValue, layout, slots.rows);
   const auto dtype = state[slots.total].scalar_type();
   const auto row = delta.select(0, 0);
   for (int64_t k = 0; k < width; ++k) row[layout.totals + k].fill_(as_state_scalar(batch[k], dtype));
+  if (state.bad_input()) count_since_bad(state, row, layout);
   apply_weighted_sum_delta(state, slots, layout, delta);
 }
 
@@ -349,11 +383,12 @@ void fold_extremum_on_device(at::Tensor& extremum, const cpu::ExtremumBatch& bat
   is_max ? at::maximum_out(extremum, extremum, other) : at::minimum_out(extremum, extremum, other);
 }
 
-void extremum_on_device(MetricState& state, size_t slot, bool is_max, const at::Tensor& value,
+void extremum_on_device(MetricState& state, ExtremumSlots slots, bool is_max, const at::Tensor& value,
                         const NanPolicy& policy) {
-  auto& extremum = state[slot];
+  auto& extremum = state[slots.extremum];
   const auto counted = state.span(0, last_count_slot(state));
-  const auto row = delta_of(state, kExtremum, counted.numel()).select(0, 0);
+  const auto layout = counted_layout(state);
+  const auto row = delta_of(state, kExtremum, layout, slots.rows).select(0, 0);
   auto x = value.reshape({-1});
   at::Tensor nan;
   if (policy.checks()) {
@@ -366,12 +401,9 @@ void extremum_on_device(MetricState& state, size_t slot, bool is_max, const at::
   const auto batch = is_max ? x.amax() : x.amin();
   is_max ? at::maximum_out(extremum, extremum, batch) : at::minimum_out(extremum, extremum, batch);
   if (policy.counts()) {
-    DeltaLayout layout;
-    layout.kinds = state.offset(state.bad_input()->counts_slot());
-    layout.bad_updates = layout.kinds + 1;
     auto nans = row.select(0, layout.kinds);
     at::sum_out(nans, nan, 0, false, at::kDouble);
-    tally(state, row, layout, nans);
+    tally(state, row, layout);
   }
   counted.add_(row);
 }
@@ -392,18 +424,26 @@ void accumulate_weighted_sum(MetricState& state, WeightedSumSlots slots, const V
   finish(state, policy, {batch.nan_positions, batch.infinite_weights});
 }
 
-void accumulate_extremum(MetricState& state, size_t slot, bool is_max, const ValueArg& value,
+void accumulate_extremum(MetricState& state, ExtremumSlots slots, bool is_max, const ValueArg& value,
                          const NanPolicy& policy) {
   const bool host_value = !value.is_tensor();
   if (!host_value && value.tensor().numel() == 0) return state.finish_update();
   if (!host_value && !takes_cpu_fast_path(value.tensor(), 1.0)) {
-    return extremum_on_device(state, slot, is_max, value.tensor(), policy);
+    return extremum_on_device(state, slots, is_max, value.tensor(), policy);
   }
   const auto batch = host_value ? cpu::extremum(value.scalar(), is_max, policy)
                                 : cpu::extremum(value.tensor(), is_max, policy);
-  auto& extremum = state[slot];
+  auto& extremum = state[slots.extremum];
   extremum.is_cpu() ? cpu::fold_extremum(extremum, batch, is_max) : fold_extremum_on_device(extremum, batch, is_max);
   finish(state, policy, batch.nan_positions);
+}
+
+int64_t reserve_update_rows(MetricState& state, const WeightedSumSlots& slots) {
+  return state.add_scratch(kDeltaKinds * 2 * layout_of(state, slots).length);
+}
+
+int64_t reserve_update_rows(MetricState& state) {
+  return state.add_scratch(kDeltaKinds * 2 * counted_layout(state).length);
 }
 
 at::Tensor compensated_totals(const MetricState& state, WeightedSumSlots slots) {

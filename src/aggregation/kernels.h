@@ -16,8 +16,14 @@ void accumulate_weighted_sum(MetricState& state, WeightedSumSlots slots, const V
                              const ValueArg& weight, const NanPolicy& policy);
 
 /// Folds one update into a running minimum or maximum, and finishes it.
-void accumulate_extremum(MetricState& state, size_t slot, bool is_max, const ValueArg& value,
+void accumulate_extremum(MetricState& state, ExtremumSlots slots, bool is_max, const ValueArg& value,
                          const NanPolicy& policy);
+
+/// Reserves, behind the state in its count buffer, the rows the ATen path writes an update into
+/// before adding it (one pair of rows per kind of update): a weighted sum's, once `slots` are
+/// registered, or an extremum's, once its tally is. Returns their offset (the slots' `rows`).
+int64_t reserve_update_rows(MetricState& state, const WeightedSumSlots& slots);
+int64_t reserve_update_rows(MetricState& state);
 
 /// A weighted sum's totals with their compensation (the compensation left out where a total is
 /// not finite: it is NaN there).

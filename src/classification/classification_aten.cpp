@@ -137,8 +137,8 @@ at::Tensor kept_value(const c10::optional<at::Tensor>& weight, const BadMasks& m
 
 // The last entry in the packed buffer: the counts follow the update count, unless they are rows.
 size_t last_packed_slot(const MetricState& state) {
-  auto slot = state.entries().size() - 1;
-  while (state.entries()[slot].reduction == Reduction::Cat) --slot;
+  auto slot = state.size() - 1;
+  while (state.reduction(slot) == Reduction::Cat) --slot;
   return slot;
 }
 
@@ -161,7 +161,7 @@ void finish(MetricState& state, Scatter& scatter, const BadMasks& m) {
   const auto& none = constant(state, kNoBadUpdate, [](const at::TensorOptions& t) {
     return at::full({}, BadInput::kNone, t);
   });
-  const auto candidate = select(any, state.entries().front().tensor, none);
+  const auto candidate = select(any, state.update_count_tensor(), none);
   scatter.apply(tally->counts_slot());
   auto first = state.span(tally->first_slot(), tally->first_slot());
   at::minimum_out(first, first, candidate);

@@ -42,7 +42,7 @@ MetricState make_count_state(const ClassificationOptions& options, CountLayout l
 
 // Slot 0 is the update count; the counts follow in the order make_count_state adds them.
 CountLayout layout_of(const MetricState& state) {
-  return state.entries()[1].name == "confmat" ? CountLayout::Matrix : CountLayout::PerClass;
+  return state.name(1) == "confmat" ? CountLayout::Matrix : CountLayout::PerClass;
 }
 
 StatCounts stat_counts(const MetricState& state) {
