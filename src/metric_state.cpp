@@ -131,6 +131,20 @@ int64_t MetricState::add_pending_addend(size_t target) {
   return add_hidden({entries_.size(), 1, static_cast<int64_t>(target)});
 }
 
+int64_t MetricState::scratch_offset(size_t nth) const {
+  for (size_t h = 0; h < hidden_.size(); ++h) {
+    if (hidden_[h].target == Hidden::kScratch && nth-- == 0) return hidden_offsets_[h];
+  }
+  TORCH_INTERNAL_ASSERT(false, "no scratch range ", nth);
+}
+
+int64_t MetricState::pending_addend_offset(size_t target) const {
+  for (size_t h = 0; h < hidden_.size(); ++h) {
+    if (hidden_[h].target == static_cast<int64_t>(target)) return hidden_offsets_[h];
+  }
+  return -1;
+}
+
 template <class Entry, class HiddenRange>
 void MetricState::walk_count_buffer(Entry entry, HiddenRange hidden) const {
   const auto dtype = count_dtype();
@@ -218,7 +232,7 @@ void MetricState::track_bad_input(std::vector<std::string> kinds, bool cumulativ
   const auto width = static_cast<int64_t>(kinds.size()) + 1;
   const auto counts = add("bad_input_counts", {width}, count_dtype(), 0, Reduction::Sum);
   // since-bad just before the counts: an update writes its increment beside bad_updates' (see aggregation_aten)
-  add_hidden({counts, 1});
+  add_hidden({counts, 1, Hidden::kSinceBad});
   const auto first = add("first_bad_update", {1}, count_dtype(), BadInput::kNone, Reduction::Min);
   bad_input_.emplace(std::move(kinds), counts, first, offsets_[counts] - 1, cumulative);
   view_buffers();
@@ -250,7 +264,7 @@ void MetricState::settle() const {
   if (device().is_meta()) return;  // no values to fold
   const auto& buffer = count_buffer();
   for (size_t h = 0; h < hidden_.size(); ++h) {
-    if (hidden_[h].target < 0) continue;
+    if (hidden_[h].target < 0) continue;  // scratch, or since_bad (the tally's)
     const auto addend = buffer.narrow(0, hidden_offsets_[h], 1);
     entries_[hidden_[h].target].tensor.add_(addend);
     addend.zero_();

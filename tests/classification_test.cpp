@@ -647,6 +647,71 @@ TEST(ClassificationKernels, CpuAndAtenPathsAgreeOnBinaryAndMultilabelStreams) {
   }
 }
 
+// A device-path update never writes first_bad_update (BadInput): mixing the paths in one metric,
+// with reads, state dicts and merges between updates, the report keeps to a host tally, and the
+// counts to a metric updated on the CPU path alone.
+TEST(ClassificationKernels, MixedPathsKeepTheTallyAndTheCounts) {
+  auto gen = testing::generator(23);
+  const auto draw = [&](int64_t n) { return at::randint(n, {}, gen).item<int64_t>(); };
+  for (const auto& o : {Opts::binary(), Opts::multilabel(4), Opts::multiclass(5), Opts::multiclass(5).top_k(2),
+                        Opts::multiclass(kUnknownClasses).average(Average::Micro)}) {
+    for (int matrix = 0; matrix < (o.task() == Task::Multiclass && o.num_classes() > 0 ? 2 : 1); ++matrix) {
+      auto make = [&]() -> std::unique_ptr<ClassificationMetric> {
+        if (matrix) return std::make_unique<ConfusionMatrix>(o);
+        return std::make_unique<StatScores>(o);
+      };
+      auto mixed = make(), reference = make();
+      int64_t updates = 0, bad_updates = 0, first = -1;
+      for (int step = 0; step < 60; ++step) {
+        const int64_t n = 1 + draw(6);
+        const bool bad = draw(3) == 0;
+        const auto classes = o.task() == Task::Multiclass ? std::max<int64_t>(o.num_classes(), 3) : 2;
+        at::Tensor preds, target;
+        if (o.task() == Task::Multilabel) {
+          preds = at::rand({n, o.num_classes()}, gen);
+          target = at::randint(2, {n, o.num_classes()}, gen, at::kLong);
+        } else if (o.task() == Task::Binary) {
+          preds = at::rand({n}, gen);
+          target = at::randint(2, {n}, gen, at::kLong);
+        } else {
+          preds = at::randn({n, classes}, gen);
+          target = at::randint(classes, {n}, gen, at::kLong);
+        }
+        if (bad) preds.view({-1})[0] = kNaN;  // a NaN score is bad in every task
+        {
+          std::unique_ptr<ForceAtenPath> force;
+          if (draw(2)) force = std::make_unique<ForceAtenPath>();
+          mixed->update(preds, target);
+        }
+        reference->update(preds, target);
+        if (bad && first < 0) first = updates;
+        bad_updates += bad;
+        ++updates;
+        switch (draw(6)) {
+          case 0: {  // into a fresh metric, by its state dict
+            auto fresh = make();
+            fresh->load_state_dict(mixed->state_dict());
+            mixed = std::move(fresh);
+            break;
+          }
+          case 1: {  // a copy merged into a fresh one
+            auto fresh = make();
+            fresh->merge(*mixed);
+            mixed = std::move(fresh);
+            break;
+          }
+          default:
+            break;
+        }
+        const auto report = mixed->bad_input_report();
+        ASSERT_EQ(report.bad_updates, bad_updates) << mixed->options_text() << " step " << step;
+        ASSERT_EQ(report.first_bad_update, first) << mixed->options_text() << " step " << step;
+        ASSERT_TRUE(states_equal(mixed->state_dict(), reference->state_dict())) << mixed->options_text();
+      }
+    }
+  }
+}
+
 // multidim_average=samplewise: a row of counts per sample, in a state that grows (Cat entries).
 
 Opts samplewise(Opts o) { return o.multidim_average(MultidimAverage::Samplewise); }

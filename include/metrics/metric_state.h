@@ -74,6 +74,10 @@ class MetricState {
   /// the count dtype): an update adds to it, one place, where it would add to all of `target`.
   /// entries() folds it in (see settle()). Returns its offset in the count buffer.
   int64_t add_pending_addend(size_t target);
+  /// The offset of the `nth` scratch range registered (add_scratch), and of entry `target`'s pending
+  /// addend (-1 where it has none).
+  int64_t scratch_offset(size_t nth) const;
+  int64_t pending_addend_offset(size_t target) const;
   /// The count buffer: every entry of the count dtype, the tally's and the scratch, in one 1-D
   /// tensor (updates address it by offset()).
   const at::Tensor& count_buffer() const { return buffers_[buffer_of(count_dtype())]; }
@@ -154,9 +158,11 @@ class MetricState {
   // Where the count buffer has room for no entry: `length` elements just before entry `before`
   // (entries_.size(): after every entry).
   struct Hidden {
+    static constexpr int64_t kScratch = -1;
+    static constexpr int64_t kSinceBad = -2;
     size_t before;
     int64_t length;
-    int64_t target = -1;  // the entry a pending addend belongs to; -1 for scratch
+    int64_t target = kScratch;  // the entry a pending addend belongs to, or what else the room is
   };
   // Copies the entries into new packed buffers, one per dtype (hidden room zeroed), and views them there.
   void pack();

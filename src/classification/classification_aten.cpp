@@ -1,7 +1,6 @@
-// ATen path of the classification update, for every device and layout. An update writes all it
-// adds (counts, update count, bad-input tally) with one index_add_ into the state's packed buffer:
-// masks go through the added values instead of boolean indexing, nothing is read back, and the
-// number of ops is fixed (bench/launch_bench.py counts them).
+// ATen path of the classification update: which part counts a batch (multiclass_aten.cpp,
+// entries_aten.cpp), and samplewise counting (multidim_average="samplewise"), whose state gains
+// rows. Nothing is read back, and the number of ops is fixed (bench/launch_bench.py counts them).
 
 #include <ATen/ATen.h>
 
@@ -20,7 +19,7 @@ namespace metrics::detail {
 namespace {
 
 // The state's scratch tensors (MetricState::scratch), made once with fill ops.
-enum Scratch { kBaseKey, kBase, kZeros, kOne, kNoBadUpdate, kStatRows, kCellOffsets, kCutoffs, kCutoffsKey };
+enum Scratch { kBaseKey, kBase, kZeros, kOne, kNoBadUpdate, kCutoffs, kCutoffsKey };
 
 // A piece of positions in the state's buffer: element j goes to base + j % period.
 struct Piece {
@@ -130,11 +129,6 @@ BadMasks bad_masks(std::vector<at::Tensor> kinds, const at::Tensor& target, cons
   return m;
 }
 
-// The value each kept entry adds (its weight, or 1), and 0 for the dropped ones.
-at::Tensor kept_value(const c10::optional<at::Tensor>& weight, const BadMasks& m) {
-  return weight ? weight->masked_fill(m.dropped, 0.0) : m.dropped.bitwise_not();
-}
-
 // The last entry in the packed buffer: the counts follow the update count, unless they are rows.
 size_t last_packed_slot(const MetricState& state) {
   auto slot = state.size() - 1;
@@ -187,49 +181,6 @@ std::pair<at::Tensor, at::Tensor> predicted_class(const ClassificationBatch& b, 
   return {p, pred_bad};
 }
 
-// [5, 1] rows A and B: a kept row adds A + B * wrong to tp[t], fn[t], tn[t], fp[p], tn[p].
-std::pair<at::Tensor, at::Tensor> stat_rows(MetricState& state) {
-  const auto& rows = constant(state, kStatRows, [](const at::TensorOptions& t) {
-    auto r = at::zeros({2, 5, 1}, t);
-    r[0][0].fill_(1);
-    r[0][2].fill_(-1);
-    r[1][0].fill_(-1);
-    r[1][1].fill_(1);
-    r[1][3].fill_(1);
-    r[1][4].fill_(-1);
-    return r;
-  });
-  return {rows[0], rows[1]};
-}
-
-// num_classes unknown (kUnknownClasses): one class, labels compared as they are; a kept row adds
-// A + B * wrong to tp, fn, tn, fp, tn of class 0, and tn takes the kept rows back (as below).
-// Targets are never bad; predictions only where scores are NaN.
-void count_unknown_classes(MetricState& state, const ClassificationBatch& b, const ClassificationOptions& o) {
-  const auto& t = b.target;
-  at::Tensor p, pred_bad;
-  if (b.scores) {
-    auto [max, index] = b.preds.max(1);
-    p = index;
-    pred_bad = max.ne(max);
-  } else {
-    p = b.preds;
-    pred_bad = at::zeros_like(t, at::kBool);
-  }
-  std::vector<at::Tensor> kinds{b.scores ? at::zeros_like(t, at::kBool) : pred_bad, pred_bad};
-  if (b.weight) kinds.push_back(weight_bad(*b.weight));
-  const auto m = bad_masks(std::move(kinds), t, o);
-  const auto [a, per_wrong] = stat_rows(state);
-  auto rows = at::addcmul(a, per_wrong, p.ne(t));
-  b.weight ? rows.mul_(b.weight->masked_fill(m.dropped, 0.0)) : rows.masked_fill_(m.dropped, 0);
-  Scatter scatter(state);
-  for (const size_t slot : {1, 4, 3, 2, 3}) scatter.at_one(state.offset(slot), t.numel());
-  scatter.add(rows);
-  scatter.at_one(state.offset(3), 1);
-  scatter.add(rows.narrow(0, 0, 2).sum().reshape({1}));
-  finish(state, scatter, m);
-}
-
 // Each row's target (clamped into range) and predicted class, and its bad masks.
 struct MulticlassRows {
   at::Tensor tc, p;
@@ -244,38 +195,6 @@ MulticlassRows multiclass_rows(const ClassificationBatch& b, const Classificatio
   std::vector<at::Tensor> kinds{target_bad, pred_bad};
   if (b.weight) kinds.push_back(weight_bad(*b.weight));
   return {tc, std::move(p), bad_masks(std::move(kinds), t, o)};
-}
-
-void count_multiclass(MetricState& state, const ClassificationBatch& b, const ClassificationOptions& o) {
-  if (o.num_classes() == kUnknownClasses) return count_unknown_classes(state, b, o);
-  const int64_t classes = o.num_classes();
-  const auto [tc, p, m] = multiclass_rows(b, o);
-  Scatter scatter(state);
-  if (layout_of(state) == CountLayout::Matrix) {
-    scatter.indexed(at::add(p, tc, classes), state.offset(1));
-    scatter.add(kept_value(b.weight, m));
-    return finish(state, scatter, m);
-  }
-  const auto [a, per_wrong] = stat_rows(state);
-  auto rows = at::addcmul(a, per_wrong, p.ne(tc));
-  b.weight ? rows.mul_(b.weight->masked_fill(m.dropped, 0.0)) : rows.masked_fill_(m.dropped, 0);
-  for (const size_t slot : {1, 4, 3}) scatter.indexed(tc, state.offset(slot));  // tp, fn, tn at the target
-  for (const size_t slot : {2, 3}) scatter.indexed(p, state.offset(slot));      // fp, tn at the prediction
-  scatter.add(rows);
-  // every kept row is a negative of every class: tn += kept, less the classes it involves (above)
-  scatter.at_range(state.offset(3), classes);
-  scatter.add(rows.narrow(0, 0, 2).sum().expand({classes}));
-  finish(state, scatter, m);
-}
-
-// Positions of tn, fp, fn, tp (label 0) by 2 * target + prediction.
-const at::Tensor& cell_offsets(MetricState& state) {
-  return constant(state, kCellOffsets, [&](const at::TensorOptions& t) {
-    auto offsets = at::empty({4}, t.dtype(at::kLong));
-    const size_t slots[] = {3, 2, 4, 1};
-    for (int64_t i = 0; i < 4; ++i) offsets[i].fill_(state.offset(slots[i]));
-    return offsets;
-  });
 }
 
 // The cutoffs of scores of `dtype` (score_cutoffs.h), [probability, logit] in float64 on the
@@ -332,15 +251,6 @@ EntryRows entry_rows(MetricState& state, const ClassificationBatch& b, const Cla
   return {at::add(pred, tc, 2), std::move(weight), bad_masks(std::move(kinds), t, o)};
 }
 
-// Each binary prediction of its label.
-void count_entries(MetricState& state, const ClassificationBatch& b, const ClassificationOptions& o) {
-  const auto [cell, weight, m] = entry_rows(state, b, o);
-  Scatter scatter(state);
-  scatter.indexed(cell_offsets(state).gather(0, cell.reshape({-1})), 0, cell.dim() == 1 ? 1 : cell.size(1));
-  scatter.add(kept_value(weight, m));
-  finish(state, scatter, m);
-}
-
 // multidim_average=samplewise: the counts of each sample of the batch, [N, C] per stat, appended
 // to the state's rows (the rows are sample-major, `rows / N` to a sample). One index_add_ per
 // stat into a zeroed block; tn is what the sample kept less the other three.
@@ -384,7 +294,9 @@ void count_samplewise(MetricState& state, const ClassificationBatch& b, const Cl
 
 void count_on_aten(MetricState& state, const ClassificationBatch& batch, const ClassificationOptions& options) {
   if (options.multidim_average() == MultidimAverage::Samplewise) return count_samplewise(state, batch, options);
-  options.task() == Task::Multiclass ? count_multiclass(state, batch, options) : count_entries(state, batch, options);
+  if (batch.target.numel() == 0) return state.finish_update();  // an update that counts nothing else
+  if (options.task() == Task::Multiclass) return count_multiclass_on_aten(state, batch, options);
+  count_entries_on_aten(state, batch, options);
 }
 
 }  // namespace metrics::detail

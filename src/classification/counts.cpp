@@ -37,6 +37,11 @@ MetricState make_count_state(const ClassificationOptions& options, CountLayout l
     }
   }
   if (options.validate_args()) state.track_bad_input(bad_input_kinds(options));
+  state.add_scratch(1);  // the ATen path's spare slot, where a piece that counts nothing goes
+  if (layout == CountLayout::PerClass && options.task() == Task::Multiclass &&
+      options.multidim_average() == MultidimAverage::Global) {
+    state.add_pending_addend(3);  // tn's: the ATen path adds every kept row to all of tn there
+  }
   return state;
 }
 

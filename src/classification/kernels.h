@@ -70,6 +70,10 @@ struct CountSink {
 /// ATen path (any device): counts a batch into `state` and finishes the update (count and tally).
 /// It alone counts samplewise, on the CPU too.
 void count_on_aten(MetricState& state, const ClassificationBatch& batch, const ClassificationOptions& options);
+/// Its multiclass part (multiclass_aten.cpp) and its binary and multilabel part (entries_aten.cpp),
+/// multidim_average global.
+void count_multiclass_on_aten(MetricState& state, const ClassificationBatch& batch, const ClassificationOptions& options);
+void count_entries_on_aten(MetricState& state, const ClassificationBatch& batch, const ClassificationOptions& options);
 
 namespace cpu {
 /// CPU fast path: one pass over contiguous CPU tensors, counting straight into `sink`.

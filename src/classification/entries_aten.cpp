@@ -1,0 +1,265 @@
+// Binary and multilabel counting on the ATen path. Each entry (a score or label, its target, its
+// weight) falls into a few buckets (bucketize), and the combination of its buckets, the entry's
+// code, says all that an update needs of it. A table, made once per state and score dtype, gives
+// each code its pieces (put_update.h): the cell it counts in (tn, fp, fn or tp of its label), or
+// the tally's place for each kind of bad input it has, or the spare slot; and two more columns:
+// bad_updates' place where the entry is bad (the spare slot where not), and 0 where the entry is
+// outside [0, 1] (1 where not).
+//
+// Scores are probabilities or logits by the batch (TorchMetrics takes logits where any score is
+// outside [0, 1]; here NaN aside): the table has the pieces under both readings, and the update
+// weighs them I and 1 - I, where I is 1 if every score is inside [0, 1]. One amin over those two
+// columns gives I, and where the update adds bad_updates' 1 (bad_updates' place if any entry is
+// bad: it lies before the spare slot), straight into the index. A bad entry's pieces are the same
+// under both readings, so it counts once.
+//
+// An update: bucketize the scores and the targets, add them into codes, look the codes up, one
+// amax, since_bad's increment, the values, one put_: 8 ops. Multilabel adds each entry's label to
+// its cells' positions (9); weights take 3 more (their buckets, their part of the codes, and the
+// values' product).
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <limits>
+#include <set>
+#include <vector>
+
+#include "../meta_kernels.h"
+#include "kernels.h"
+#include "put_update.h"
+#include "score_cutoffs.h"
+
+namespace metrics::detail {
+namespace {
+
+// The state's scratch tensors (MetricState::scratch): the update's buffers, made for a batch shape
+// (kKey); the bucket bounds and the table, made for a score dtype (kTableKey); the readings' weights.
+enum Scratch {
+  kKey = 200, kTableKey, kScoreBounds, kTargetBounds, kWeightBounds, kTable, kScoreBuckets, kTargetBuckets,
+  kWeightBuckets, kCodes, kLooked, kIndex, kValues, kLabels, kReadings, kReadingsA, kReadingsB
+};
+
+// One bucketize: its bounds, and whether a bucket counts the bounds below or at a value (right) or
+// below it.
+struct Buckets {
+  std::vector<double> bounds;
+  bool right;
+  int64_t count() const { return static_cast<int64_t>(bounds.size()) + 1; }
+  // A value in bucket i; bucket count() - 1 of a bucketize that counts bounds below a value holds NaN.
+  double representative(int64_t i) const {
+    if (bounds.empty()) return 0;
+    if (right) return i == 0 ? bounds.front() - 1 : bounds[static_cast<size_t>(i - 1)];
+    return i < static_cast<int64_t>(bounds.size()) ? bounds[static_cast<size_t>(i)]
+                                                   : std::numeric_limits<double>::quiet_NaN();
+  }
+};
+
+Buckets of(const std::set<double>& bounds, bool right) { return {{bounds.begin(), bounds.end()}, right}; }
+
+// What the predictions are: scores, with their cutoffs under each reading, or 0/1 labels.
+struct Predictions {
+  bool scores;
+  ScoreCutoffs cutoffs;
+  Buckets buckets;
+};
+
+// Scores: below 0 (as the bound, the largest negative value of their dtype), at most each cutoff,
+// at most 1, at most +inf, NaN. Labels: below 0, 0, 1, above.
+Predictions predictions(const ClassificationBatch& b, const ClassificationOptions& o) {
+  if (!b.scores) return {false, {}, {{0, 1, 2}, true}};
+  const auto c = score_cutoffs(o.threshold(), b.score_dtype);
+  const double below_zero = b.preds.scalar_type() == at::kFloat
+                                ? -static_cast<double>(std::numeric_limits<float>::denorm_min())
+                                : -std::numeric_limits<double>::denorm_min();
+  return {true, c, of({below_zero, c.probability, c.logit, 1.0, std::numeric_limits<double>::infinity()}, false)};
+}
+
+// Targets: below 0, 0, 1, above, and ignore_index on its own.
+Buckets target_buckets(const ClassificationOptions& o) {
+  std::set<double> bounds{0, 1, 2};
+  if (o.ignore_index()) {
+    bounds.insert(static_cast<double>(*o.ignore_index()));
+    bounds.insert(static_cast<double>(*o.ignore_index()) + 1);
+  }
+  return of(bounds, true);
+}
+
+// Weights: negative, finite and not negative, +inf or NaN; one bucket where there are none.
+Buckets weight_buckets(bool weighted) {
+  if (!weighted) return {{}, true};
+  return {{-std::numeric_limits<double>::denorm_min(), std::numeric_limits<double>::max()}, false};
+}
+
+// The table's columns: each entry's pieces, the cell it counts in under the probability reading and
+// under the logit one (the spare slot where it is dropped), then the tally's place for each of its
+// kinds of bad input, bad target, prediction and (where weighted) weight (the spare slot where it is
+// not bad so); then [bad_updates' place or the spare slot, inside]; then each piece's cell flag (1
+// where its position is a cell, to which a multilabel entry's label is added).
+struct Columns {
+  int64_t kinds;
+  static constexpr int64_t kCells = 2;
+  int64_t pieces() const { return kCells + kinds; }
+  int64_t flags() const { return pieces(); }
+  int64_t cell_flags() const { return pieces() + 2; }
+  int64_t count() const { return 2 * pieces() + 2; }
+};
+
+// Where each code's pieces go. Cells by 2 * target + prediction: tn, fp, fn, tp (entries 1 tp, 2 fp,
+// 3 tn, 4 fn); a label's cell is its label past these.
+std::vector<int64_t> table(const MetricState& state, const ClassificationOptions& o, const Predictions& p,
+                           const Buckets& targets, const Buckets& weights, const Columns& col) {
+  static const size_t cell_entries[] = {3, 2, 4, 1};
+  const auto* tally = state.bad_input();
+  const auto spare = state.scratch_offset(0);
+  const auto tally_of = [&](int64_t kind) { return tally ? state.offset(tally->counts_slot()) + kind : spare; };
+  const auto bad_updates = tally_of(static_cast<int64_t>(tally ? tally->kinds().size() : 0));
+  const auto& x_buckets = p.buckets;
+  const int64_t codes = x_buckets.count() * targets.count() * weights.count();
+  std::vector<int64_t> rows;
+  for (int64_t code = 0; code < codes; ++code) {
+    const auto x = x_buckets.representative(code % x_buckets.count());
+    const auto t = targets.representative(code / x_buckets.count() % targets.count());
+    const auto w = weights.representative(code / (x_buckets.count() * targets.count()));
+    const bool ignored = o.ignore_index() && t == static_cast<double>(*o.ignore_index());
+    const bool bad[] = {!ignored && t != 0 && t != 1, !ignored && (p.scores ? std::isnan(x) : x != 0 && x != 1),
+                        !ignored && col.kinds == 3 && !(w >= 0 && w <= std::numeric_limits<double>::max())};
+    const bool kept = !ignored && !bad[0] && !bad[1] && !bad[2];
+    for (const double cutoff : {p.cutoffs.probability, p.cutoffs.logit}) {
+      const int64_t pred = p.scores ? x > cutoff : x == 1;
+      rows.push_back(kept ? state.offset(cell_entries[2 * static_cast<int64_t>(t) + pred]) : spare);
+    }
+    for (int64_t k = 0; k < col.kinds; ++k) rows.push_back(bad[k] ? tally_of(k) : spare);
+    rows.push_back(tally && (bad[0] || bad[1] || bad[2]) ? bad_updates : spare);
+    rows.push_back(!(p.scores && (x < 0 || x > 1)));
+    for (int64_t piece = 0; piece < col.pieces(); ++piece) rows.push_back(piece < Columns::kCells && kept);
+  }
+  return rows;
+}
+
+// Where an update's positions and values are: each entry's pieces (binary: with the table's two
+// flag columns beside them, zeros in the values), then the tail: the update count's 1, since_bad's
+// increment, bad_updates' 1 (at the place the amin gives) and I (the amin's too, a position below 2
+// with a value of 0). A cell's value is its weight times I under the probability reading and times
+// 1 - I under the logit one; a tally's is 1.
+struct Layout {
+  int64_t entries, width;
+  int64_t tail() const { return entries * width; }
+  int64_t length() const { return tail() + kTailPieces + 1; }
+};
+
+struct Buffers {
+  at::Tensor scores, targets, weights, codes, looked, index, values, labels, readings;
+};
+
+// The bounds and the table, made for a score dtype and weighting.
+void make_table(MetricState& state, const ClassificationBatch& b, const ClassificationOptions& o, const Predictions& p,
+                const Buckets& targets, const Buckets& weights, const Columns& col) {
+  const auto longs = b.target.options().dtype(at::kLong);
+  const int64_t codes = p.buckets.count() * targets.count() * weights.count();
+  state.scratch(kScoreBounds) = upload(p.buckets.bounds, b.preds.options());
+  state.scratch(kTargetBounds) = upload(targets.bounds, longs);
+  state.scratch(kWeightBounds) = b.weight ? upload(weights.bounds, longs.dtype(at::kDouble)) : at::Tensor();
+  const auto rows = upload(table(state, o, p, targets, weights, col), longs).view({codes, col.count()});
+  state.scratch(kTable) = b.target.dim() > 1 ? rows : rows.narrow(1, 0, col.cell_flags()).contiguous();
+  // the readings' weights [I, 1 - I] are A + B * I
+  const auto counts = longs.dtype(state.count_dtype());
+  state.scratch(kReadingsA) = upload(std::vector<int64_t>{0, 1}, counts);
+  state.scratch(kReadingsB) = upload(std::vector<int64_t>{1, -1}, counts);
+}
+
+Buffers buffers(MetricState& state, const ClassificationBatch& b, const Columns& col, const Layout& layout) {
+  const auto& t = b.target;
+  const int64_t labels = t.dim() == 1 ? 1 : t.size(1);
+  const std::vector<int64_t> key{t.size(0), labels, static_cast<int64_t>(b.preds.scalar_type()), b.weight.has_value()};
+  if (key_changed(state, kKey, key)) {
+    const auto longs = t.options().dtype(at::kLong);
+    const auto counts = longs.dtype(state.count_dtype());
+    const auto spare = state.scratch_offset(0);
+    state.scratch(kScoreBuckets) = at::empty(b.preds.sizes(), longs);
+    state.scratch(kTargetBuckets) = at::empty(t.sizes(), longs);
+    state.scratch(kWeightBuckets) = b.weight ? at::empty(b.weight->sizes(), longs) : at::Tensor();
+    state.scratch(kCodes) = at::empty(t.sizes(), longs);
+    state.scratch(kLooked) = labels > 1 ? at::empty({t.size(0), labels, col.count()}, longs) : at::Tensor();
+    auto tail = tail_positions(state, spare);
+    tail.push_back(0);  // I's, written by each update
+    auto positions = at::empty({layout.length()}, longs);
+    positions.narrow(0, layout.tail(), kTailPieces + 1).copy_(upload(tail, longs));
+    state.scratch(kIndex) = positions;
+    auto values = at::zeros({layout.length()}, counts);
+    values.narrow(0, layout.tail(), kTailPieces + 1).copy_(upload(std::vector<int64_t>{1, 0, 1, 0}, counts));
+    auto pieces = values.narrow(0, 0, layout.tail()).view({layout.entries, layout.width});
+    pieces.narrow(1, Columns::kCells, col.kinds).fill_(1);  // a tally counts the entry
+    pieces.narrow(1, 0, 1).fill_(1);  // labels: I is 1, the probability reading's cell counts
+    state.scratch(kValues) = values;
+    state.scratch(kLabels) = labels > 1 ? at::arange(labels, longs).view({1, labels, 1}) : at::Tensor();
+    state.scratch(kReadings) = b.weight ? at::empty({Columns::kCells}, counts) : at::Tensor();
+  }
+  return {state.scratch(kScoreBuckets), state.scratch(kTargetBuckets), state.scratch(kWeightBuckets),
+          state.scratch(kCodes),        state.scratch(kLooked),        state.scratch(kIndex),
+          state.scratch(kValues),       state.scratch(kLabels),        state.scratch(kReadings)};
+}
+
+}  // namespace
+
+void count_entries_on_aten(MetricState& state, const ClassificationBatch& b, const ClassificationOptions& o) {
+  register_missing_meta_kernels();
+  const auto& t = b.target;
+  const int64_t rows = t.size(0), labels = t.dim() == 1 ? 1 : t.size(1);
+  const bool multilabel = t.dim() > 1;
+  const Columns col{b.weight ? 3 : 2};
+  const auto p = predictions(b, o);
+  const auto targets = target_buckets(o);
+  const auto weights = weight_buckets(b.weight.has_value());
+  const std::vector<int64_t> table_key{static_cast<int64_t>(b.score_dtype), static_cast<int64_t>(b.preds.scalar_type()),
+                                       b.scores, b.weight.has_value()};
+  if (key_changed(state, kTableKey, table_key)) make_table(state, b, o, p, targets, weights, col);
+  const Layout layout{rows * labels, multilabel ? col.pieces() : col.cell_flags()};
+  auto buf = buffers(state, b, col, layout);
+
+  // each entry's code: its score's bucket + its target's (+ its weight's), in mixed radix
+  at::bucketize_out(buf.scores, b.preds, state.scratch(kScoreBounds), false, p.buckets.right);
+  at::bucketize_out(buf.targets, t, state.scratch(kTargetBounds), false, targets.right);
+  at::add_out(buf.codes, buf.scores, buf.targets, p.buckets.count());
+  if (b.weight) {
+    at::bucketize_out(buf.weights, *b.weight, state.scratch(kWeightBounds), false, weights.right);
+    const auto per_row = b.weight->dim() < t.dim() ? buf.weights.unsqueeze(1) : buf.weights;
+    buf.codes.add_(per_row, p.buckets.count() * targets.count());
+  }
+
+  // the codes' pieces: positions (plus the label, for a multilabel cell) and flags
+  auto head = buf.index.narrow(0, 0, layout.tail()).view({rows, labels, layout.width});
+  at::Tensor flags;
+  if (multilabel) {
+    auto looked = buf.looked.view({rows * labels, col.count()});
+    at::gather_out(looked, state.scratch(kTable), 0, buf.codes.view({-1, 1}).expand_as(looked));
+    at::addcmul_out(head, buf.looked.narrow(2, 0, col.pieces()), buf.looked.narrow(2, col.cell_flags(), col.pieces()),
+                    buf.labels);
+    flags = buf.looked.narrow(2, col.flags(), 2);
+  } else {
+    auto looked = head.view({rows, col.cell_flags()});
+    at::gather_out(looked, state.scratch(kTable), 0, buf.codes.unsqueeze(1).expand_as(looked));
+    flags = head.narrow(2, col.flags(), 2);
+  }
+  // [where bad_updates' 1 goes, I] into the index's tail, then since_bad's increment
+  auto bad_and_inside = buf.index.narrow(0, layout.tail() + 2, 2);
+  at::amin_out(bad_and_inside, flags, {0, 1});
+  if (state.bad_input()) count_since_bad(state, buf.values[layout.tail() + 1]);
+
+  // the cells' values: [I, 1 - I], times the weight (labels without weights keep theirs: I is 1)
+  auto cells = buf.values.narrow(0, 0, layout.tail()).view({rows, labels, layout.width}).narrow(2, 0, Columns::kCells);
+  const auto inside = buf.index[layout.tail() + 3];
+  const auto& a = state.scratch(kReadingsA);
+  const auto& bb = state.scratch(kReadingsB);
+  if (!b.weight) {
+    if (b.scores) at::addcmul_out(cells, a.expand_as(cells), bb, inside);
+  } else {
+    auto readings = buf.readings;
+    b.scores ? at::addcmul_out(readings, a, bb, inside) : readings.copy_(a + bb);
+    const auto w = b.weight->dim() < t.dim() ? b.weight->view({rows, 1, 1}) : b.weight->view({rows, labels, 1});
+    at::mul_out(cells, w.expand({rows, labels, 1}), readings);
+  }
+  state.count_buffer().put_(buf.index, buf.values, /*accumulate=*/true);
+}
+
+}  // namespace metrics::detail
