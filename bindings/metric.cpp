@@ -11,7 +11,7 @@ namespace metrics::python {
 namespace {
 
 bool holds_rows(const Metric& metric) {
-  const auto& entries = metric.state().entries();
+  const auto& entries = metric.state().entry_layout();
   return std::any_of(entries.begin(), entries.end(), [](const StateEntry& e) { return e.reduction == Reduction::Cat; });
 }
 

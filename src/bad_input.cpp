@@ -104,11 +104,12 @@ void BadInput::record(std::vector<StateEntry>& entries, const at::Tensor& since_
 }
 
 void BadInput::settle(const std::vector<StateEntry>& entries, const at::Tensor& since_bad) const {
-  const auto& first = entries[first_slot_].tensor;
+  // update_count - 1 - since_bad where an update had bad input, none or more where none did (then
+  // since_bad is 0). A first_bad_update already written is no later: since_bad was zeroed then.
+  auto first = entries[first_slot_].tensor;  // a handle to the entry's tensor (written below)
   const auto bad_updates = entries[counts_slot_].tensor.narrow(0, static_cast<int64_t>(kinds_.size()), 1);
-  const auto implied = entries.front().tensor.sub(since_bad).sub_(1);
-  const auto unset = first.eq(kNone).bitwise_and_(bad_updates.gt(0));
-  first.copy_(at::where(unset, implied, first));
+  const auto implied = at::add(entries.front().tensor.sub(since_bad).sub_(1), bad_updates.eq(0), kNone + 1);
+  at::minimum_out(first, first, implied);
   since_bad.zero_();
 }
 

@@ -233,7 +233,7 @@ void Metric::merge(const Metric& other, MergeOrder order) {
 std::string Metric::description_of(const MetricState& state) const {
   std::ostringstream text;
   text << name_ << "(" << options_text() << ")\n";
-  for (const auto& entry : state.entries()) {
+  for (const auto& entry : state.entry_layout()) {
     text << entry.name << " " << entry.tensor.scalar_type() << shape_text(entry) << " "
          << reduction_name(entry.reduction) << "\n";
   }

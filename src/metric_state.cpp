@@ -93,7 +93,6 @@ MetricState::MetricState(const MetricState& other)
     : entries_(other.entries_),
       hidden_(other.hidden_),
       hidden_offsets_(other.hidden_offsets_),
-      pending_(other.pending_),
       bad_input_(other.bad_input_) {
   // a deep copy (and no scratch): one copy per packed buffer, not one per entry
   for (const auto& buffer : other.buffers_) buffers_.push_back(buffer.clone());
@@ -246,7 +245,6 @@ at::Tensor& MetricState::operator[](size_t slot) {
 void MetricState::finish_update(c10::ArrayRef<int64_t> bad_counts) {
   if (bad_input_) {
     bad_input_->record(entries_, since_bad_, bad_counts, update_count_tensor());
-    pending_ = true;
   }
   auto& count = entries_.front().tensor;
   if (!count.is_cpu()) {
@@ -259,8 +257,8 @@ void MetricState::finish_update(c10::ArrayRef<int64_t> bad_counts) {
 }
 
 void MetricState::settle() const {
-  if (!pending_) return;
-  pending_ = false;
+  // Always, not only after an update this object saw: a replayed CUDA graph of updates runs no host
+  // code, so no flag set by an update would say so.
   if (device().is_meta()) return;  // no values to fold
   const auto& buffer = count_buffer();
   for (size_t h = 0; h < hidden_.size(); ++h) {
@@ -278,7 +276,6 @@ void MetricState::zero_hidden() {
     if (hidden_[h].target >= 0) buffer.narrow(0, hidden_offsets_[h], 1).zero_();
   }
   if (bad_input_) since_bad_.zero_();
-  pending_ = false;
 }
 
 int64_t MetricState::update_count() const { return entries_.front().tensor.item<int64_t>(); }
@@ -317,7 +314,6 @@ void MetricState::swap_tensors(MetricState& other) {
   std::swap(hidden_, other.hidden_);
   std::swap(hidden_offsets_, other.hidden_offsets_);
   std::swap(since_bad_, other.since_bad_);
-  std::swap(pending_, other.pending_);
   std::swap(bad_input_, other.bad_input_);
 }
 

@@ -81,12 +81,10 @@ class MetricState {
   /// The count buffer: every entry of the count dtype, the tally's and the scratch, in one 1-D
   /// tensor (updates address it by offset()).
   const at::Tensor& count_buffer() const { return buffers_[buffer_of(count_dtype())]; }
-  /// Marks that an update left work for settle(): a pending addend or updates counted since a bad
-  /// one (BadInput::since_bad_offset()).
-  void mark_pending() { pending_ = true; }
-  /// Folds the work updates left pending into the entries: each pending addend into its target,
-  /// and the first bad update that the tally's count since then implies. entries() and the reads
-  /// of values call it; it changes what the tensors hold, never what the state means.
+  /// Folds the work updates leave pending into the entries: each pending addend into its target,
+  /// and the first bad update that the tally's since-bad count implies (a few ops where there is a
+  /// tally or a pending addend). entries() and the reads of values call it; it changes what the
+  /// tensors hold, never what the state means.
   void settle() const;
 
   /// Tensor `index` of the metric's update scratch (what updates reuse: delta rows, constants on the
@@ -116,6 +114,9 @@ class MetricState {
     settle();
     return entries_;
   }
+  /// The entries for their names, reductions, dtypes and shapes alone: nothing settled, so their
+  /// values may not be the state's (what entries() gives).
+  const std::vector<StateEntry>& entry_layout() const { return entries_; }
   at::Device device() const { return entries_.front().tensor.device(); }
 
   /// Appends rows (the entry's shape past dim 0) to Cat entries: (slot, rows) pairs, all or none.
@@ -192,7 +193,6 @@ class MetricState {
   std::vector<Hidden> hidden_;
   std::vector<int64_t> hidden_offsets_;
   at::Tensor since_bad_;  // the tally's since-bad slot (a view of the count buffer, made once: updates read it)
-  mutable bool pending_ = false;
   c10::optional<BadInput> bad_input_;
   struct Threads {
     std::mutex mutex;

@@ -169,14 +169,12 @@ void tally(MetricState& state, const at::Tensor& row, const DeltaLayout& layout)
   const auto counted = buffer.as_strided({2}, {bad - layout.bad_updates}, base + layout.bad_updates);
   auto written = buffer.as_strided({2}, {layout.bad_updates - layout.since_bad}, base + at_row + layout.since_bad);
   at::clamp_max_out(written, counted, 1);
-  state.mark_pending();
 }
 
 // since_bad += min(bad_updates, 1) alone, for an update with no bad entry to count on the device.
 void count_since_bad(MetricState& state, const at::Tensor& row, const DeltaLayout& layout) {
   auto since_bad = row.select(0, layout.since_bad);
   at::clamp_max_out(since_bad, state.count_buffer()[layout.bad_updates], 1);
-  state.mark_pending();
 }
 
 // The batch size `n` repeated for each of the tally's kinds, as a float64 tensor on the state's
@@ -447,8 +445,9 @@ int64_t reserve_update_rows(MetricState& state) {
 }
 
 at::Tensor compensated_totals(const MetricState& state, WeightedSumSlots slots) {
-  const auto& total = state[slots.total];
-  const auto compensation = state[slots.compensation].narrow(0, compensation_offset(state, slots), total.numel());
+  const auto& e = state.entries();  // settled once
+  const auto& total = e[slots.total].tensor;
+  const auto compensation = e[slots.compensation].tensor.narrow(0, compensation_offset(state, slots), total.numel());
   return select(non_finite_mask(total), total, total + compensation);
 }
 

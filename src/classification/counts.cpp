@@ -51,8 +51,9 @@ CountLayout layout_of(const MetricState& state) {
 }
 
 StatCounts stat_counts(const MetricState& state) {
-  if (layout_of(state) == CountLayout::PerClass) return {state[1], state[2], state[3], state[4]};
-  const auto& matrix = state[1];
+  const auto& e = state.entries();  // settled once
+  if (layout_of(state) == CountLayout::PerClass) return {e[1].tensor, e[2].tensor, e[3].tensor, e[4].tensor};
+  const auto& matrix = e[1].tensor;
   const auto tp = matrix.diagonal();
   const auto fp = matrix.sum(0) - tp;
   const auto fn = matrix.sum(1) - tp;

@@ -187,7 +187,6 @@ void finish(MetricState& state, const ClassificationBatch& b, const Classificati
     count_since_bad(state, buf.values[v.tail() + 1]);
   }
   state.count_buffer().put_(buf.index, buf.values.narrow(0, v.put_begin(), v.put_length()), /*accumulate=*/true);
-  state.mark_pending();  // tn's pending addend
 }
 
 // Without num_classes: one class, labels compared as they are; targets are never bad, predictions

@@ -17,7 +17,6 @@ void count_since_bad(MetricState& state, at::Tensor since_bad) {
   const auto* tally = state.bad_input();
   const auto bad_updates = state.offset(tally->counts_slot()) + static_cast<int64_t>(tally->kinds().size());
   at::gt_out(since_bad, state.count_buffer()[bad_updates], 0);
-  state.mark_pending();
 }
 
 namespace {

@@ -23,7 +23,7 @@ constexpr int64_t kTailPieces = 3;
 std::vector<int64_t> tail_positions(const MetricState& state, int64_t spare);
 
 /// Writes since_bad's increment, min(1, bad_updates) as the update begins, into `since_bad` (a
-/// value of the tail): one op, and the state's settle() then has work to do.
+/// value of the tail): one op.
 void count_since_bad(MetricState& state, at::Tensor since_bad);
 
 /// A tensor of `values` on `options`' device, made without a copy from the host (a copy to an
