@@ -1,22 +1,22 @@
 // Binary and multilabel counting on the ATen path. Each entry (a score or label, its target, its
 // weight) falls into a few buckets (bucketize), and the combination of its buckets, the entry's
 // code, says all that an update needs of it. A table, made once per state and score dtype, gives
-// each code its pieces (put_update.h): the cell it counts in (tn, fp, fn or tp of its label), or
-// the tally's place for each kind of bad input it has, or the spare slot; and two more columns:
-// bad_updates' place where the entry is bad (the spare slot where not), and 0 where the entry is
-// outside [0, 1] (1 where not).
+// each code its pieces (put_update.h): the cell it counts in (tn, fp, fn or tp of its label) under
+// each reading of the scores, the spare slot where it is dropped; the tally's place for each kind of
+// bad input it has, the spare slot for each it has not; and two more columns: bad_updates' place
+// where the entry is bad (the spare slot where not), and 0 where the entry is outside [0, 1] (1
+// where not).
 //
 // Scores are probabilities or logits by the batch (TorchMetrics takes logits where any score is
-// outside [0, 1]; here NaN aside): the table has the pieces under both readings, and the update
-// weighs them I and 1 - I, where I is 1 if every score is inside [0, 1]. One amin over those two
+// outside [0, 1]; here NaN aside): the table has the cell under both readings, and the update
+// weighs them I and 1 - I, where I is 1 if every score is inside [0, 1]. One amin over the two last
 // columns gives I, and where the update adds bad_updates' 1 (bad_updates' place if any entry is
-// bad: it lies before the spare slot), straight into the index. A bad entry's pieces are the same
-// under both readings, so it counts once.
+// bad: it lies before the spare slot), straight into the index.
 //
 // An update: bucketize the scores and the targets, add them into codes, look the codes up, one
-// amax, since_bad's increment, the values, one put_: 8 ops. Multilabel adds each entry's label to
-// its cells' positions (9); weights take 3 more (their buckets, their part of the codes, and the
-// values' product).
+// amin, since_bad's increment, the cells' values, one put_: 8 ops. Multilabel adds each entry's
+// label to its cells' positions (9); weights take 3 more (their buckets, their part of the codes,
+// and the product of weights and readings).
 
 #include <ATen/ATen.h>
 

@@ -128,8 +128,8 @@ Buffers buffers(MetricState& state, const ClassificationOptions& o, CountLayout 
 
 // A constant of the state's device, made once.
 template <class T>
-const at::Tensor& constant(MetricState& state, Scratch which, const std::vector<T>& values,
-                           const at::TensorOptions& options, at::IntArrayRef shape) {
+at::Tensor constant(MetricState& state, Scratch which, const std::vector<T>& values, const at::TensorOptions& options,
+                    at::IntArrayRef shape) {
   return state.scratch(which, [&] { return upload(values, options).view(shape); });
 }
 
@@ -169,8 +169,8 @@ void finish(MetricState& state, const ClassificationBatch& b, const Classificati
       at::eq_out(cells, buf.dropped, false);
     }
   } else {
-    const auto& a = constant(state, kTermA, kA, counts, {v.pieces, 1});
-    const auto& bb = constant(state, kTermB, kB, counts, {v.pieces, 1});
+    const auto a = constant(state, kTermA, kA, counts, {v.pieces, 1});
+    const auto bb = constant(state, kTermB, kB, counts, {v.pieces, 1});
     at::addcmul_out(pieces, a, bb, wrong);
     if (b.weight) pieces.mul_(*b.weight);
     if (can_be_bad) pieces.masked_fill_(buf.dropped, 0);
@@ -259,13 +259,13 @@ void count_multiclass_on_aten(MetricState& state, const ClassificationBatch& b, 
     auto pred = buf.rows[kPred];
     at::max_out(buf.max, pred, b.preds, 1);  // NaN where the row has a NaN; the first maximal index
   } else {
-    const auto& low = constant<int64_t>(state, kPredLow, {0, kMinLong}, longs, {2, 1});
-    const auto& high = constant<int64_t>(state, kPredHigh, {classes - 1, kMaxLong}, longs, {2, 1});
+    const auto low = constant<int64_t>(state, kPredLow, {0, kMinLong}, longs, {2, 1});
+    const auto high = constant<int64_t>(state, kPredHigh, {classes - 1, kMaxLong}, longs, {2, 1});
     auto out = class_rows(buf, kPred, kPredCopy - kPred, 2);
     at::clamp_out(out, b.preds.unsqueeze(0).expand({2, m}), low, high);
   }
-  const auto& low = constant<int64_t>(state, kLow, {kMinLong, kMinLong, 0, 0}, longs, {4, 1});
-  const auto& high = constant<int64_t>(state, kHigh, {kMaxLong, kMaxLong, classes - 1, classes - 1}, longs, {4, 1});
+  const auto low = constant<int64_t>(state, kLow, {kMinLong, kMinLong, 0, 0}, longs, {4, 1});
+  const auto high = constant<int64_t>(state, kHigh, {kMaxLong, kMaxLong, classes - 1, classes - 1}, longs, {4, 1});
   auto targets = class_rows(buf, kTargetCopy, 1, 4);
   at::clamp_out(targets, b.target.unsqueeze(0).expand({4, m}), low, high);
 
@@ -289,7 +289,7 @@ void count_multiclass_on_aten(MetricState& state, const ClassificationBatch& b, 
     at::add_out(cells, buf.rows[kPred], buf.rows[kTarget], classes);
     cells.add_(state.offset(1));
   } else {
-    const auto& bases = constant(state, kBases, piece_bases(state, layout), longs, {kGroups, kPiecesPerGroup, 1});
+    const auto bases = constant(state, kBases, piece_bases(state, layout), longs, {kGroups, kPiecesPerGroup, 1});
     auto positions = buf.index.narrow(0, 0, v.pieces * m).view({kGroups, kPiecesPerGroup, m});
     const auto groups = class_rows(buf, kPred, kTarget - kPred, kGroups).unsqueeze(1);  // p, t, 0
     at::add_out(positions, groups, bases);
