@@ -36,7 +36,7 @@ void init_distributed(py::module_& m) {
 
   auto metric = py::reinterpret_borrow<py::object>(m.attr("Metric"));
   metric.attr("_pack") = py::cpp_function(
-      [](const Metric& self) { return PackedState(self.state().entries()); }, py::is_method(metric));
+      [](const Metric& self) { return packed_state(self); }, py::is_method(metric));
   metric.attr("_describe") =
       py::cpp_function([](const Metric& self) { return self.description(); }, py::is_method(metric));
   metric.attr("_synced_copy") = py::cpp_function(

@@ -527,8 +527,11 @@ std::vector<StateEntry> MetricCollection::state_entries() const {
   std::vector<StateEntry> entries;
   for (const auto& group : groups_) {
     const auto& prefix = entries_[group.members.front()].name;
-    for (auto entry : owner(group).state().entries()) {
+    const auto& state = owner(group).state();
+    const detail::UpdateLocks locks(state, state);  // a member may be updated on its own
+    for (auto entry : state.entries()) {
       entry.name = prefix + "." + entry.name;
+      entry.tensor = entry.tensor.clone();
       entries.push_back(std::move(entry));
     }
   }
@@ -542,7 +545,7 @@ void MetricCollection::load_state_entries(const StateDict& dict) {
   size_t used = 0;
   for (size_t g = 0; g < groups_.size(); ++g) {
     const auto prefix = entries_[groups_[g].members.front()].name + ".";
-    for (const auto& entry : owner(groups_[g]).state().entries()) {
+    for (const auto& entry : owner(groups_[g]).state().entry_layout()) {
       const auto it = dict.find(prefix + entry.name);
       TORCH_CHECK_VALUE(it != dict.end(), kName, ".load_state_entries: missing key '", prefix + entry.name, "'");
       parts[g].emplace(entry.name, it->second);

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "update_locks.h"
+
 namespace metrics {
 namespace {
 
@@ -171,10 +173,15 @@ at::Device collective_device(const std::string& backend, at::Device state_device
   return state_device;
 }
 
+PackedState packed_state(const Metric& metric) {
+  const detail::UpdateLocks locks(metric.state(), metric.state());
+  return PackedState(metric.state().entries());
+}
+
 std::unique_ptr<Metric> synced(const Metric& metric, c10d::ProcessGroup& group) {
   const auto device = collective_device(group.getBackendName(), metric.device());
   check_same_on_every_rank(metric.description(), group, metric.name(), device);
-  PackedState packed(metric.state().entries());
+  auto packed = packed_state(metric);
   all_reduce(packed, group);
   auto copy = metric.clone();
   copy->load_state_dict(packed.unpack());

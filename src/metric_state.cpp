@@ -260,6 +260,7 @@ void MetricState::settle() const {
   // Always, not only after an update this object saw: a replayed CUDA graph of updates runs no host
   // code, so no flag set by an update would say so.
   if (device().is_meta()) return;  // no values to fold
+  const std::lock_guard<std::mutex> settling(threads_->settling);
   const auto& buffer = count_buffer();
   for (size_t h = 0; h < hidden_.size(); ++h) {
     if (hidden_[h].target < 0) continue;  // scratch, or since_bad (the tally's)

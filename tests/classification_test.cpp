@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include <metrics/backend.h>
@@ -710,6 +711,58 @@ TEST(ClassificationKernels, MixedPathsKeepTheTallyAndTheCounts) {
       }
     }
   }
+}
+
+// What a review of the device path found, each against a metric updated on the CPU path: a weighted
+// metric's update without a weight after one with a bad weight; ignore_index at the ends of int64;
+// top_k with infinite scores tied with the target's; readers that settle a state from two threads.
+TEST(ClassificationKernels, DevicePathEdgesMatchTheCpuPath) {
+  const auto both = [](const Opts& o, const std::vector<std::pair<at::Tensor, at::Tensor>>& batches,
+                       c10::optional<at::Tensor> first_weight = {}) {
+    StatScores cpu(o), aten(o);
+    for (size_t i = 0; i < batches.size(); ++i) {
+      const auto weight = i == 0 ? first_weight : c10::optional<at::Tensor>();
+      cpu.update(batches[i].first, batches[i].second, weight);
+      ForceAtenPath force;
+      aten.update(batches[i].first, batches[i].second, weight);
+    }
+    EXPECT_TRUE(states_equal(aten.state_dict(), cpu.state_dict())) << cpu.name() << "(" << cpu.options_text() << ")";
+  };
+  const auto labels = longs({0, 1, 2});
+  for (auto o : {Opts::multiclass(3), Opts::multiclass(kUnknownClasses).average(Average::Micro)}) {
+    both(o.weighted(true), {{labels, longs({0, 1, 1})}, {labels, longs({0, 1, 1})}}, values({1, kNaN, 1}));
+  }
+  both(Opts::multiclass(3).weighted(true).average(Average::None), {{floats({.1, .7, .2, .8, .1, .1}).view({2, 3}),
+                                                                    longs({1, 0})}, {floats({.1, .7, .2, .8, .1, .1}).view({2, 3}), longs({1, 0})}},
+       values({kNaN, 2}));
+  for (const int64_t ignore : {std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(),
+                               (int64_t{1} << 53) + 1}) {
+    const auto target = longs({0, 1, -1, 5, (int64_t{1} << 53) + 3, ignore});
+    both(Opts::binary().ignore_index(ignore), {{floats({.9, .1, .4, .6, .7, .2}), target}});
+  }
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  const auto scores = floats({kInf, kInf, kInf, kInf, kInf, 0, -kInf, -kInf, -kInf, 1, kInf, kInf, -kInf, -kInf, 5})
+                          .view({5, 3});
+  both(Opts::multiclass(3).top_k(2).average(Average::None), {{scores, longs({2, 1, 2, 2, 1})}});
+}
+
+TEST(ClassificationKernels, ReadersOnTwoThreadsFoldPendingWorkOnce) {
+  const auto o = Opts::multiclass(4);
+  StatScores cpu(o), aten(o);
+  const auto preds = longs({0, 1, 2, 3, 3, 1}), target = longs({0, 1, 1, 3, 0, 2});
+  cpu.update(preds, target);
+  {
+    ForceAtenPath force;
+    aten.update(preds, target);  // tn's kept rows wait in its pending addend
+  }
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 2; ++t) {
+    readers.emplace_back([&] {
+      for (int i = 0; i < 50; ++i) (void)aten.state_dict();
+    });
+  }
+  for (auto& r : readers) r.join();
+  EXPECT_TRUE(states_equal(aten.state_dict(), cpu.state_dict()));
 }
 
 // multidim_average=samplewise: a row of counts per sample, in a state that grows (Cat entries).

@@ -54,6 +54,9 @@ class PackedState {
   std::vector<Rows> rows_;
 };
 
+/// The metric's state packed (a copy, pending work folded in), read under its update lock.
+PackedState packed_state(const Metric& metric);
+
 /// What a rank's collection is, for the check that every rank holds the same one: each metric's
 /// name and description(), then its groups.
 std::string describe_for_sync(const MetricCollection& collection);

@@ -84,7 +84,9 @@ class MetricState {
   /// Folds the work updates leave pending into the entries: each pending addend into its target,
   /// and the first bad update that the tally's since-bad count implies (a few ops where there is a
   /// tally or a pending addend). entries() and the reads of values call it; it changes what the
-  /// tensors hold, never what the state means.
+  /// tensors hold, never what the state means. Readers on several threads may call it together;
+  /// beside an update it must not run (it writes what the update adds to): a read beside updates
+  /// takes the update lock (Metric::compute and the others do where lock_updates() is on).
   void settle() const;
 
   /// Tensor `index` of the metric's update scratch (what updates reuse: delta rows, constants on the
@@ -196,6 +198,7 @@ class MetricState {
   c10::optional<BadInput> bad_input_;
   struct Threads {
     std::mutex mutex;
+    std::mutex settling;  // settle() from several readers at once folds each addend once
     std::atomic<bool> busy{false};
     bool locks = false;
   };

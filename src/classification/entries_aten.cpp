@@ -75,14 +75,25 @@ Predictions predictions(const ClassificationBatch& b, const ClassificationOption
   return {true, c, of({below_zero, c.probability, c.logit, 1.0, std::numeric_limits<double>::infinity()}, false)};
 }
 
-// Targets: below 0, 0, 1, above, and ignore_index on its own.
-Buckets target_buckets(const ClassificationOptions& o) {
-  std::set<double> bounds{0, 1, 2};
-  if (o.ignore_index()) {
-    bounds.insert(static_cast<double>(*o.ignore_index()));
-    bounds.insert(static_cast<double>(*o.ignore_index()) + 1);
+// Targets: below 0, 0, 1, above, and ignore_index on its own; as int64, exact at any ignore_index
+// (a bucket counts the bounds at or below a target).
+struct TargetBuckets {
+  std::vector<int64_t> bounds;
+  int64_t count() const { return static_cast<int64_t>(bounds.size()) + 1; }
+  // A target in bucket i (bucket 0 is empty where the first bound is the smallest int64).
+  int64_t representative(int64_t i) const {
+    if (i > 0) return bounds[static_cast<size_t>(i - 1)];
+    return bounds.front() == std::numeric_limits<int64_t>::min() ? bounds.front() : bounds.front() - 1;
   }
-  return of(bounds, true);
+};
+
+TargetBuckets target_buckets(const ClassificationOptions& o) {
+  std::set<int64_t> bounds{0, 1, 2};
+  if (const auto ignore = o.ignore_index()) {
+    bounds.insert(*ignore);
+    if (*ignore < std::numeric_limits<int64_t>::max()) bounds.insert(*ignore + 1);
+  }
+  return {{bounds.begin(), bounds.end()}};
 }
 
 // Weights: negative, finite and not negative, +inf or NaN; one bucket where there are none.
@@ -108,7 +119,7 @@ struct Columns {
 // Where each code's pieces go. Cells by 2 * target + prediction: tn, fp, fn, tp (entries 1 tp, 2 fp,
 // 3 tn, 4 fn); a label's cell is its label past these.
 std::vector<int64_t> table(const MetricState& state, const ClassificationOptions& o, const Predictions& p,
-                           const Buckets& targets, const Buckets& weights, const Columns& col) {
+                           const TargetBuckets& targets, const Buckets& weights, const Columns& col) {
   static const size_t cell_entries[] = {3, 2, 4, 1};
   const auto* tally = state.bad_input();
   const auto spare = state.scratch_offset(0);
@@ -121,7 +132,7 @@ std::vector<int64_t> table(const MetricState& state, const ClassificationOptions
     const auto x = x_buckets.representative(code % x_buckets.count());
     const auto t = targets.representative(code / x_buckets.count() % targets.count());
     const auto w = weights.representative(code / (x_buckets.count() * targets.count()));
-    const bool ignored = o.ignore_index() && t == static_cast<double>(*o.ignore_index());
+    const bool ignored = o.ignore_index() && t == *o.ignore_index();
     const bool bad[] = {!ignored && t != 0 && t != 1, !ignored && (p.scores ? std::isnan(x) : x != 0 && x != 1),
                         !ignored && col.kinds == 3 && !(w >= 0 && w <= std::numeric_limits<double>::max())};
     const bool kept = !ignored && !bad[0] && !bad[1] && !bad[2];
@@ -154,7 +165,7 @@ struct Buffers {
 
 // The bounds and the table, made for a score dtype and weighting.
 void make_table(MetricState& state, const ClassificationBatch& b, const ClassificationOptions& o, const Predictions& p,
-                const Buckets& targets, const Buckets& weights, const Columns& col) {
+                const TargetBuckets& targets, const Buckets& weights, const Columns& col) {
   const auto longs = b.target.options().dtype(at::kLong);
   const int64_t codes = p.buckets.count() * targets.count() * weights.count();
   state.scratch(kScoreBounds) = upload(p.buckets.bounds, b.preds.options());
@@ -219,7 +230,7 @@ void count_entries_on_aten(MetricState& state, const ClassificationBatch& b, con
 
   // each entry's code: its score's bucket + its target's (+ its weight's), in mixed radix
   at::bucketize_out(buf.scores, b.preds, state.scratch(kScoreBounds), false, p.buckets.right);
-  at::bucketize_out(buf.targets, t, state.scratch(kTargetBounds), false, targets.right);
+  at::bucketize_out(buf.targets, t, state.scratch(kTargetBounds), false, /*right=*/true);
   at::add_out(buf.codes, buf.scores, buf.targets, p.buckets.count());
   if (b.weight) {
     at::bucketize_out(buf.weights, *b.weight, state.scratch(kWeightBounds), false, weights.right);

@@ -95,7 +95,8 @@ struct Buffers {
 
 Buffers buffers(MetricState& state, const ClassificationOptions& o, CountLayout layout, const ClassificationBatch& b) {
   const int64_t m = b.target.size(0);
-  if (key_changed(state, kKey, {m, static_cast<int64_t>(b.preds.scalar_type())})) {
+  // (the weight flags' row and the dropped rows are written only where an update has them)
+  if (key_changed(state, kKey, {m, static_cast<int64_t>(b.preds.scalar_type()), b.weight.has_value()})) {
     const auto longs = at::TensorOptions().dtype(at::kLong).device(state.device());
     const ValuesLayout v{m, piece_rows(layout)};
     auto rows = at::zeros({kRowCount, m}, longs);
@@ -234,6 +235,7 @@ void predict_within_top_k(MetricState& state, const ClassificationBatch& b, cons
   const auto t = target.unsqueeze(1);
   at::gather_out(score, s, 1, t);
   at::sub_out(ahead, s, score);
+  ahead.nan_to_num_(0);  // an infinite score beside an equal target's: a tie (inf - inf is NaN)
   at::lt_out(before, state.scratch(kClassIndex), t);
   at::heaviside_out(ahead, ahead, before);
   at::sum_out(count, ahead, 1);
