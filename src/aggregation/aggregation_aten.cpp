@@ -15,6 +15,7 @@
 #include <metrics/backend.h>
 
 #include "../aten_masks.h"
+#include "../aten_scratch.h"
 #include "aggregation_cpu.h"
 
 namespace metrics::detail {
@@ -86,11 +87,7 @@ at::Tensor delta_of(MetricState& state, Scratch kind, const DeltaLayout& layout,
 // A float64 constant with one entry per row, on the state's device, made on first use.
 at::Tensor per_row_constant(MetricState& state, Scratch kind, std::initializer_list<double> values) {
   return state.scratch(kind, [&] {
-    auto constant = at::empty({static_cast<int64_t>(values.size())},
-                              at::TensorOptions().dtype(at::kDouble).device(state.device()));
-    int64_t i = 0;
-    for (double v : values) constant[i++].fill_(v);
-    return constant;
+    return upload(std::vector<double>(values), at::TensorOptions().dtype(at::kDouble).device(state.device()));
   });
 }
 
@@ -171,27 +168,15 @@ void tally(MetricState& state, const at::Tensor& row, const DeltaLayout& layout)
   at::clamp_max_out(written, counted, 1);
 }
 
-// since_bad += min(bad_updates, 1) alone, for an update with no bad entry to count on the device.
-void count_since_bad(MetricState& state, const at::Tensor& row, const DeltaLayout& layout) {
-  auto since_bad = row.select(0, layout.since_bad);
-  at::clamp_max_out(since_bad, state.count_buffer()[layout.bad_updates], 1);
-}
-
 // The batch size `n` repeated for each of the tally's kinds, as a float64 tensor on the state's
 // device, filled again only when it changes (a host-side key remembers it): consecutive batches of
 // one size dispatch the same ops, and no host number reaches an op (a CPU scalar tensor is copied
 // to the device on some PyTorch versions).
 at::Tensor batch_size(MetricState& state, int64_t n, int64_t kinds) {
   auto& size = state.scratch(kBatchSize);
-  auto& key = state.scratch(kBatchSizeKey);
-  if (!size.defined()) {
-    size = at::empty({kinds}, at::TensorOptions().dtype(at::kDouble).device(state.device()));
-    key = at::full({}, int64_t{-1}, at::kLong);
-  }
-  auto* known = key.data_ptr<int64_t>();  // a CPU tensor: read on the host, no op dispatched
-  if (*known != n) {
+  if (key_changed(state, kBatchSizeKey, {n})) {
+    if (!size.defined()) size = at::empty({kinds}, at::TensorOptions().dtype(at::kDouble).device(state.device()));
     size.fill_(static_cast<double>(n));
-    *known = n;
   }
   return size;
 }
@@ -275,17 +260,12 @@ void sum_rows(at::Tensor out, const at::Tensor& rows) {
 // tally's other entries) zeros. Made once per shape of `x` (a host-side key remembers it).
 at::Tensor counted_rows(MetricState& state, const DeltaLayout& layout, int64_t width, const at::Tensor& x) {
   auto& rows = state.scratch(kCounted);
-  auto& key = state.scratch(kCountedKey);  // x's shape, on the host: read without an op
-  const auto same_shape = key.defined() && key.numel() == x.dim() &&
-                          std::equal(x.sizes().begin(), x.sizes().end(), key.data_ptr<int64_t>());
-  if (!same_shape) {
+  if (key_changed(state, kCountedKey, x.sizes().vec())) {
     const auto first = std::min(layout.totals, layout.kinds);
     const auto last = std::max(layout.totals + width, layout.kinds + layout.kind_count);
     std::vector<int64_t> sizes{last - first};
     sizes.insert(sizes.end(), x.sizes().begin(), x.sizes().end());
     rows = at::zeros(sizes, x.options().dtype(at::kDouble));
-    key = at::empty({x.dim()}, at::kLong);
-    std::copy(x.sizes().begin(), x.sizes().end(), key.data_ptr<int64_t>());
   }
   return rows;
 }
@@ -371,7 +351,7 @@ void weighted_sum_of_host_value(MetricState& state, WeightedSumSlots slots, doub
   const auto dtype = state[slots.total].scalar_type();
   const auto row = delta.select(0, 0);
   for (int64_t k = 0; k < width; ++k) row[layout.totals + k].fill_(as_state_scalar(batch[k], dtype));
-  if (state.bad_input()) count_since_bad(state, row, layout);
+  if (state.bad_input()) count_since_bad(state, row.select(0, layout.since_bad));
   apply_weighted_sum_delta(state, slots, layout, delta);
 }
 

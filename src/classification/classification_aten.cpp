@@ -14,6 +14,7 @@
 #include "kernels.h"
 #include "score_cutoffs.h"
 #include "../aten_masks.h"
+#include "../aten_scratch.h"
 
 namespace metrics::detail {
 namespace {
@@ -60,26 +61,15 @@ class Scatter {
   }
 
   // The pieces' description as the host keeps it, to know when the cached bases still fit.
-  static at::Tensor key_of(const std::vector<Piece>& pieces) {
-    auto key = at::empty({static_cast<int64_t>(3 * pieces.size())}, at::kLong);
-    auto* data = key.data_ptr<int64_t>();
-    for (const auto& p : pieces) {
-      *data++ = p.length;
-      *data++ = p.base;
-      *data++ = p.period;
-    }
+  static std::vector<int64_t> key_of(const std::vector<Piece>& pieces) {
+    std::vector<int64_t> key;
+    for (const auto& p : pieces) key.insert(key.end(), {p.length, p.base, p.period});
     return key;
-  }
-
-  static bool same(const at::Tensor& a, const at::Tensor& b) {
-    return a.defined() && a.numel() == b.numel() &&
-           std::equal(a.data_ptr<int64_t>(), a.data_ptr<int64_t>() + a.numel(), b.data_ptr<int64_t>());
   }
 
   void refresh_bases() {
     const auto all = pieces();
-    auto key = key_of(all);
-    if (same(state_.scratch(kBaseKey), key)) return;
+    if (!key_changed(state_, kBaseKey, key_of(all))) return;
     const auto options = at::TensorOptions().dtype(at::kLong).device(state_.device());
     std::vector<at::Tensor> bases;
     int64_t constant_length = 0;
@@ -87,7 +77,6 @@ class Scatter {
     for (const auto& p : constant_) constant_length += p.length;
     state_.scratch(kBase) = at::cat(bases);
     state_.scratch(kZeros) = at::zeros({constant_length}, options);
-    state_.scratch(kBaseKey) = std::move(key);
   }
 
   MetricState& state_;
@@ -201,17 +190,11 @@ MulticlassRows multiclass_rows(const ClassificationBatch& b, const Classificatio
 // state's device, filled again only when the dtype changes (a host-side key remembers it).
 const at::Tensor& cutoffs(MetricState& state, const ClassificationOptions& o, at::ScalarType dtype) {
   auto& cutoffs = state.scratch(kCutoffs);
-  auto& key = state.scratch(kCutoffsKey);
-  if (!cutoffs.defined()) {
-    cutoffs = at::empty({2}, at::TensorOptions().dtype(at::kDouble).device(state.device()));
-    key = at::full({}, int64_t{-1}, at::kLong);
-  }
-  auto* known = key.data_ptr<int64_t>();  // a CPU tensor: read on the host, no op dispatched
-  if (*known != static_cast<int64_t>(dtype)) {
+  if (key_changed(state, kCutoffsKey, {static_cast<int64_t>(dtype)})) {
+    if (!cutoffs.defined()) cutoffs = at::empty({2}, at::TensorOptions().dtype(at::kDouble).device(state.device()));
     const auto c = score_cutoffs(o.threshold(), dtype);
     cutoffs[0].fill_(c.probability);
     cutoffs[1].fill_(c.logit);
-    *known = static_cast<int64_t>(dtype);
   }
   return cutoffs;
 }
