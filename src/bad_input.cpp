@@ -52,12 +52,13 @@ BadInput::BadInput(std::vector<std::string> kinds, size_t counts_slot, size_t fi
 
 namespace {
 
-// One update's host-known counts added into CPU tally tensors of dtype T.
+// One update's host-known counts (`added`: what each kind's count gains; `any`: whether one does)
+// added into CPU tally tensors of dtype T.
 template <class T>
-void add_on_host(at::Tensor& counts, at::Tensor& first, at::Tensor& since_bad, c10::ArrayRef<int64_t> kind_counts,
-                 const at::Tensor& update_index, bool cumulative) {
+void add_on_host(at::Tensor& counts, at::Tensor& first, at::Tensor& since_bad, const std::vector<int64_t>& added,
+                 bool any, const at::Tensor& update_index) {
   auto* data = counts.data_ptr<T>();
-  const auto kinds = static_cast<size_t>(counts.numel() - 1);
+  const auto kinds = added.size();
   auto* first_data = first.data_ptr<T>();
   auto& since = *since_bad.data_ptr<T>();
   const auto index = *update_index.data_ptr<T>();
@@ -66,12 +67,8 @@ void add_on_host(at::Tensor& counts, at::Tensor& first, at::Tensor& since_bad, c
     since = 0;
   }
   if (data[kinds] > 0) since += 1;
-  if (std::all_of(kind_counts.begin(), kind_counts.end(), [](int64_t c) { return c == 0; })) return;
-  int64_t running = 0;
-  for (size_t k = 0; k < kinds; ++k) {
-    running = cumulative ? running + kind_counts[k] : kind_counts[k];
-    data[k] += static_cast<T>(running);
-  }
+  if (!any) return;
+  for (size_t k = 0; k < kinds; ++k) data[k] += static_cast<T>(added[k]);
   data[kinds] += 1;
   *first_data = std::min(*first_data, index);
 }
@@ -84,20 +81,19 @@ void BadInput::record(std::vector<StateEntry>& entries, const at::Tensor& since_
   auto& counts = entries[counts_slot_].tensor;
   auto& first = entries[first_slot_].tensor;
   auto since = since_bad;
+  const bool any = !std::all_of(kind_counts.begin(), kind_counts.end(), [](int64_t c) { return c == 0; });
+  std::vector<int64_t> added(kinds_.size(), 0);  // cumulative kinds: each count holds the ones before it
+  for (size_t k = 0; any && k < added.size(); ++k) added[k] = kind_counts[k] + (cumulative_ && k > 0 ? added[k - 1] : 0);
   if (counts.is_cpu()) {
-    return counts.scalar_type() == at::kLong
-               ? add_on_host<int64_t>(counts, first, since, kind_counts, update_index, cumulative_)
-               : add_on_host<double>(counts, first, since, kind_counts, update_index, cumulative_);
+    return counts.scalar_type() == at::kLong ? add_on_host<int64_t>(counts, first, since, added, any, update_index)
+                                             : add_on_host<double>(counts, first, since, added, any, update_index);
   }
   const auto kinds = static_cast<int64_t>(kinds_.size());
-  const bool any = !std::all_of(kind_counts.begin(), kind_counts.end(), [](int64_t c) { return c == 0; });
   if (any) settle(entries, since);  // the first bad update, if pending, before this one writes its own
   since.add_(counts.narrow(0, kinds, 1).clamp_max(1));
   if (!any) return;
-  int64_t running = 0;
   for (int64_t k = 0; k < kinds; ++k) {
-    running = cumulative_ ? running + kind_counts[k] : kind_counts[k];
-    if (running != 0) counts.narrow(0, k, 1).add_(running);
+    if (added[k] != 0) counts.narrow(0, k, 1).add_(added[k]);
   }
   counts.narrow(0, kinds, 1).add_(1);
   at::minimum_out(first, first, update_index);
