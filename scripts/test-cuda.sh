@@ -19,18 +19,9 @@ if ! "$PYTHON" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() el
 fi
 "$PYTHON" -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda, torch.cuda.get_device_name(0))'
 
-torch_prefix=$("$PYTHON" -c 'import torch; print(torch.utils.cmake_prefix_path)') || exit 1
-pybind11_dir=$("$PYTHON" -m pybind11 --cmakedir) || exit 1
-cuda_args=()
-if nvcc=$(command -v nvcc); then
-  # find_package(Torch) looks for the CUDA toolkit of a CUDA build; point it at nvcc's.
-  cuda_args+=(-DCMAKE_CUDA_COMPILER="$nvcc" -DCUDAToolkit_ROOT="$(dirname "$(dirname "$(readlink -f "$nvcc")")")")
-fi
-
-cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_PREFIX_PATH="$torch_prefix" -Dpybind11_DIR="$pybind11_dir" -DPython3_EXECUTABLE="$PYTHON" \
-  -DMETRICS_BUILD_TESTS=OFF -DMETRICS_BUILD_BENCH=OFF -DMETRICS_BUILD_EXAMPLES=OFF -DMETRICS_BUILD_PYTHON=ON \
-  "${cuda_args[@]}" || exit 1
+# CMake finds this interpreter's torch and pybind11, and nvcc's CUDA toolkit (cmake/PythonTorchLocation.cmake).
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE="$PYTHON" \
+  -DMETRICS_BUILD_TESTS=OFF -DMETRICS_BUILD_BENCH=OFF -DMETRICS_BUILD_EXAMPLES=OFF -DMETRICS_BUILD_PYTHON=ON || exit 1
 cmake --build "$BUILD_DIR" --target _C || exit 1
 build_abs=$(cd "$BUILD_DIR" && pwd)
 

@@ -2,6 +2,7 @@
 
 import os
 import re
+import site
 import subprocess
 import sys
 
@@ -17,16 +18,31 @@ def test_imports_from_the_build_with_pythonpath(build_dir):
     assert int(out.stdout) >= 30
 
 
+def run(args, **kwargs):
+    """subprocess.run that fails with the command's output, so that a failed install says why."""
+    done = subprocess.run(args, capture_output=True, text=True, **kwargs)
+    assert done.returncode == 0, f"{args} exited {done.returncode}:\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
+    return done
+
+
+def make_venv(venv, *options):
+    """A venv that sees this interpreter's packages (torch among them). --system-site-packages gives
+    that where this interpreter is the system's; where it is a venv's own (a GPU machine's image), the
+    new venv would see the base interpreter's instead, so a .pth file names this one's site-packages."""
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", *options, str(venv)], check=True)
+    if sys.prefix != sys.base_prefix:
+        venv_site = next(venv.glob("lib/python*/site-packages"))
+        (venv_site / "outer_venv.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+
+
 def test_installs_into_a_venv(build_dir, tmp_path):
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], check=True)
-    subprocess.run(["cmake", "--install", str(build_dir), "--component", "python", "--prefix", str(venv)],
-                   check=True, capture_output=True)
+    make_venv(venv, "--without-pip")
+    run(["cmake", "--install", str(build_dir), "--component", "python", "--prefix", str(venv)])
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    out = subprocess.run([str(venv / "bin" / "python"), "-c",
-                          "import nosync_metrics, torch; m = nosync_metrics.MeanMetric(); m.update(2.0); "
-                          "print(nosync_metrics.__file__, m.compute().item())"],
-                         env=env, capture_output=True, text=True, check=True)
+    out = run([str(venv / "bin" / "python"), "-c",
+               "import nosync_metrics, torch; m = nosync_metrics.MeanMetric(); m.update(2.0); "
+               "print(nosync_metrics.__file__, m.compute().item())"], env=env)
     assert str(venv) in out.stdout and out.stdout.strip().endswith("2.0")
 
 
@@ -34,16 +50,16 @@ def test_pip_install_builds_against_the_interpreters_torch(build_dir, repo_dir, 
     """pip install --no-build-isolation . into a venv that sees the system's torch, as the README says;
     the CMake build directory is kept beside the test build, so a rerun compiles only what changed."""
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+    make_venv(venv)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["NOSYNC_METRICS_BUILD_DIR"] = str(build_dir / "pip-cmake")
-    subprocess.run([str(venv / "bin" / "pip"), "install", "--no-build-isolation", "--no-index", "-q", str(repo_dir)],
-                   env=env, check=True, capture_output=True, timeout=1800)
-    out = subprocess.run([str(venv / "bin" / "python"), "-c",
-                          "import nosync_metrics, torch; m = nosync_metrics.MulticlassAccuracy(num_classes=3); "
-                          "m.update(torch.tensor([0, 2, 1, 1]), torch.tensor([0, 2, 2, 1])); "
-                          "print(nosync_metrics.__file__, nosync_metrics._C.__version__, m.compute().item())"],
-                         env=env, capture_output=True, text=True, check=True, cwd=tmp_path)
+    run([str(venv / "bin" / "pip"), "install", "--no-build-isolation", "--no-index", "-q", str(repo_dir)],
+        env=env, timeout=1800)
+    out = run([str(venv / "bin" / "python"), "-c",
+               "import nosync_metrics, torch; m = nosync_metrics.MulticlassAccuracy(num_classes=3); "
+               "m.update(torch.tensor([0, 2, 1, 1]), torch.tensor([0, 2, 2, 1])); "
+               "print(nosync_metrics.__file__, nosync_metrics._C.__version__, m.compute().item())"],
+              env=env, cwd=tmp_path)
     file, version, value = out.stdout.split()
     assert file.startswith(str(venv)) and version == nosync_metrics._C.__version__
     assert float(value) == pytest.approx((1 + 1 + 0.5) / 3)  # macro: recalls 1, 1, 1/2
