@@ -10,7 +10,9 @@ bash scripts/test-cuda.sh (the extension built against a CUDA PyTorch).
 
 import contextlib
 import inspect
+import pathlib
 import re
+import sys
 import warnings
 
 import numpy as np
@@ -62,12 +64,18 @@ def first_line(error):
 
 
 def assert_same_state(a, b, rtol=1e-6, atol=1e-9):
-    """Two state dicts hold the same tensors (float ones up to rounding), "_version"/"_metric" aside."""
+    """Two state dicts hold the same tensors (float ones up to rounding), "_version"/"_metric" aside.
+    Once a total is NaN or infinite (nan_strategy="disable"), what its compensation holds is left
+    out of every value, and each path leaves there what its arithmetic gives: then only the finite
+    compensations that both hold are compared."""
     keys = sorted(k for k in a if not k.startswith("_"))
     assert keys == sorted(k for k in b if not k.startswith("_"))
     for key in keys:
         x, y = a[key].cpu(), b[key].cpu()
         assert x.dtype == y.dtype and x.shape == y.shape, key
+        if key.endswith("compensation") and not a[key.replace("compensation", "total")].isfinite().all():
+            both = x.isfinite() & y.isfinite()
+            x, y = x[both], y[both]
         if x.is_floating_point():
             torch.testing.assert_close(x, y, rtol=rtol, atol=atol, equal_nan=True, msg=key)
         else:
@@ -615,3 +623,28 @@ def test_a_collection_updated_by_keyword_in_a_cuda_graph_replays_like_eager_upda
     expected = eager.compute()
     for key, value in graphed.compute().items():
         torch.testing.assert_close(value, expected[key], rtol=1e-12, atol=1e-12)
+
+
+# -------------------------------------------------------------- every launch_bench configuration
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "bench"))
+import cuda_launches  # noqa: E402
+import launch_bench  # noqa: E402
+
+UPDATE_CONFIGS = [c for c in launch_bench.configurations() if c.call == "update"]
+
+
+@pytest.mark.parametrize("config", [c for c in UPDATE_CONFIGS if not c.grows], ids=lambda c: c.name)
+def test_every_device_path_configuration_replays_from_a_cuda_graph_cuda(config):
+    batches = [cuda_launches.real_inputs(config, seed) for seed in range(REPLAYS)]
+    batches[BAD_REPLAY] = cuda_launches.spoiled(batches[BAD_REPLAY], config.name)
+    assert cuda_launches.graph_replay(config, batches) is None
+
+
+@pytest.mark.parametrize("config", UPDATE_CONFIGS, ids=lambda c: c.name)
+def test_every_device_path_configuration_updates_without_a_sync_or_a_copy_cuda(config):
+    metric = config.make().to(DEVICE)
+    inputs = cuda_launches.real_inputs(config, seed=1)
+    metric.update(*inputs)
+    sync_free(metric.update, [inputs, inputs])
+    assert cuda_launches.cuda_activity(metric.update, inputs)["host_copies"] == []
