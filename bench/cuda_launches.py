@@ -28,12 +28,14 @@ import argparse
 import json
 import sys
 import time
+import types
 import warnings
 
 import torch
 from torch.profiler import ProfilerActivity, profile
 
 import launch_bench
+from launch_bench import count_cell
 import nosync_metrics as nm
 
 TIMED_UPDATES = 200
@@ -147,9 +149,9 @@ def bad_input_reports(metric):
     return {name: metric[name].bad_input() for name in metric.keys()}
 
 
-def graph_replay(config, batches):
-    """Captures one update of a fresh metric in a CUDA graph, replays it over `batches` and returns
-    what differs from eager updates of a twin over the same batches (None: nothing)."""
+def replayed_from_a_graph(config, batches):
+    """(graphed, eager): a fresh metric whose one update, captured in a CUDA graph, was replayed
+    over `batches`, and a twin updated eagerly over the same batches."""
     graphed, eager = config.make().to("cuda"), config.make().to("cuda")
     static = tuple(x.clone() for x in batches[0])
     side = torch.cuda.Stream()
@@ -168,6 +170,11 @@ def graph_replay(config, batches):
         graph.replay()
         eager.update(*batch)
     torch.cuda.synchronize()
+    return graphed, eager
+
+
+def replay_difference(graphed, eager):
+    """What differs between a graphed metric and its eager twin (None: nothing)."""
     if bad_input_reports(graphed) != bad_input_reports(eager):
         return f"bad input {bad_input_reports(graphed)} != {bad_input_reports(eager)}"
     key = state_difference(graphed.state_dict(), eager.state_dict())
@@ -186,7 +193,7 @@ def measure(config, seed):
         else:
             batches = [real_inputs(config, seed + i) for i in range(REPLAYS)]
             batches[BAD_REPLAY] = spoiled(batches[BAD_REPLAY], config.name)
-            difference = graph_replay(config, batches)
+            difference = replay_difference(*replayed_from_a_graph(config, batches))
             result["graph"] = "replays like eager updates" if difference is None else f"differs: {difference}"
     except Exception as error:  # reported with the rest
         result["error"] = f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
@@ -202,15 +209,13 @@ def torchmetrics_rows():
     except ImportError:
         return []
 
-    def collection(prefix, **options):
-        return lambda: tm.MetricCollection([getattr(tmc, prefix + n)(**options)
-                                            for n in ("Accuracy", "Precision", "Recall", "F1Score")])
-
+    library = types.SimpleNamespace(MetricCollection=tm.MetricCollection, **vars(tmc))
     rows = {
         "MeanMetric warn, value (4096,)": lambda: tm.MeanMetric(nan_strategy="warn"),
         "MeanMetric disable, value + weight (4096,)": lambda: tm.MeanMetric(nan_strategy="disable"),
-        "multiclass C=1000 macro, scores (128, 1000)": collection("Multiclass", num_classes=1000),
-        "binary, scores (4096,)": collection("Binary"),
+        "multiclass C=1000 macro, scores (128, 1000)":
+            launch_bench.collection(library, "Multiclass", num_classes=1000),
+        "binary, scores (4096,)": launch_bench.collection(library, "Binary"),
     }
     configs = {c.name: c for c in launch_bench.configurations()}
     results = []
@@ -227,10 +232,6 @@ def torchmetrics_rows():
 
 # ---------------------------------------------------------------- report
 
-def cell(counts):
-    return str(counts[0]) if len(set(counts)) == 1 else " / ".join(map(str, counts))
-
-
 def budget_cell(r):
     if r.get("budget") is None:
         return ""
@@ -240,9 +241,10 @@ def budget_cell(r):
 def table_row(r):
     if r["error"]:
         return f"| {r['configuration']} | error: {r['error']} | | | | | | |"
-    return (f"| {r['configuration']} | {cell(r['meta_launching']) if 'meta_launching' in r else ''} | "
-            f"{cell(r['launches'])} | {budget_cell(r)} | {cell(r['host_copies'])} | "
-            f"{cell(r['syncs'])} ({cell(r['sync_ops'])}) | {r['host_us']:.1f} | {r.get('graph', '')} |")
+    meta = count_cell(r["meta_launching"]) if "meta_launching" in r else ""
+    return (f"| {r['configuration']} | {meta} | {count_cell(r['launches'])} | {budget_cell(r)} | "
+            f"{count_cell(r['host_copies'])} | {count_cell(r['syncs'])} ({count_cell(r['sync_ops'])}) | "
+            f"{r['host_us']:.1f} | {r.get('graph', '')} |")
 
 
 def markdown_table(results):

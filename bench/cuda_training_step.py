@@ -24,12 +24,12 @@ import random
 import statistics
 import sys
 import time
-import warnings
 
 import torch
 import torchvision
 
 import nosync_metrics as nm
+from cuda_launches import syncs
 
 CLASSES = 1000
 NONE, CONTROL = "no metrics", "no metrics (control)"
@@ -98,13 +98,6 @@ def round_us(step, metrics, steps):
     return (time.perf_counter() - start) / steps * 1e6, step.metric_seconds / steps * 1e6
 
 
-def syncs_per_step(step, metrics):
-    with warnings.catch_warnings(record=True) as caught, nm.count_syncs(cuda_sync_debug=True) as counted:
-        warnings.simplefilter("always")
-        step(metrics)
-    return counted.total, counted.cuda_syncs + sum("synchroniz" in str(w.message) for w in caught)
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=9)
@@ -130,7 +123,7 @@ def main():
     base = [wall for wall, _ in rounds[NONE]]
     rows = []
     for name, metrics in found.items():
-        sync_ops, cuda_syncs = syncs_per_step(step, metrics)
+        cuda_syncs, sync_ops = syncs(step, (metrics,))
         walls = [wall for wall, _ in rounds[name]]
         rows.append({"variant": name, "step_us": statistics.median(walls),
                      "ratio": statistics.median(w / b for w, b in zip(walls, base)),

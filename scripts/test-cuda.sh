@@ -19,7 +19,7 @@ if ! "$PYTHON" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() el
 fi
 "$PYTHON" -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda, torch.cuda.get_device_name(0))'
 
-# CMake finds this interpreter's torch and pybind11, and nvcc's CUDA toolkit (cmake/PythonTorchLocation.cmake).
+# CMake finds this interpreter's torch and pybind11, and nvcc's CUDA toolkit (cmake/TorchOfInterpreter.cmake).
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE="$PYTHON" \
   -DMETRICS_BUILD_TESTS=OFF -DMETRICS_BUILD_BENCH=OFF -DMETRICS_BUILD_EXAMPLES=OFF -DMETRICS_BUILD_PYTHON=ON || exit 1
 cmake --build "$BUILD_DIR" --target _C || exit 1

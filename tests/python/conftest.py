@@ -1,10 +1,14 @@
-"""pytest setup: nosync_metrics is imported from the build (PYTHONPATH=<build>/python)."""
+"""pytest setup: nosync_metrics is imported from the build (PYTHONPATH=<build>/python); the
+benchmark scripts in bench/ import as modules (launch_bench, cuda_launches)."""
 
 import pathlib
+import sys
 
 import pytest
 
 import nosync_metrics
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "bench"))
 
 
 @pytest.fixture(scope="session")

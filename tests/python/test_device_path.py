@@ -10,8 +10,7 @@ import sys
 import pytest
 import torch
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "bench"))
-import launch_bench  # noqa: E402
+import launch_bench
 
 CONFIGS = launch_bench.configurations()
 

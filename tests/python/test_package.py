@@ -11,13 +11,6 @@ import pytest
 import nosync_metrics
 
 
-def test_imports_from_the_build_with_pythonpath(build_dir):
-    env = dict(os.environ, PYTHONPATH=str(build_dir / "python"))
-    out = subprocess.run([sys.executable, "-c", "import nosync_metrics as nm; print(len(nm.__all__))"],
-                         env=env, capture_output=True, text=True, check=True)
-    assert int(out.stdout) >= 30
-
-
 def run(args, **kwargs):
     """subprocess.run that fails with the command's output, so that a failed install says why."""
     done = subprocess.run(args, capture_output=True, text=True, **kwargs)
@@ -25,11 +18,17 @@ def run(args, **kwargs):
     return done
 
 
+def test_imports_from_the_build_with_pythonpath(build_dir):
+    env = dict(os.environ, PYTHONPATH=str(build_dir / "python"))
+    out = run([sys.executable, "-c", "import nosync_metrics as nm; print(len(nm.__all__))"], env=env)
+    assert int(out.stdout) >= 30
+
+
 def make_venv(venv, *options):
     """A venv that sees this interpreter's packages (torch among them). --system-site-packages gives
     that where this interpreter is the system's; where it is a venv's own (a GPU machine's image), the
     new venv would see the base interpreter's instead, so a .pth file names this one's site-packages."""
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", *options, str(venv)], check=True)
+    run([sys.executable, "-m", "venv", "--system-site-packages", *options, str(venv)])
     if sys.prefix != sys.base_prefix:
         venv_site = next(venv.glob("lib/python*/site-packages"))
         (venv_site / "outer_venv.pth").write_text("\n".join(site.getsitepackages()) + "\n")
@@ -67,9 +66,9 @@ def test_pip_install_builds_against_the_interpreters_torch(build_dir, repo_dir, 
 
 def test_python_training_loop_example(build_dir, repo_dir):
     env = dict(os.environ, PYTHONPATH=str(build_dir / "python"))
-    out = subprocess.run([sys.executable, str(repo_dir / "examples" / "python_training_loop.py"), "--steps", "3",
-                          "--warmup", "1", "--classes", "10", "--batch-size", "16", "--image-size", "32"],
-                         env=env, capture_output=True, text=True, check=True, timeout=600).stdout
+    out = run([sys.executable, str(repo_dir / "examples" / "python_training_loop.py"), "--steps", "3",
+               "--warmup", "1", "--classes", "10", "--batch-size", "16", "--image-size", "32"],
+              env=env, timeout=600).stdout
     print(out)
     assert re.search(r"nosync +median step +[0-9.]+ ms +sync points per step +0\.0", out)
     naive = re.search(r"naive +median step +[0-9.]+ ms +sync points per step +([0-9.]+)", out)
@@ -79,9 +78,8 @@ def test_python_training_loop_example(build_dir, repo_dir):
 
 def test_ddp_training_loop_example(build_dir, repo_dir):
     env = dict(os.environ, PYTHONPATH=str(build_dir / "python"))
-    out = subprocess.run([sys.executable, str(repo_dir / "examples" / "ddp_training_loop.py"), "--epochs", "2",
-                          "--steps", "4", "--all-ranks"], env=env, capture_output=True, text=True, check=True,
-                         timeout=60).stdout
+    out = run([sys.executable, str(repo_dir / "examples" / "ddp_training_loop.py"), "--epochs", "2",
+               "--steps", "4", "--all-ranks"], env=env, timeout=60).stdout
     print(out)
     lines = re.findall(r"rank (\d) epoch (\d) \| (loss .*) \| updates seen 4 local \| sync points per step: metrics 0\.00",
                        out)
