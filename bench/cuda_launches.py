@@ -25,7 +25,6 @@ updates. The budget (10 launches for an aggregator, 12 for a collection) is repo
 """
 
 import argparse
-import json
 import sys
 import time
 import types
@@ -278,15 +277,8 @@ def main():
         return 1
     configs = [c for c in launch_bench.configurations() if c.call == "update"]
     ours = [measure(config, seed=index) for index, config in enumerate(configs)]
-    theirs = torchmetrics_rows()
-    print(markdown_table(ours + theirs))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(ours + theirs, f, indent=1)
-    found = problems(ours) if args.check else []
-    for problem in found:
-        print(problem, file=sys.stderr)
-    return 1 if found else 0
+    results = ours + torchmetrics_rows()
+    return launch_bench.report(markdown_table(results), results, args.json, problems(ours) if args.check else [])
 
 
 if __name__ == "__main__":

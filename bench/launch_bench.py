@@ -428,11 +428,16 @@ def main():
                         help="exit 1 on an error, a sync-class op or an update that is not replay-invariant")
     args = parser.parse_args()
     results = measure_all()
-    print(markdown_table(results))
-    if args.json:
-        with open(args.json, "w") as f:
+    return report(markdown_table(results), results, args.json, problems(results) if args.check else [])
+
+
+def report(table, results, json_path, found):
+    """Prints the table, writes the results to json_path (if any) and the problems found to stderr;
+    the exit status: 1 if there are any."""
+    print(table)
+    if json_path:
+        with open(json_path, "w") as f:
             json.dump(results, f, indent=1)
-    found = problems(results) if args.check else []
     for problem in found:
         print(problem, file=sys.stderr)
     return 1 if found else 0
