@@ -56,7 +56,7 @@ DeltaLayout counted_layout(const MetricState& state) {
   if (const auto* tally = state.bad_input()) {
     layout.kinds = state.offset(tally->counts_slot());
     layout.kind_count = static_cast<int64_t>(tally->kinds().size());
-    layout.bad_updates = layout.kinds + layout.kind_count;
+    layout.bad_updates = bad_updates_offset(state);
     layout.since_bad = tally->since_bad_offset();
   }
   return layout;
