@@ -63,14 +63,25 @@ def real_inputs(config, seed):
     return tuple(out)
 
 
+def is_aggregator(name):
+    return name.startswith(("Mean", "Sum", "Min", "Max"))
+
+
 def spoiled(inputs, name):
     """inputs with one bad entry: a NaN value for an aggregator, a target out of range otherwise."""
     inputs = tuple(x.clone() for x in inputs)
-    if name.startswith(("Mean", "Sum", "Min", "Max")):
+    if is_aggregator(name):
         inputs[0].view(-1)[0] = float("nan")
     else:
         inputs[1].view(-1)[0] = label_range(name) + 3
     return inputs
+
+
+def replay_batches(config, seed):
+    """REPLAYS batches of real inputs, the one at BAD_REPLAY spoiled."""
+    batches = [real_inputs(config, seed + i) for i in range(REPLAYS)]
+    batches[BAD_REPLAY] = spoiled(batches[BAD_REPLAY], config.name)
+    return batches
 
 
 # ---------------------------------------------------------------- measuring
@@ -190,9 +201,7 @@ def measure(config, seed):
         if config.grows:
             result["graph"] = "not captured: its state grows"
         else:
-            batches = [real_inputs(config, seed + i) for i in range(REPLAYS)]
-            batches[BAD_REPLAY] = spoiled(batches[BAD_REPLAY], config.name)
-            difference = replay_difference(*replayed_from_a_graph(config, batches))
+            difference = replay_difference(*replayed_from_a_graph(config, replay_batches(config, seed)))
             result["graph"] = "replays like eager updates" if difference is None else f"differs: {difference}"
     except Exception as error:  # reported with the rest
         result["error"] = f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"

@@ -17,6 +17,8 @@ import numpy as np
 import pytest
 import torch
 
+import cuda_launches  # bench/, on the path from conftest.py
+import launch_bench
 import nosync_metrics as nm
 
 DEVICE = "cuda"
@@ -72,23 +74,24 @@ def assert_same_state(a, b, rtol=1e-6, atol=1e-9):
         x, y = a[key].cpu(), b[key].cpu()
         assert x.dtype == y.dtype and x.shape == y.shape, key
         if key.endswith("compensation"):
-            x, y = finite_totals_part(key, a, b)
+            kept = finite_totals_entries(key, a, b)
+            x, y = x[kept], y[kept]
         if x.is_floating_point():
             torch.testing.assert_close(x, y, rtol=rtol, atol=atol, equal_nan=True, msg=key)
         else:
             assert torch.equal(x, y), (key, x, y)
 
 
-def finite_totals_part(key, a, b):
-    """The entries of compensation `key` in state dicts a and b, less those of totals that are not
-    finite in either. A float64 state's compensation covers its packed counts: the update count,
+def finite_totals_entries(key, a, b):
+    """Which entries of compensation `key` to compare: all but those of totals that are not finite
+    in state dict a or b. A float64 state's compensation covers its packed counts: the update count,
     then the totals, then the tally (src/aggregation/aggregation.cpp); a float32 one, the totals."""
     prefix = key[: -len("compensation")]
-    x, y, total_a, total_b = a[key].cpu(), b[key].cpu(), a[prefix + "total"].cpu(), b[prefix + "total"].cpu()
-    start = 0 if x.numel() == total_a.numel() else a[prefix + "update_count"].numel()
-    kept = torch.ones(x.numel(), dtype=torch.bool)
+    total_a, total_b = a[prefix + "total"].cpu(), b[prefix + "total"].cpu()
+    start = 0 if a[key].numel() == total_a.numel() else a[prefix + "update_count"].numel()
+    kept = torch.ones(a[key].numel(), dtype=torch.bool)
     kept[start:start + total_a.numel()] = total_a.isfinite() & total_b.isfinite()
-    return x[kept], y[kept]
+    return kept
 
 
 def assert_same_value(gpu_value, cpu_value):
@@ -636,23 +639,19 @@ def test_a_collection_updated_by_keyword_in_a_cuda_graph_replays_like_eager_upda
 
 # -------------------------------------------------------------- every launch_bench configuration
 
-import cuda_launches  # noqa: E402 (bench/, on the path from conftest.py)
-import launch_bench  # noqa: E402
-
 UPDATE_CONFIGS = [c for c in launch_bench.configurations() if c.call == "update"]
 
 
 def counts_bad_input(config):
     """Whether the configuration's metrics count a NaN value or a target out of range."""
-    if config.name.startswith(("Mean", "Sum", "Min", "Max")):
+    if cuda_launches.is_aggregator(config.name):
         return " warn" in config.name or " error" in config.name
     return "num_classes=None" not in config.name
 
 
 @pytest.mark.parametrize("config", [c for c in UPDATE_CONFIGS if not c.grows], ids=lambda c: c.name)
 def test_every_device_path_configuration_replays_from_a_cuda_graph_cuda(config):
-    batches = [cuda_launches.real_inputs(config, seed) for seed in range(REPLAYS)]
-    batches[BAD_REPLAY] = cuda_launches.spoiled(batches[BAD_REPLAY], config.name)
+    batches = cuda_launches.replay_batches(config, seed=0)
     graphed, eager = cuda_launches.replayed_from_a_graph(config, batches)
     assert cuda_launches.replay_difference(graphed, eager) is None
     on_cpu = config.make()
@@ -662,7 +661,7 @@ def test_every_device_path_configuration_replays_from_a_cuda_graph_cuda(config):
     assert reports == cuda_launches.bad_input_reports(on_cpu)
     reports = reports.values() if "updates" not in reports else [reports]
     if counts_bad_input(config):
-        assert all(r["updates"] == 1 and r["first_update"] == BAD_REPLAY for r in reports), reports
+        assert all(r["updates"] == 1 and r["first_update"] == cuda_launches.BAD_REPLAY for r in reports), reports
     else:
         assert all(r.get("updates", 0) == 0 for r in reports), reports
 

@@ -4,8 +4,6 @@ capture and torch.compile need) and dispatches no sync-class op; and the launch 
 right on hand-made ATen sequences."""
 
 import contextlib
-import pathlib
-import sys
 
 import pytest
 import torch
