@@ -746,6 +746,71 @@ TEST(ClassificationKernels, DevicePathEdgesMatchTheCpuPath) {
   both(Opts::multiclass(3).top_k(2).average(Average::None), {{scores, longs({2, 1, 2, 2, 1})}});
 }
 
+// top_k > 1 on both paths against a brute-force count: tied scores (-0.0 with 0.0, and at
+// infinity), NaN rows, targets out of range and ignored, bad weights, strided scores, and num_classes
+// below, near and above the width the device path sorts into.
+TEST(ClassificationKernels, TopKWithTiesMatchesABruteForceCountOnBothPaths) {
+  auto gen = testing::generator(24);
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  const std::vector<double> levels{-kInf, -1, -0.0, 0.0, 1, 2, kInf};
+  for (const int64_t classes : {3, 9, 40}) {
+    for (const int64_t k : {int64_t{2}, std::min<int64_t>(5, classes), classes}) {
+      const int64_t m = 64;
+      auto scores = at::tensor(levels, at::kDouble)
+                        .index({at::randint(static_cast<int64_t>(levels.size()), {m, classes}, gen)});
+      scores.index_put_({at::arange(0, m, 7), 0}, kNaN);
+      auto target = at::randint(-1, classes + 1, {m}, gen);
+      target.index_put_({at::arange(0, m, 5)}, 1);  // ignored
+      const auto weight = values({1, 0.5, 2, kNaN}).repeat({m / 4});
+      const auto o = Opts::multiclass(classes).top_k(k).ignore_index(1).weighted(true).average(Average::None);
+      // the brute force: a row is right where fewer than k classes score above its target, or as
+      // high at a lower index; else its prediction is the first maximum
+      std::vector<double> tp(classes), fp(classes), tn(classes), fn(classes);
+      const auto s = scores.accessor<double, 2>();
+      for (int64_t i = 0; i < m; ++i) {
+        const int64_t t = target[i].item<int64_t>();
+        const double w = weight[i].item<double>();
+        bool nan = false;
+        for (int64_t c = 0; c < classes; ++c) nan = nan || std::isnan(s[i][c]);
+        if (nan || t < 0 || t >= classes || t == 1 || std::isnan(w)) continue;
+        int64_t ahead = 0, first_max = 0;
+        for (int64_t c = 0; c < classes; ++c) {
+          ahead += s[i][c] > s[i][t] || (s[i][c] == s[i][t] && c < t);
+          if (s[i][c] > s[i][first_max]) first_max = c;
+        }
+        const int64_t p = ahead < k ? t : first_max;
+        for (int64_t c = 0; c < classes; ++c) {
+          (c == t && c == p ? tp : c == p ? fp : c == t ? fn : tn)[c] += w;
+        }
+      }
+      const auto want = values(tp).view({1, -1});
+      for (const auto& preds : {scores.to(at::kFloat), scores.t().contiguous().t()}) {
+        StatScores cpu(o), aten(o);
+        ConfusionMatrix matrix_cpu(o), matrix_aten(o);
+        cpu.update(preds, target, weight);
+        matrix_cpu.update(preds, target, weight);
+        {
+          ForceAtenPath force;
+          aten.update(preds, target, weight);
+          matrix_aten.update(preds, target, weight);
+        }
+        const auto what = "C=" + std::to_string(classes) + " k=" + std::to_string(k) + " " + c10::toString(preds.scalar_type());
+        EXPECT_TRUE(states_equal(aten.state_dict(), cpu.state_dict())) << what;
+        EXPECT_TRUE(states_equal(matrix_aten.state_dict(), matrix_cpu.state_dict())) << what;
+        const auto counts = aten.state_dict();
+        EXPECT_TRUE(tensors_close(counts.at("tp"), values(tp))) << what;
+        EXPECT_TRUE(tensors_close(counts.at("fp"), values(fp))) << what;
+        EXPECT_TRUE(tensors_close(counts.at("tn"), values(tn))) << what;
+        EXPECT_TRUE(tensors_close(counts.at("fn"), values(fn))) << what;
+        // the matrix's rows are targets: its diagonal is tp, its column sums less it fp
+        const auto confmat = matrix_aten.state_dict().at("confmat");
+        EXPECT_TRUE(tensors_close(confmat.diagonal(), values(tp))) << what;
+        EXPECT_TRUE(tensors_close(confmat.sum(0) - confmat.diagonal(), values(fp))) << what;
+      }
+    }
+  }
+}
+
 TEST(ClassificationKernels, ReadersOnTwoThreadsFoldPendingWorkOnce) {
   const auto o = Opts::multiclass(4);
   StatScores cpu(o), aten(o);

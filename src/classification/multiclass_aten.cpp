@@ -11,10 +11,13 @@
 // zeroed where dropped. The ConfusionMatrix layout adds one piece per row instead, at its cell;
 // without num_classes every piece is at class 0 and the positions never change.
 //
-// The rows buffer holds the classes: max writes p, one clamp writes the target as it is and clamped
-// into range, twice each, so that one ne compares [p, t, t] with [tc, tc, ignore_index]: wrong, bad
-// target and not ignored, each operand a strided view of rows in arithmetic progression. The values
-// buffer is laid out so that the three rows that ne writes are one strided view too.
+// The class rows (ClassRows) hold the classes: max writes p (top_k > 1: a stable descending sort
+// writes the k best classes in order), one clamp writes the target as it is and clamped into range
+// and the constants, so that one ne compares [p, t, t] with [tc, tc, ignore_index]: wrong, bad
+// target and not ignored, each operand a strided view of rows in arithmetic progression. With
+// top_k > 1 the ne compares each of the k best with tc too, and one amin of those k flags is wrong
+// (a row is right where its target is among its k best; p, the best, counts only where it is
+// wrong). The values buffer is laid out so that the rows that ne writes are one strided view too.
 
 #include <ATen/ATen.h>
 
@@ -33,21 +36,40 @@ namespace {
 // The state's scratch tensors (MetricState::scratch): the update's buffers, made for a batch size
 // (kKey), and constants. (Slots apart from the other ATen paths': they share a state.)
 enum Scratch {
-  kKey = 100, kRows, kIndex, kValues, kDropped, kMax, kClamped, kLow, kHigh, kPredLow, kPredHigh, kBases, kTermA, kTermB,
-  kTopKKey, kTargetScore, kAhead, kBefore, kAheadCount, kClassIndex, kWithin
+  kKey = 100, kRows, kIndex, kValues, kDropped, kBest, kClamped, kLow, kHigh, kPredLow, kPredHigh, kBases, kTermA,
+  kTermB, kPadded
 };
 
-// Rows of the int64 rows buffer, each one batch long.
-enum Row : int64_t {
-  kPred,         // p: argmax, or the predicted labels clamped into range
-  kTargetCopy,   // the target as it is (clamped to the int64 range)
-  kTargetCopy2,  // ... again, to compare with ignore_index
-  kTarget,       // the target clamped into [0, C)
-  kTarget2,      // ... again: one ne compares [p, t, t] with [tc, tc, ignore_index]
-  kIgnore,       // ignore_index (constant)
-  kZero,         // 0 (constant): the position of the fixed pieces' group
-  kPredCopy,     // the predicted labels as they are
-  kRowCount
+// The class rows, each one batch long, for top_k = k.
+struct RowLayout {
+  int64_t k;
+  // 0 .. k-1: p (argmax, or the predicted labels clamped into range); top_k > 1: the k best classes
+  int64_t target_copy() const { return k; }  // the target as it is (clamped to the int64 range), twice
+  int64_t target() const { return k + 2; }   // the target clamped into [0, C), k + 1 times; then ignore_index
+  int64_t zero() const { return 2 * k + 4; }    // the position of the fixed pieces' group
+  int64_t pred_copy() const { return 2 * k + 5; }  // the predicted labels as they are
+  int64_t count() const { return 2 * k + 6; }
+  // the columns of the sort's index buffer: num_classes, or more to hold the rows up to zero()
+  int64_t sorted_width(int64_t classes) const { return std::max(classes, zero() + 1); }
+};
+
+// The class rows in their buffer: row-major for top_k 1 (row r at r * m), sample-major for top_k
+// > 1, where they are the columns of the sort's (m, W) index buffer (the clamp overwrites columns
+// from k on, which the sort wrote and nothing reads).
+struct ClassRows {
+  at::Tensor buffer;  // 2-D: (rows, m) or (m, W)
+  int64_t m, row_stride, sample_stride;
+
+  ClassRows(at::Tensor b, int64_t top_k)
+      : buffer(std::move(b)),
+        m(top_k == 1 ? buffer.size(1) : buffer.size(0)),
+        row_stride(top_k == 1 ? m : 1),
+        sample_stride(top_k == 1 ? 1 : buffer.size(1)) {}
+  // `count` rows starting at first, first + step, ...: one strided view
+  at::Tensor rows(int64_t first, int64_t step, int64_t count) const {
+    return buffer.as_strided({count, m}, {step * row_stride, sample_stride}, buffer.storage_offset() + first * row_stride);
+  }
+  at::Tensor row(int64_t r) const { return rows(r, 1, 1).select(0, 0); }
 };
 
 constexpr int64_t kGroups = 3, kPiecesPerGroup = 3;  // at p, at the target, at a fixed place
@@ -56,17 +78,20 @@ constexpr int64_t kMinLong = std::numeric_limits<int64_t>::min(), kMaxLong = std
 
 int64_t piece_rows(CountLayout layout) { return layout == CountLayout::Matrix ? 1 : kGroups * kPiecesPerGroup; }
 
-// Where the values buffer holds what, in rows of the batch size m: the wrong flags first, then the
-// put_ region (the pieces, one row per bad-input kind, the tail), and the not-ignored flags as far
-// after the kinds as the wrong flags are before them (the put_ region starts late enough for them
-// to lie past it).
+// Where the values buffer holds what, in rows of the batch size m, for top_k = k: the k rows that
+// ne writes before the kinds' (p != t, or each of the k best != t), one stride apart, then (for
+// k > 1) the wrong flags, the put_ region (the pieces, one row per bad-input kind, the tail), and
+// the not-ignored flags one stride after the first kind row: the rows ne writes are one strided
+// view, and the stride leaves room for what lies between them.
 struct ValuesLayout {
-  int64_t m, pieces;
-  int64_t put_begin() const { return std::max(m, (kKinds - pieces) * m + kTailPieces); }
-  int64_t kinds() const { return put_begin() + pieces * m; }
+  int64_t m, pieces, k;
+  int64_t stride() const { return std::max((pieces + 2) * m, kKinds * m + kTailPieces); }
+  int64_t wrong() const { return k == 1 ? 0 : (k - 1) * stride() + m; }
+  int64_t kinds() const { return k * stride(); }
+  int64_t put_begin() const { return kinds() - pieces * m; }
   int64_t tail() const { return kinds() + kKinds * m; }
   int64_t put_length() const { return tail() + kTailPieces - put_begin(); }
-  int64_t not_ignored() const { return 2 * kinds(); }
+  int64_t not_ignored() const { return kinds() + stride(); }
   int64_t length() const { return not_ignored() + m; }
 };
 
@@ -90,22 +115,26 @@ const std::vector<double> kA{0, 0, 0, 1, 0, -1, 1, 0, 0};
 const std::vector<double> kB{1, -1, 0, -1, 1, 0, 0, 0, 0};
 
 struct Buffers {
-  at::Tensor rows, index, values, dropped, max, clamped;
+  ClassRows rows;
+  at::Tensor index, values, dropped, best, clamped, padded;
 };
 
 Buffers buffers(MetricState& state, const ClassificationOptions& o, CountLayout layout, const ClassificationBatch& b) {
-  const int64_t m = b.target.size(0);
+  const int64_t m = b.target.size(0), k = o.top_k();
+  const RowLayout r{k};
+  const auto width = r.sorted_width(o.num_classes());
+  // the scores are sorted from a copy where the sort's buffers are wider than they, or they are strided
+  const bool copied = k > 1 && (width > b.preds.size(1) || !b.preds.is_contiguous());
   // (the weight flags' row and the dropped rows are written only where an update has them)
-  if (key_changed(state, kKey, {m, static_cast<int64_t>(b.preds.scalar_type()), b.weight.has_value()})) {
+  if (key_changed(state, kKey, {m, static_cast<int64_t>(b.preds.scalar_type()), b.weight.has_value(), copied})) {
     const auto longs = at::TensorOptions().dtype(at::kLong).device(state.device());
-    const ValuesLayout v{m, piece_rows(layout)};
-    auto rows = at::zeros({kRowCount, m}, longs);
-    if (o.ignore_index()) rows[kIgnore].fill_(*o.ignore_index());
+    const ValuesLayout v{m, piece_rows(layout), k};
     // the index: the pieces (fixed without num_classes), the kinds' places, the tail
     std::vector<int64_t> positions(static_cast<size_t>(v.put_length()), spare(state));
     if (const auto* tally = state.bad_input()) {
-      for (int64_t k = 0; k < kKinds; ++k) {
-        std::fill_n(positions.begin() + (v.kinds() - v.put_begin() + k * m), m, state.offset(tally->counts_slot()) + k);
+      for (int64_t kind = 0; kind < kKinds; ++kind) {
+        std::fill_n(positions.begin() + (v.kinds() - v.put_begin() + kind * m), m,
+                    state.offset(tally->counts_slot()) + kind);
       }
     }
     const auto tail = tail_positions(state, spare(state));
@@ -116,15 +145,19 @@ Buffers buffers(MetricState& state, const ClassificationOptions& o, CountLayout 
     }
     auto values = at::zeros({v.length()}, longs.dtype(state.count_dtype()));
     values[v.tail()].fill_(1);  // the update count's piece
-    state.scratch(kRows) = rows;
+    state.scratch(kRows) = k == 1 ? at::zeros({r.count(), m}, longs) : at::zeros({m, width}, longs);
     state.scratch(kIndex) = upload(positions, longs);
     state.scratch(kValues) = values;
     state.scratch(kDropped) = at::zeros({m}, longs.dtype(at::kBool));
-    state.scratch(kMax) = at::empty({m}, b.preds.options());
+    state.scratch(kBest) = k == 1 ? at::empty({m}, b.preds.options()) : at::empty({m, width}, b.preds.options());
     state.scratch(kClamped) = at::empty({m}, longs.dtype(at::kDouble));
+    // the columns past num_classes sort last (after the classes at -inf: a stable sort keeps their order)
+    state.scratch(kPadded) =
+        copied ? at::full({m, width}, -std::numeric_limits<double>::infinity(), b.preds.options()) : at::Tensor();
   }
-  return {state.scratch(kRows),    state.scratch(kIndex), state.scratch(kValues),
-          state.scratch(kDropped), state.scratch(kMax),   state.scratch(kClamped)};
+  return {ClassRows(state.scratch(kRows), k), state.scratch(kIndex),   state.scratch(kValues),
+          state.scratch(kDropped),            state.scratch(kBest),    state.scratch(kClamped),
+          state.scratch(kPadded)};
 }
 
 // A constant of the state's device, made once.
@@ -140,12 +173,6 @@ at::Tensor rows_at(const at::Tensor& buffer, int64_t first, int64_t step, int64_
   return buffer.as_strided({count, m}, {step, 1}, buffer.storage_offset() + first);
 }
 
-// Rows of the rows buffer, as rows_at counts them.
-at::Tensor class_rows(const Buffers& buf, int64_t first, int64_t step, int64_t count) {
-  const auto m = buf.rows.size(1);
-  return rows_at(buf.rows.view({-1}), first * m, step * m, count, m);
-}
-
 // The weight flags (NaN, negative and infinite weights: clamping changes them) into `out`.
 void weight_flags(Buffers& buf, const at::Tensor& w, at::Tensor out) {
   at::clamp_out(buf.clamped, w, 0, std::numeric_limits<double>::max());
@@ -159,7 +186,7 @@ void finish(MetricState& state, const ClassificationBatch& b, const Classificati
   const auto m = v.m;
   const auto counts = buf.values.options();
   const auto flags = rows_at(buf.values, v.kinds(), m, kKinds, m);
-  const auto wrong = buf.values.narrow(0, 0, m);
+  const auto wrong = buf.values.narrow(0, v.wrong(), m);
   auto pieces = rows_at(buf.values, v.put_begin(), m, v.pieces, m);
   if (can_be_bad) at::any_out(buf.dropped, flags, 0);
   if (v.pieces == 1) {
@@ -195,15 +222,15 @@ void finish(MetricState& state, const ClassificationBatch& b, const Classificati
 void count_unknown_classes(MetricState& state, const ClassificationBatch& b, const ClassificationOptions& o) {
   const int64_t m = b.target.size(0);
   auto buf = buffers(state, o, CountLayout::PerClass, b);
-  const ValuesLayout v{m, piece_rows(CountLayout::PerClass)};
+  const ValuesLayout v{m, piece_rows(CountLayout::PerClass), 1};
   const auto flags = rows_at(buf.values, v.kinds(), m, kKinds, m);
-  auto wrong = buf.values.narrow(0, 0, m);
+  auto wrong = buf.values.narrow(0, v.wrong(), m);
   auto pred = b.preds;
   if (b.scores) {
-    pred = buf.rows[kPred];
-    at::max_out(buf.max, pred, b.preds, 1);
+    pred = buf.rows.row(0);
+    at::max_out(buf.best, pred, b.preds, 1);
     auto nan = flags.select(0, 1);
-    at::ne_out(nan, buf.max, buf.max);
+    at::ne_out(nan, buf.best, buf.best);
   }
   at::ne_out(wrong, pred, b.target);
   if (o.ignore_index()) {
@@ -214,33 +241,19 @@ void count_unknown_classes(MetricState& state, const ClassificationBatch& b, con
   finish(state, b, o, buf, v, b.scores || b.weight);
 }
 
-// top_k > 1: the prediction becomes the target where the target is among the row's k best scores,
-// ties going to the lower class (as argmax takes the first maximum): where fewer than k classes
-// score above the target's, or the same at a lower index. heaviside(s - s_t, c < t) counts both in
-// one op (1 above, the flag where equal, 0 below or NaN).
-void predict_within_top_k(MetricState& state, const ClassificationBatch& b, const ClassificationOptions& o,
-                          const at::Tensor& target, at::Tensor pred) {
-  const auto& s = b.preds;
-  const int64_t m = s.size(0), classes = s.size(1);
-  if (key_changed(state, kTopKKey, {m, classes, static_cast<int64_t>(s.scalar_type())})) {
-    state.scratch(kTargetScore) = at::empty({m, 1}, s.options());
-    state.scratch(kAhead) = at::empty({m, classes}, s.options());
-    state.scratch(kBefore) = at::empty({m, classes}, s.options());
-    state.scratch(kAheadCount) = at::empty({m}, s.options());
-    state.scratch(kClassIndex) = at::arange(classes, s.options()).unsqueeze(0);
-    state.scratch(kWithin) = at::empty({m}, s.options().dtype(at::kBool));
+// The predicted classes into row 0 (top_k > 1: the k best into rows 0 .. k-1, in order, ties to
+// the lower class as argmax takes the first maximum); returns each row's best score, NaN where the
+// row has a NaN (a descending sort puts NaN first).
+at::Tensor predict(Buffers& buf, const ClassificationBatch& b, int64_t k) {
+  if (k == 1) {
+    auto pred = buf.rows.row(0);
+    at::max_out(buf.best, pred, b.preds, 1);  // the first maximal index
+    return buf.best;
   }
-  auto score = state.scratch(kTargetScore), ahead = state.scratch(kAhead), before = state.scratch(kBefore);
-  auto count = state.scratch(kAheadCount), within = state.scratch(kWithin);
-  const auto t = target.unsqueeze(1);
-  at::gather_out(score, s, 1, t);
-  at::sub_out(ahead, s, score);
-  ahead.nan_to_num_(0);  // an infinite score beside an equal target's: a tie (inf - inf is NaN)
-  at::lt_out(before, state.scratch(kClassIndex), t);
-  at::heaviside_out(ahead, ahead, before);
-  at::sum_out(count, ahead, 1);
-  at::lt_out(within, count, o.top_k());
-  at::where_out(pred, within, target, pred);
+  if (buf.padded.defined()) buf.padded.narrow(1, 0, b.preds.size(1)).copy_(b.preds);
+  const auto& scores = buf.padded.defined() ? buf.padded : b.preds;
+  at::sort_out(buf.best, buf.rows.buffer, scores, /*stable=*/true, 1, /*descending=*/true);
+  return buf.best.select(1, 0);
 }
 
 }  // namespace
@@ -250,50 +263,57 @@ void count_multiclass_on_aten(MetricState& state, const ClassificationBatch& b, 
   const int64_t classes = o.num_classes();
   if (classes == kUnknownClasses) return count_unknown_classes(state, b, o);
   const auto layout = layout_of(state);
-  const int64_t m = b.target.size(0);
+  const int64_t m = b.target.size(0), k = o.top_k();
+  const RowLayout r{k};
   auto buf = buffers(state, o, layout, b);
-  const ValuesLayout v{m, piece_rows(layout)};
-  const auto longs = buf.rows.options();
+  const ValuesLayout v{m, piece_rows(layout), k};
+  const auto longs = buf.index.options();
   const auto flags = rows_at(buf.values, v.kinds(), m, kKinds, m);
 
-  // the classes: p, the target as it is (twice) and clamped into range (twice)
+  // the classes: p (the k best), the target as it is (twice) and clamped into range (k + 1 times),
+  // ignore_index and 0
+  auto pred_flags = flags.select(0, 1);
   if (b.scores) {
-    auto pred = buf.rows[kPred];
-    at::max_out(buf.max, pred, b.preds, 1);  // NaN where the row has a NaN; the first maximal index
+    const auto best = predict(buf, b, k);
+    at::ne_out(pred_flags, best, best);
   } else {
     const auto low = constant<int64_t>(state, kPredLow, {0, kMinLong}, longs, {2, 1});
     const auto high = constant<int64_t>(state, kPredHigh, {classes - 1, kMaxLong}, longs, {2, 1});
-    auto out = class_rows(buf, kPred, kPredCopy - kPred, 2);
+    auto out = buf.rows.rows(0, r.pred_copy(), 2);
     at::clamp_out(out, b.preds.unsqueeze(0).expand({2, m}), low, high);
+    at::ne_out(pred_flags, buf.rows.row(r.pred_copy()), buf.rows.row(0));
   }
-  const auto low = constant<int64_t>(state, kLow, {kMinLong, kMinLong, 0, 0}, longs, {4, 1});
-  const auto high = constant<int64_t>(state, kHigh, {kMaxLong, kMaxLong, classes - 1, classes - 1}, longs, {4, 1});
-  auto targets = class_rows(buf, kTargetCopy, 1, 4);
-  at::clamp_out(targets, b.target.unsqueeze(0).expand({4, m}), low, high);
+  const int64_t ignore = o.ignore_index().value_or(0);
+  std::vector<int64_t> low{kMinLong, kMinLong}, high{kMaxLong, kMaxLong};
+  low.insert(low.end(), k + 1, 0);
+  high.insert(high.end(), k + 1, classes - 1);
+  low.insert(low.end(), {ignore, 0});
+  high.insert(high.end(), {ignore, 0});
+  const auto written = r.zero() + 1 - r.target_copy();
+  auto targets = buf.rows.rows(r.target_copy(), 1, written);
+  at::clamp_out(targets, b.target.unsqueeze(0).expand({written, m}), constant(state, kLow, low, longs, {written, 1}),
+                constant(state, kHigh, high, longs, {written, 1}));
 
-  // [wrong, bad target, not ignored]: one ne into the values' wrong row, first kind row and
-  // not-ignored row (as far apart as the two operands' rows are alike)
-  if (o.top_k() > 1) predict_within_top_k(state, b, o, buf.rows[kTarget], buf.rows[kPred]);
-  const int64_t compared = o.ignore_index() ? 3 : 2;
-  auto out = rows_at(buf.values, 0, v.kinds(), compared, m);
-  at::ne_out(out, class_rows(buf, kPred, 1, compared), class_rows(buf, kTarget, 1, compared));
-  auto pred_flags = flags.select(0, 1);
-  if (b.scores) {
-    at::ne_out(pred_flags, buf.max, buf.max);
-  } else {
-    at::ne_out(pred_flags, buf.rows[kPredCopy], buf.rows[kPred]);
-  }
+  // [p != tc (each of the k best), bad target, not ignored]: one ne into the values' rows that
+  // ValuesLayout spaces one stride apart (as far apart as the two operands' rows are alike)
+  const int64_t compared = k + (o.ignore_index() ? 2 : 1);
+  auto out = rows_at(buf.values, 0, v.stride(), compared, m);
+  at::ne_out(out, buf.rows.rows(0, 1, compared), buf.rows.rows(r.target(), 1, compared));
+  auto wrong = buf.values.narrow(0, v.wrong(), m);
+  if (k > 1) at::amin_out(wrong, out.narrow(0, 0, k), {0});  // wrong where the target is none of the k best
   if (b.weight) weight_flags(buf, *b.weight, flags.select(0, 2));
 
   // positions: each group's class plus its pieces' bases (a matrix cell: target * C + p + base)
   if (layout == CountLayout::Matrix) {
+    auto pred = buf.rows.row(0);
+    if (k > 1) at::where_out(pred, wrong.to(at::kBool), pred, buf.rows.row(r.target()));
     auto cells = buf.index.narrow(0, 0, m);
-    at::add_out(cells, buf.rows[kPred], buf.rows[kTarget], classes);
+    at::add_out(cells, pred, buf.rows.row(r.target()), classes);
     cells.add_(state.offset(1));
   } else {
     const auto bases = constant(state, kBases, piece_bases(state, layout), longs, {kGroups, kPiecesPerGroup, 1});
     auto positions = buf.index.narrow(0, 0, v.pieces * m).view({kGroups, kPiecesPerGroup, m});
-    const auto groups = class_rows(buf, kPred, kTarget - kPred, kGroups).unsqueeze(1);  // p, t, 0
+    const auto groups = buf.rows.rows(0, r.target(), kGroups).unsqueeze(1);  // p, t, 0
     at::add_out(positions, groups, bases);
   }
   finish(state, b, o, buf, v, /*can_be_bad=*/true);
