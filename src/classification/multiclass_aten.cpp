@@ -256,66 +256,88 @@ at::Tensor predict(Buffers& buf, const ClassificationBatch& b, int64_t k) {
   return buf.best.select(1, 0);
 }
 
+// The predicted classes, and the bad-prediction flags into `flags` (NaN scores, or labels out of
+// range: the labels are written clamped into range and as they are).
+void write_predictions(MetricState& state, const ClassificationBatch& b, const ClassificationOptions& o, Buffers& buf,
+                       at::Tensor flags) {
+  if (b.scores) {
+    const auto best = predict(buf, b, o.top_k());
+    at::ne_out(flags, best, best);
+    return;
+  }
+  const auto longs = buf.index.options();
+  const auto low = constant<int64_t>(state, kPredLow, {0, kMinLong}, longs, {2, 1});
+  const auto high = constant<int64_t>(state, kPredHigh, {o.num_classes() - 1, kMaxLong}, longs, {2, 1});
+  const auto copy = RowLayout{o.top_k()}.pred_copy();
+  auto out = buf.rows.rows(0, copy, 2);
+  at::clamp_out(out, b.preds.unsqueeze(0).expand({2, buf.rows.m}), low, high);
+  at::ne_out(flags, buf.rows.row(copy), buf.rows.row(0));
+}
+
+// The rows from target_copy() to zero(), in one clamp between per-row bounds: the target as it is
+// (twice), clamped into range (k + 1 times), then ignore_index and 0 (between equal bounds).
+void write_targets(MetricState& state, const ClassificationBatch& b, const ClassificationOptions& o, Buffers& buf) {
+  const RowLayout r{o.top_k()};
+  const int64_t ignore = o.ignore_index().value_or(0), count = r.zero() + 1 - r.target_copy();
+  std::vector<int64_t> low{kMinLong, kMinLong}, high{kMaxLong, kMaxLong};
+  low.insert(low.end(), r.k + 1, 0);
+  high.insert(high.end(), r.k + 1, o.num_classes() - 1);
+  low.insert(low.end(), {ignore, 0});
+  high.insert(high.end(), {ignore, 0});
+  const auto longs = buf.index.options();
+  auto out = buf.rows.rows(r.target_copy(), 1, count);
+  at::clamp_out(out, b.target.unsqueeze(0).expand({count, buf.rows.m}), constant(state, kLow, low, longs, {count, 1}),
+                constant(state, kHigh, high, longs, {count, 1}));
+}
+
+// [p != tc (each of the k best), bad target, not ignored]: one ne into the values' rows that
+// ValuesLayout spaces one stride apart (as far apart as the two operands' rows are alike); with
+// top_k > 1, one amin of the k flags is wrong (the target is none of the k best).
+void compare_with_targets(const ClassificationOptions& o, Buffers& buf, const ValuesLayout& v) {
+  const int64_t k = o.top_k(), compared = k + (o.ignore_index() ? 2 : 1);
+  auto out = rows_at(buf.values, 0, v.stride(), compared, v.m);
+  at::ne_out(out, buf.rows.rows(0, 1, compared), buf.rows.rows(RowLayout{k}.target(), 1, compared));
+  if (k > 1) {
+    auto wrong = buf.values.narrow(0, v.wrong(), v.m);
+    at::amin_out(wrong, out.narrow(0, 0, k), {0});
+  }
+}
+
+// The pieces' positions: each group's class plus its pieces' bases (a matrix cell: target * C + p
+// + base, p the target where the row is right).
+void write_positions(MetricState& state, const ClassificationOptions& o, CountLayout layout, Buffers& buf,
+                     const ValuesLayout& v) {
+  const RowLayout r{o.top_k()};
+  const auto tc = buf.rows.row(r.target());
+  if (layout == CountLayout::Matrix) {
+    auto pred = buf.rows.row(0);
+    if (r.k > 1) at::where_out(pred, buf.values.narrow(0, v.wrong(), v.m).to(at::kBool), pred, tc);
+    auto cells = buf.index.narrow(0, 0, v.m);
+    at::add_out(cells, pred, tc, o.num_classes());
+    cells.add_(state.offset(1));
+    return;
+  }
+  const auto longs = buf.index.options();
+  const auto bases = constant(state, kBases, piece_bases(state, layout), longs, {kGroups, kPiecesPerGroup, 1});
+  auto positions = buf.index.narrow(0, 0, v.pieces * v.m).view({kGroups, kPiecesPerGroup, v.m});
+  const auto groups = buf.rows.rows(0, r.target(), kGroups).unsqueeze(1);  // p, t, 0
+  at::add_out(positions, groups, bases);
+}
+
 }  // namespace
 
 void count_multiclass_on_aten(MetricState& state, const ClassificationBatch& b, const ClassificationOptions& o) {
   register_missing_meta_kernels();
-  const int64_t classes = o.num_classes();
-  if (classes == kUnknownClasses) return count_unknown_classes(state, b, o);
+  if (o.num_classes() == kUnknownClasses) return count_unknown_classes(state, b, o);
   const auto layout = layout_of(state);
-  const int64_t m = b.target.size(0), k = o.top_k();
-  const RowLayout r{k};
   auto buf = buffers(state, o, layout, b);
-  const ValuesLayout v{m, piece_rows(layout), k};
-  const auto longs = buf.index.options();
-  const auto flags = rows_at(buf.values, v.kinds(), m, kKinds, m);
-
-  // the classes: p (the k best), the target as it is (twice) and clamped into range (k + 1 times),
-  // ignore_index and 0
-  auto pred_flags = flags.select(0, 1);
-  if (b.scores) {
-    const auto best = predict(buf, b, k);
-    at::ne_out(pred_flags, best, best);
-  } else {
-    const auto low = constant<int64_t>(state, kPredLow, {0, kMinLong}, longs, {2, 1});
-    const auto high = constant<int64_t>(state, kPredHigh, {classes - 1, kMaxLong}, longs, {2, 1});
-    auto out = buf.rows.rows(0, r.pred_copy(), 2);
-    at::clamp_out(out, b.preds.unsqueeze(0).expand({2, m}), low, high);
-    at::ne_out(pred_flags, buf.rows.row(r.pred_copy()), buf.rows.row(0));
-  }
-  const int64_t ignore = o.ignore_index().value_or(0);
-  std::vector<int64_t> low{kMinLong, kMinLong}, high{kMaxLong, kMaxLong};
-  low.insert(low.end(), k + 1, 0);
-  high.insert(high.end(), k + 1, classes - 1);
-  low.insert(low.end(), {ignore, 0});
-  high.insert(high.end(), {ignore, 0});
-  const auto written = r.zero() + 1 - r.target_copy();
-  auto targets = buf.rows.rows(r.target_copy(), 1, written);
-  at::clamp_out(targets, b.target.unsqueeze(0).expand({written, m}), constant(state, kLow, low, longs, {written, 1}),
-                constant(state, kHigh, high, longs, {written, 1}));
-
-  // [p != tc (each of the k best), bad target, not ignored]: one ne into the values' rows that
-  // ValuesLayout spaces one stride apart (as far apart as the two operands' rows are alike)
-  const int64_t compared = k + (o.ignore_index() ? 2 : 1);
-  auto out = rows_at(buf.values, 0, v.stride(), compared, m);
-  at::ne_out(out, buf.rows.rows(0, 1, compared), buf.rows.rows(r.target(), 1, compared));
-  auto wrong = buf.values.narrow(0, v.wrong(), m);
-  if (k > 1) at::amin_out(wrong, out.narrow(0, 0, k), {0});  // wrong where the target is none of the k best
+  const ValuesLayout v{b.target.size(0), piece_rows(layout), o.top_k()};
+  const auto flags = rows_at(buf.values, v.kinds(), v.m, kKinds, v.m);
+  write_predictions(state, b, o, buf, flags.select(0, 1));
+  write_targets(state, b, o, buf);
+  compare_with_targets(o, buf, v);
   if (b.weight) weight_flags(buf, *b.weight, flags.select(0, 2));
-
-  // positions: each group's class plus its pieces' bases (a matrix cell: target * C + p + base)
-  if (layout == CountLayout::Matrix) {
-    auto pred = buf.rows.row(0);
-    if (k > 1) at::where_out(pred, wrong.to(at::kBool), pred, buf.rows.row(r.target()));
-    auto cells = buf.index.narrow(0, 0, m);
-    at::add_out(cells, pred, buf.rows.row(r.target()), classes);
-    cells.add_(state.offset(1));
-  } else {
-    const auto bases = constant(state, kBases, piece_bases(state, layout), longs, {kGroups, kPiecesPerGroup, 1});
-    auto positions = buf.index.narrow(0, 0, v.pieces * m).view({kGroups, kPiecesPerGroup, m});
-    const auto groups = buf.rows.rows(0, r.target(), kGroups).unsqueeze(1);  // p, t, 0
-    at::add_out(positions, groups, bases);
-  }
+  write_positions(state, o, layout, buf, v);
   finish(state, b, o, buf, v, /*can_be_bad=*/true);
 }
 
