@@ -747,8 +747,9 @@ TEST(ClassificationKernels, DevicePathEdgesMatchTheCpuPath) {
 }
 
 // top_k > 1 on both paths against a brute-force count: tied scores (-0.0 with 0.0, and at
-// infinity), NaN rows, targets out of range and ignored, bad weights, strided scores, and num_classes
-// below, near and above the width the device path sorts into.
+// infinity), NaN rows (of either sign, anywhere in the row), targets out of range and ignored, bad
+// weights (NaN, negative, infinite), strided scores, and num_classes below, near and above the width
+// the device path sorts into.
 TEST(ClassificationKernels, TopKWithTiesMatchesABruteForceCountOnBothPaths) {
   auto gen = testing::generator(24);
   constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -759,9 +760,10 @@ TEST(ClassificationKernels, TopKWithTiesMatchesABruteForceCountOnBothPaths) {
       auto scores = at::tensor(levels, at::kDouble)
                         .index({at::randint(static_cast<int64_t>(levels.size()), {m, classes}, gen)});
       scores.index_put_({at::arange(0, m, 7), 0}, kNaN);
+      scores.index_put_({at::arange(3, m, 11), classes - 1}, -kNaN);
       auto target = at::randint(-1, classes + 1, {m}, gen);
       target.index_put_({at::arange(0, m, 5)}, 1);  // ignored
-      const auto weight = values({1, 0.5, 2, kNaN}).repeat({m / 4});
+      const auto weight = values({1, 0.5, 2, kNaN, 1, -1, kInf, 3}).repeat({m / 8});
       const auto o = Opts::multiclass(classes).top_k(k).ignore_index(1).weighted(true).average(Average::None);
       // the brute force: a row is right where fewer than k classes score above its target, or as
       // high at a lower index; else its prediction is the first maximum
@@ -772,7 +774,7 @@ TEST(ClassificationKernels, TopKWithTiesMatchesABruteForceCountOnBothPaths) {
         const double w = weight[i].item<double>();
         bool nan = false;
         for (int64_t c = 0; c < classes; ++c) nan = nan || std::isnan(s[i][c]);
-        if (nan || t < 0 || t >= classes || t == 1 || std::isnan(w)) continue;
+        if (nan || t < 0 || t >= classes || t == 1 || !(w >= 0 && w < kInf)) continue;
         int64_t ahead = 0, first_max = 0;
         for (int64_t c = 0; c < classes; ++c) {
           ahead += s[i][c] > s[i][t] || (s[i][c] == s[i][t] && c < t);
@@ -783,7 +785,6 @@ TEST(ClassificationKernels, TopKWithTiesMatchesABruteForceCountOnBothPaths) {
           (c == t && c == p ? tp : c == p ? fp : c == t ? fn : tn)[c] += w;
         }
       }
-      const auto want = values(tp).view({1, -1});
       for (const auto& preds : {scores.to(at::kFloat), scores.t().contiguous().t()}) {
         StatScores cpu(o), aten(o);
         ConfusionMatrix matrix_cpu(o), matrix_aten(o);

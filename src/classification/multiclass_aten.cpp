@@ -36,8 +36,8 @@ namespace {
 // The state's scratch tensors (MetricState::scratch): the update's buffers, made for a batch size
 // (kKey), and constants. (Slots apart from the other ATen paths': they share a state.)
 enum Scratch {
-  kKey = 100, kRows, kIndex, kValues, kDropped, kBest, kClamped, kLow, kHigh, kPredLow, kPredHigh, kBases, kTermA,
-  kTermB, kPadded
+  kKey = 100, kRows, kIndex, kValues, kDropped, kBestScores, kClamped, kLow, kHigh, kPredLow, kPredHigh, kBases,
+  kTermA, kTermB, kPadded, kEnds, kWrongMask
 };
 
 // The class rows, each one batch long, for top_k = k.
@@ -45,7 +45,8 @@ struct RowLayout {
   int64_t k;
   // 0 .. k-1: p (argmax, or the predicted labels clamped into range); top_k > 1: the k best classes
   int64_t target_copy() const { return k; }  // the target as it is (clamped to the int64 range), twice
-  int64_t target() const { return k + 2; }   // the target clamped into [0, C), k + 1 times; then ignore_index
+  int64_t target() const { return k + 2; }   // the target clamped into [0, C), k + 1 times
+  int64_t ignore() const { return 2 * k + 3; }  // ignore_index (0 without one)
   int64_t zero() const { return 2 * k + 4; }    // the position of the fixed pieces' group
   int64_t pred_copy() const { return 2 * k + 5; }  // the predicted labels as they are
   int64_t count() const { return 2 * k + 6; }
@@ -57,17 +58,23 @@ struct RowLayout {
 // > 1, where they are the columns of the sort's (m, W) index buffer (the clamp overwrites columns
 // from k on, which the sort wrote and nothing reads).
 struct ClassRows {
-  at::Tensor buffer;  // 2-D: (rows, m) or (m, W)
+  at::Tensor buffer;  // 2-D: (rows, m), or (m, W) where sorted
+  bool sorted;
   int64_t m, row_stride, sample_stride;
 
-  ClassRows(at::Tensor b, int64_t top_k)
+  static ClassRows allocate(int64_t m, int64_t k, int64_t width, const at::TensorOptions& longs) {
+    return {k > 1 ? at::zeros({m, width}, longs) : at::zeros({RowLayout{k}.count(), m}, longs), k > 1};
+  }
+  ClassRows(at::Tensor b, bool sorted_columns)
       : buffer(std::move(b)),
-        m(top_k == 1 ? buffer.size(1) : buffer.size(0)),
-        row_stride(top_k == 1 ? m : 1),
-        sample_stride(top_k == 1 ? 1 : buffer.size(1)) {}
+        sorted(sorted_columns),
+        m(sorted ? buffer.size(0) : buffer.size(1)),
+        row_stride(sorted ? 1 : m),
+        sample_stride(sorted ? buffer.size(1) : 1) {}
   // `count` rows starting at first, first + step, ...: one strided view
   at::Tensor rows(int64_t first, int64_t step, int64_t count) const {
-    return buffer.as_strided({count, m}, {step * row_stride, sample_stride}, buffer.storage_offset() + first * row_stride);
+    const auto offset = buffer.storage_offset() + first * row_stride;
+    return buffer.as_strided({count, m}, {step * row_stride, sample_stride}, offset);
   }
   at::Tensor row(int64_t r) const { return rows(r, 1, 1).select(0, 0); }
 };
@@ -116,15 +123,20 @@ const std::vector<double> kB{1, -1, 0, -1, 1, 0, 0, 0, 0};
 
 struct Buffers {
   ClassRows rows;
-  at::Tensor index, values, dropped, best, clamped, padded;
+  at::Tensor index, values, dropped, clamped;
+  // each row's best score (top_k 1), or its scores best first; where sorted, the larger of each
+  // row's first and last (the sort's ends), the padded copy sorted where the scores are not, and
+  // wrong as a mask
+  at::Tensor best_scores, ends, padded, wrong_mask;
 };
 
 Buffers buffers(MetricState& state, const ClassificationOptions& o, CountLayout layout, const ClassificationBatch& b) {
   const int64_t m = b.target.size(0), k = o.top_k();
   const RowLayout r{k};
   const auto width = r.sorted_width(o.num_classes());
-  // the scores are sorted from a copy where the sort's buffers are wider than they, or they are strided
-  const bool copied = k > 1 && (width > b.preds.size(1) || !b.preds.is_contiguous());
+  // the scores are sorted from a copy where the sort's buffers are wider than they, or they are
+  // strided (a sort writes into its outputs only where its input is laid out as they are)
+  const bool copied = k > 1 && (width > b.preds.size(1) || b.preds.stride(1) != 1 || b.preds.stride(0) != width);
   // (the weight flags' row and the dropped rows are written only where an update has them)
   if (key_changed(state, kKey, {m, static_cast<int64_t>(b.preds.scalar_type()), b.weight.has_value(), copied})) {
     const auto longs = at::TensorOptions().dtype(at::kLong).device(state.device());
@@ -145,19 +157,22 @@ Buffers buffers(MetricState& state, const ClassificationOptions& o, CountLayout 
     }
     auto values = at::zeros({v.length()}, longs.dtype(state.count_dtype()));
     values[v.tail()].fill_(1);  // the update count's piece
-    state.scratch(kRows) = k == 1 ? at::zeros({r.count(), m}, longs) : at::zeros({m, width}, longs);
+    state.scratch(kRows) = ClassRows::allocate(m, k, width, longs).buffer;
     state.scratch(kIndex) = upload(positions, longs);
     state.scratch(kValues) = values;
     state.scratch(kDropped) = at::zeros({m}, longs.dtype(at::kBool));
-    state.scratch(kBest) = k == 1 ? at::empty({m}, b.preds.options()) : at::empty({m, width}, b.preds.options());
     state.scratch(kClamped) = at::empty({m}, longs.dtype(at::kDouble));
+    state.scratch(kBestScores) = k == 1 ? at::empty({m}, b.preds.options()) : at::empty({m, width}, b.preds.options());
+    state.scratch(kEnds) = k == 1 ? at::Tensor() : at::empty({m}, b.preds.options());
     // the columns past num_classes sort last (after the classes at -inf: a stable sort keeps their order)
     state.scratch(kPadded) =
         copied ? at::full({m, width}, -std::numeric_limits<double>::infinity(), b.preds.options()) : at::Tensor();
+    const bool masks_wrong = k > 1 && layout == CountLayout::Matrix;
+    state.scratch(kWrongMask) = masks_wrong ? at::empty({m}, longs.dtype(at::kBool)) : at::Tensor();
   }
-  return {ClassRows(state.scratch(kRows), k), state.scratch(kIndex),   state.scratch(kValues),
-          state.scratch(kDropped),            state.scratch(kBest),    state.scratch(kClamped),
-          state.scratch(kPadded)};
+  return {ClassRows(state.scratch(kRows), k > 1), state.scratch(kIndex),      state.scratch(kValues),
+          state.scratch(kDropped),                state.scratch(kClamped),    state.scratch(kBestScores),
+          state.scratch(kEnds),                   state.scratch(kPadded),     state.scratch(kWrongMask)};
 }
 
 // A constant of the state's device, made once.
@@ -217,6 +232,26 @@ void finish(MetricState& state, const ClassificationBatch& b, const Classificati
   state.count_buffer().put_(buf.index, buf.values.narrow(0, v.put_begin(), v.put_length()), /*accumulate=*/true);
 }
 
+// The predicted classes into row 0 (where sorted, the k best into rows 0 .. k-1, in order, ties
+// to the lower class as argmax takes the first maximum), and the flags of the rows that hold a NaN
+// score into `nan_flags`. max gives NaN in such a row; a descending sort puts NaN first, but CUDA's
+// radix sorts order NaN by its bits and put a NaN with the sign bit set last (below -inf, the
+// padding's too), so the larger of the sort's two ends is the NaN.
+void predict(Buffers& buf, const ClassificationBatch& b, at::Tensor nan_flags) {
+  auto best = buf.best_scores;
+  if (!buf.rows.sorted) {
+    auto pred = buf.rows.row(0);
+    at::max_out(best, pred, b.preds, 1);  // the first maximal index
+  } else {
+    if (buf.padded.defined()) buf.padded.narrow(1, 0, b.preds.size(1)).copy_(b.preds);
+    const auto& scores = buf.padded.defined() ? buf.padded : b.preds;
+    at::sort_out(best, buf.rows.buffer, scores, /*stable=*/true, 1, /*descending=*/true);
+    at::maximum_out(buf.ends, best.select(1, 0), best.select(1, best.size(1) - 1));
+    best = buf.ends;
+  }
+  at::ne_out(nan_flags, best, best);
+}
+
 // Without num_classes: one class, labels compared as they are; targets are never bad, predictions
 // only where scores are NaN.
 void count_unknown_classes(MetricState& state, const ClassificationBatch& b, const ClassificationOptions& o) {
@@ -225,14 +260,8 @@ void count_unknown_classes(MetricState& state, const ClassificationBatch& b, con
   const ValuesLayout v{m, piece_rows(CountLayout::PerClass), 1};
   const auto flags = rows_at(buf.values, v.kinds(), m, kKinds, m);
   auto wrong = buf.values.narrow(0, v.wrong(), m);
-  auto pred = b.preds;
-  if (b.scores) {
-    pred = buf.rows.row(0);
-    at::max_out(buf.best, pred, b.preds, 1);
-    auto nan = flags.select(0, 1);
-    at::ne_out(nan, buf.best, buf.best);
-  }
-  at::ne_out(wrong, pred, b.target);
+  if (b.scores) predict(buf, b, flags.select(0, 1));
+  at::ne_out(wrong, b.scores ? buf.rows.row(0) : b.preds, b.target);
   if (o.ignore_index()) {
     auto not_ignored = buf.values.narrow(0, v.not_ignored(), m);
     at::ne_out(not_ignored, b.target, *o.ignore_index());
@@ -241,30 +270,11 @@ void count_unknown_classes(MetricState& state, const ClassificationBatch& b, con
   finish(state, b, o, buf, v, b.scores || b.weight);
 }
 
-// The predicted classes into row 0 (top_k > 1: the k best into rows 0 .. k-1, in order, ties to
-// the lower class as argmax takes the first maximum); returns each row's best score, NaN where the
-// row has a NaN (a descending sort puts NaN first).
-at::Tensor predict(Buffers& buf, const ClassificationBatch& b, int64_t k) {
-  if (k == 1) {
-    auto pred = buf.rows.row(0);
-    at::max_out(buf.best, pred, b.preds, 1);  // the first maximal index
-    return buf.best;
-  }
-  if (buf.padded.defined()) buf.padded.narrow(1, 0, b.preds.size(1)).copy_(b.preds);
-  const auto& scores = buf.padded.defined() ? buf.padded : b.preds;
-  at::sort_out(buf.best, buf.rows.buffer, scores, /*stable=*/true, 1, /*descending=*/true);
-  return buf.best.select(1, 0);
-}
-
 // The predicted classes, and the bad-prediction flags into `flags` (NaN scores, or labels out of
 // range: the labels are written clamped into range and as they are).
 void write_predictions(MetricState& state, const ClassificationBatch& b, const ClassificationOptions& o, Buffers& buf,
                        at::Tensor flags) {
-  if (b.scores) {
-    const auto best = predict(buf, b, o.top_k());
-    at::ne_out(flags, best, best);
-    return;
-  }
+  if (b.scores) return predict(buf, b, flags);
   const auto longs = buf.index.options();
   const auto low = constant<int64_t>(state, kPredLow, {0, kMinLong}, longs, {2, 1});
   const auto high = constant<int64_t>(state, kPredHigh, {o.num_classes() - 1, kMaxLong}, longs, {2, 1});
@@ -278,14 +288,16 @@ void write_predictions(MetricState& state, const ClassificationBatch& b, const C
 // (twice), clamped into range (k + 1 times), then ignore_index and 0 (between equal bounds).
 void write_targets(MetricState& state, const ClassificationBatch& b, const ClassificationOptions& o, Buffers& buf) {
   const RowLayout r{o.top_k()};
-  const int64_t ignore = o.ignore_index().value_or(0), count = r.zero() + 1 - r.target_copy();
-  std::vector<int64_t> low{kMinLong, kMinLong}, high{kMaxLong, kMaxLong};
-  low.insert(low.end(), r.k + 1, 0);
-  high.insert(high.end(), r.k + 1, o.num_classes() - 1);
-  low.insert(low.end(), {ignore, 0});
-  high.insert(high.end(), {ignore, 0});
+  const int64_t first = r.target_copy(), count = r.zero() + 1 - first;
+  std::vector<int64_t> low(count, 0), high(count, o.num_classes() - 1);
+  for (const auto row : {first, first + 1}) {
+    low[row - first] = kMinLong;
+    high[row - first] = kMaxLong;
+  }
+  low[r.ignore() - first] = high[r.ignore() - first] = o.ignore_index().value_or(0);
+  low[r.zero() - first] = high[r.zero() - first] = 0;
   const auto longs = buf.index.options();
-  auto out = buf.rows.rows(r.target_copy(), 1, count);
+  auto out = buf.rows.rows(first, 1, count);
   at::clamp_out(out, b.target.unsqueeze(0).expand({count, buf.rows.m}), constant(state, kLow, low, longs, {count, 1}),
                 constant(state, kHigh, high, longs, {count, 1}));
 }
@@ -311,7 +323,10 @@ void write_positions(MetricState& state, const ClassificationOptions& o, CountLa
   const auto tc = buf.rows.row(r.target());
   if (layout == CountLayout::Matrix) {
     auto pred = buf.rows.row(0);
-    if (r.k > 1) at::where_out(pred, buf.values.narrow(0, v.wrong(), v.m).to(at::kBool), pred, tc);
+    if (r.k > 1) {
+      at::ne_out(buf.wrong_mask, buf.values.narrow(0, v.wrong(), v.m), 0);
+      at::where_out(pred, buf.wrong_mask, pred, tc);
+    }
     auto cells = buf.index.narrow(0, 0, v.m);
     at::add_out(cells, pred, tc, o.num_classes());
     cells.add_(state.offset(1));
