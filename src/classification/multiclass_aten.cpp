@@ -86,20 +86,27 @@ constexpr int64_t kMinLong = std::numeric_limits<int64_t>::min(), kMaxLong = std
 int64_t piece_rows(CountLayout layout) { return layout == CountLayout::Matrix ? 1 : kGroups * kPiecesPerGroup; }
 
 // Where the values buffer holds what, in rows of the batch size m, for top_k = k: the k rows that
-// ne writes before the kinds' (p != t, or each of the k best != t), one stride apart, then (for
-// k > 1) the wrong flags, the put_ region (the pieces, one row per bad-input kind, the tail), and
-// the not-ignored flags one stride after the first kind row: the rows ne writes are one strided
-// view, and the stride leaves room for what lies between them.
+// ne writes before the kinds' (p != t, or each of the k best != t), one stride apart; the put_
+// region (the pieces, one row per bad-input kind, the tail) ending the first kind row's stride;
+// the not-ignored flags one stride after the first kind row; and for k > 1 the wrong flags last.
+// The rows ne writes are one strided view. For k = 1 the stride leaves room for the pieces after
+// wrong, which addcmul reads as it writes them; for k > 1 the k rows are spent once amin has read
+// them, before the pieces are written, so they may lie under the pieces and the stride need only
+// leave room for the kinds and the tail (and reach far enough for the pieces to start at 0).
 struct ValuesLayout {
   int64_t m, pieces, k;
-  int64_t stride() const { return std::max((pieces + 2) * m, kKinds * m + kTailPieces); }
-  int64_t wrong() const { return k == 1 ? 0 : (k - 1) * stride() + m; }
+  int64_t stride() const {
+    const int64_t kinds_and_tail = kKinds * m + kTailPieces;
+    if (k == 1) return std::max((pieces + 2) * m, kinds_and_tail);
+    return std::max((pieces * m + k - 1) / k, kinds_and_tail);
+  }
   int64_t kinds() const { return k * stride(); }
   int64_t put_begin() const { return kinds() - pieces * m; }
   int64_t tail() const { return kinds() + kKinds * m; }
   int64_t put_length() const { return tail() + kTailPieces - put_begin(); }
   int64_t not_ignored() const { return kinds() + stride(); }
-  int64_t length() const { return not_ignored() + m; }
+  int64_t wrong() const { return k == 1 ? 0 : not_ignored() + m; }
+  int64_t length() const { return (k == 1 ? not_ignored() : wrong()) + m; }
 };
 
 // The spare slot: where a piece goes that counts nothing.
