@@ -22,6 +22,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <array>
 #include <limits>
 #include <utility>
 #include <vector>
@@ -182,11 +183,12 @@ Buffers buffers(MetricState& state, const ClassificationOptions& o, CountLayout 
           state.scratch(kEnds),                   state.scratch(kPadded),     state.scratch(kWrongMask)};
 }
 
-// A constant of the state's device, made once.
-template <class T>
-at::Tensor constant(MetricState& state, Scratch which, const std::vector<T>& values, const at::TensorOptions& options,
-                    at::IntArrayRef shape) {
-  return state.scratch(which, [&] { return upload(values, options).view(shape); });
+// A constant of the state's device, made once from the values `values()` gives (called on the
+// first update only).
+template <class Make>
+at::Tensor constant(MetricState& state, Scratch which, const at::TensorOptions& options, at::IntArrayRef shape,
+                    Make values) {
+  return state.scratch(which, [&] { return upload(values(), options).view(shape); });
 }
 
 // `count` rows of `buffer` (1-D, rows m long) starting at offsets first, first + step, ...: one
@@ -219,8 +221,8 @@ void finish(MetricState& state, const ClassificationBatch& b, const Classificati
       at::eq_out(cells, buf.dropped, false);
     }
   } else {
-    const auto a = constant(state, kTermA, kA, counts, {v.pieces, 1});
-    const auto bb = constant(state, kTermB, kB, counts, {v.pieces, 1});
+    const auto a = constant(state, kTermA, counts, {v.pieces, 1}, [] { return kA; });
+    const auto bb = constant(state, kTermB, counts, {v.pieces, 1}, [] { return kB; });
     at::addcmul_out(pieces, a, bb, wrong);
     if (b.weight) pieces.mul_(*b.weight);
     if (can_be_bad) pieces.masked_fill_(buf.dropped, 0);
@@ -283,17 +285,20 @@ void write_predictions(MetricState& state, const ClassificationBatch& b, const C
                        at::Tensor flags) {
   if (b.scores) return predict(buf, b, flags);
   const auto longs = buf.index.options();
-  const auto low = constant<int64_t>(state, kPredLow, {0, kMinLong}, longs, {2, 1});
-  const auto high = constant<int64_t>(state, kPredHigh, {o.num_classes() - 1, kMaxLong}, longs, {2, 1});
+  const auto low = constant(state, kPredLow, longs, {2, 1}, [] { return std::vector<int64_t>{0, kMinLong}; });
+  const auto high = constant(state, kPredHigh, longs, {2, 1}, [&] {
+    return std::vector<int64_t>{o.num_classes() - 1, kMaxLong};
+  });
   const auto copy = RowLayout{o.top_k()}.pred_copy();
   auto out = buf.rows.rows(0, copy, 2);
   at::clamp_out(out, b.preds.unsqueeze(0).expand({2, buf.rows.m}), low, high);
   at::ne_out(flags, buf.rows.row(copy), buf.rows.row(0));
 }
 
-// The rows from target_copy() to zero(), in one clamp between per-row bounds: the target as it is
-// (twice), clamped into range (k + 1 times), then ignore_index and 0 (between equal bounds).
-void write_targets(MetricState& state, const ClassificationBatch& b, const ClassificationOptions& o, Buffers& buf) {
+// The bounds ([low, high]) of the clamp that writes the rows from target_copy() to zero(): the
+// target as it is (twice), clamped into range (k + 1 times), then ignore_index and 0 (between equal
+// bounds).
+std::array<std::vector<int64_t>, 2> target_bounds(const ClassificationOptions& o) {
   const RowLayout r{o.top_k()};
   const int64_t first = r.target_copy(), count = r.zero() + 1 - first;
   std::vector<int64_t> low(count, 0), high(count, o.num_classes() - 1);
@@ -303,10 +308,18 @@ void write_targets(MetricState& state, const ClassificationBatch& b, const Class
   }
   low[r.ignore() - first] = high[r.ignore() - first] = o.ignore_index().value_or(0);
   low[r.zero() - first] = high[r.zero() - first] = 0;
+  return {low, high};
+}
+
+// The rows from target_copy() to zero(), in one clamp between per-row bounds (target_bounds).
+void write_targets(MetricState& state, const ClassificationBatch& b, const ClassificationOptions& o, Buffers& buf) {
+  const RowLayout r{o.top_k()};
+  const int64_t first = r.target_copy(), count = r.zero() + 1 - first;
   const auto longs = buf.index.options();
+  const auto low = constant(state, kLow, longs, {count, 1}, [&] { return target_bounds(o)[0]; });
+  const auto high = constant(state, kHigh, longs, {count, 1}, [&] { return target_bounds(o)[1]; });
   auto out = buf.rows.rows(first, 1, count);
-  at::clamp_out(out, b.target.unsqueeze(0).expand({count, buf.rows.m}), constant(state, kLow, low, longs, {count, 1}),
-                constant(state, kHigh, high, longs, {count, 1}));
+  at::clamp_out(out, b.target.unsqueeze(0).expand({count, buf.rows.m}), low, high);
 }
 
 // [p != tc (each of the k best), bad target, not ignored]: one ne into the values' rows that
@@ -340,7 +353,9 @@ void write_positions(MetricState& state, const ClassificationOptions& o, CountLa
     return;
   }
   const auto longs = buf.index.options();
-  const auto bases = constant(state, kBases, piece_bases(state, layout), longs, {kGroups, kPiecesPerGroup, 1});
+  const auto bases = constant(state, kBases, longs, {kGroups, kPiecesPerGroup, 1}, [&] {
+    return piece_bases(state, layout);
+  });
   auto positions = buf.index.narrow(0, 0, v.pieces * v.m).view({kGroups, kPiecesPerGroup, v.m});
   const auto groups = buf.rows.rows(0, r.target(), kGroups).unsqueeze(1);  // p, t, 0
   at::add_out(positions, groups, bases);
