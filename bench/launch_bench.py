@@ -266,7 +266,7 @@ def aggregator_configs(nm):
             make = functools.partial(getattr(nm, class_name), nan_strategy=strategy)
             configs += [Config(f"{class_name} {label}, {input_name}", make, make_inputs, AGGREGATOR_BUDGET)
                         for input_name, make_inputs, takers in inputs if class_name in takers]
-    # float32 accumulators (dtype=torch.float32): the count and tally keep a float64 buffer of their own
+    # float32 metrics (dtype=torch.float32): they accumulate in float64 and round their value
     for class_name in ("MeanMetric", "SumMetric"):
         make = functools.partial(getattr(nm, class_name), dtype=torch.float32)
         configs += [Config(f"{class_name} warn dtype=float32, {input_name}", make, make_inputs, AGGREGATOR_BUDGET)

@@ -29,7 +29,7 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 bool is_float(at::ScalarType t) { return t == at::kFloat || t == at::kDouble || t == at::kHalf || t == at::kBFloat16; }
 bool is_integral(at::ScalarType t) { return at::isIntegralType(t, /*includeBool=*/true); }
 
-// A finite host scalar that a float32 state cannot hold: refused as a weight or replacement.
+// A finite host scalar that a float32 state (Min's, Max's) cannot hold: refused as a replacement.
 bool beyond_float32(double v, at::ScalarType state) {
   return state == at::kFloat && std::isfinite(v) && std::fabs(v) > std::numeric_limits<float>::max();
 }
@@ -151,8 +151,9 @@ bool options_valid(const Config& c) {
   if (!c.classification) {
     const auto& policy = c.agg_options.nan_policy();
     const auto dtype = c.agg_options.dtype();
+    const bool extremum = c.agg == AggKind::Min || c.agg == AggKind::Max;
     return (dtype == at::kDouble || dtype == at::kFloat) &&
-           !(policy.strategy == metrics::NanStrategy::Replace && beyond_float32(policy.replacement, dtype));
+           !(extremum && policy.strategy == metrics::NanStrategy::Replace && beyond_float32(policy.replacement, dtype));
   }
   const auto& o = c.cls_options;
   const auto k = o.num_classes();
@@ -282,12 +283,11 @@ Call draw_aggregation_call(Source& in, const Config& c) {
     weight = in.tensor(shape, in.float_dtype(/*allow_wrong=*/true), Values::Weights);
   }
 
-  // Values and weights may be floating, integer or bool tensors; a host weight must fit the state;
-  // a host value is a 0-dim one, which a weight tensor must broadcast to.
+  // Values and weights may be floating, integer or bool tensors; a host value is a 0-dim one, which a
+  // weight tensor must broadcast to.
   Call call;
   const auto value_sizes = value.defined() ? value.sizes() : c10::IntArrayRef{};
-  call.rejected = (weight.defined() && !at::is_expandable_to(weight.sizes(), value_sizes)) ||
-                  (!extremum && beyond_float32(weight_scalar, c.agg_options.dtype())) || form == Form::Broken;
+  call.rejected = (weight.defined() && !at::is_expandable_to(weight.sizes(), value_sizes)) || form == Form::Broken;
   call.text = args_text({{"value", value}, {"weight", weight}}, form, broken);
   if (!value.defined()) call.text += c10::str(" value ", scalar);
   if (weight_mode == 2) call.text += c10::str(" weight ", weight_scalar);

@@ -13,7 +13,8 @@ namespace {
 
 using metrics::NanStrategy;
 
-constexpr double kFloatMax = std::numeric_limits<float>::max();
+// Beyond this a sum may overflow float64 in one order and not in another.
+constexpr long double kSumLimit = 1e300L;
 
 bool same_or_both_nan(long double a, long double b) { return (std::isnan(a) && std::isnan(b)) || a == b; }
 
@@ -47,14 +48,6 @@ std::vector<int64_t> target_labels(const at::Tensor& t) {
 
 // NaN, negative and infinite weights are bad input.
 bool weight_ok(double w) { return w >= 0 && w <= std::numeric_limits<double>::max(); }
-
-// Whether narrowing `x` to float32 keeps x * other: not beyond float32's range, and not so small
-// that it becomes 0 where `other` is infinite (inf * 0 is NaN).
-bool fits_float(double x, double other) {
-  if (!std::isfinite(x)) return true;
-  if (std::fabs(x) > kFloatMax) return false;
-  return std::isfinite(other) || x == 0 || std::fabs(x) >= std::numeric_limits<float>::min();
-}
 
 bool is_extremum(AggKind kind) { return kind == AggKind::Min || kind == AggKind::Max; }
 
@@ -149,20 +142,14 @@ void AggReference::update(const at::Tensor& value, double scalar, const at::Tens
       }
       continue;
     }
-    // A float32 state narrows the value (ATen path) or the batch sum (CPU path): the two agree
-    // only for values float32 holds.
     const long double product = static_cast<long double>(x) * w;
-    if (float32 && (!fits_float(x, w) || !fits_float(w, x) || (std::isfinite(product) && std::fabs(product) > kFloatMax))) {
-      comparable = false;
-    }
     sum_wx += product;
     sum_w += w;
     if (std::isfinite(product)) scale_wx += std::fabs(product);
     if (std::isfinite(w)) scale_w += std::fabs(w);
   }
   // Beyond this a partial sum may overflow in one order and not in another.
-  const long double limit = float32 ? 1e37L : 1e300L;
-  if (scale_wx > limit || scale_w > limit) comparable = false;
+  if (scale_wx > kSumLimit || scale_w > kSumLimit) comparable = false;
   tally.record(extremum_kind ? std::vector<int64_t>{nans} : std::vector<int64_t>{nans, infinite_weights},
                policy.counts());
 }
@@ -174,8 +161,7 @@ void AggReference::merge(const AggReference& other, bool appended) {
   scale_wx += other.scale_wx;
   scale_w += other.scale_w;
   comparable = comparable && other.comparable;
-  const long double limit = config.agg_options.dtype() == at::kFloat ? 1e37L : 1e300L;
-  if (scale_wx > limit || scale_w > limit) comparable = false;
+  if (scale_wx > kSumLimit || scale_w > kSumLimit) comparable = false;
   if (std::isnan(other.extremum) || std::isnan(extremum)) {
     extremum = std::numeric_limits<double>::quiet_NaN();
   } else {
@@ -185,8 +171,12 @@ void AggReference::merge(const AggReference& other, bool appended) {
 
 namespace {
 
-long double agg_rtol(const Config& c) { return c.agg_options.dtype() == at::kFloat ? 1e-5L : 1e-12L; }
-long double agg_atol(const Config& c) { return c.agg_options.dtype() == at::kFloat ? 1e-30L : 1e-300L; }
+// Mean and Sum accumulate in float64 whatever their dtype; a float32 one rounds its value.
+constexpr long double kStateRtol = 1e-12L, kStateAtol = 1e-300L;
+long double value_rtol(const Config& c) { return c.agg_options.dtype() == at::kFloat ? 1e-5L : kStateRtol; }
+long double value_atol(const Config& c) { return c.agg_options.dtype() == at::kFloat ? 1e-30L : kStateAtol; }
+// A value beyond this may overflow the value's dtype.
+long double value_limit(const Config& c) { return c.agg_options.dtype() == at::kFloat ? 1e37L : kSumLimit; }
 
 }  // namespace
 
@@ -201,20 +191,19 @@ void AggReference::expect_state(const metrics::Metric& metric) const {
   if (!comparable) return;
   const auto total = as_doubles(dict.at("total"));
   const auto compensation = as_doubles(dict.at("compensation"));
-  // A float64 state's compensation covers its packed row, where the totals follow the update count;
-  // where a total is not finite its compensation is NaN and left out (compensated_totals).
-  const size_t at = compensation.size() == total.size() ? 0 : 1;
+  // The compensation covers the packed row, where the totals follow the update count; where a total
+  // is not finite its compensation is NaN and left out (compensated_totals).
   const auto compensated = [&](size_t k) {
-    return std::isfinite(total[k]) ? static_cast<long double>(total[k]) + compensation[at + k]
+    return std::isfinite(total[k]) ? static_cast<long double>(total[k]) + compensation[1 + k]
                                    : static_cast<long double>(total[k]);
   };
   const long double wx = compensated(0);
-  FUZZ_CHECK(close(wx, sum_wx, agg_rtol(config) * scale_wx + agg_atol(config)), metric.name(), ": sum of w*x is ",
+  FUZZ_CHECK(close(wx, sum_wx, kStateRtol * scale_wx + kStateAtol), metric.name(), ": sum of w*x is ",
              static_cast<double>(wx), ", expected ", static_cast<double>(sum_wx), " (scale ",
              static_cast<double>(scale_wx), ")");
   if (total.size() < 2) return;
   const long double w = compensated(1);
-  FUZZ_CHECK(close(w, sum_w, agg_rtol(config) * scale_w + agg_atol(config)), metric.name(), ": sum of weights is ",
+  FUZZ_CHECK(close(w, sum_w, kStateRtol * scale_w + kStateAtol), metric.name(), ": sum of weights is ",
              static_cast<double>(w), ", expected ", static_cast<double>(sum_w));
 }
 
@@ -227,8 +216,9 @@ void AggReference::expect_value(const at::Tensor& value) const {
     return;
   }
   if (!comparable) return;
-  const long double rtol = agg_rtol(config), atol = agg_atol(config);
+  const long double rtol = value_rtol(config), atol = value_atol(config);
   if (config.agg == AggKind::Sum) {
+    if (std::fabs(sum_wx) > value_limit(config)) return;
     FUZZ_CHECK(close(got, sum_wx, rtol * scale_wx + atol), "value ", static_cast<double>(got), ", expected ",
                static_cast<double>(sum_wx));
     return;
@@ -236,7 +226,7 @@ void AggReference::expect_value(const at::Tensor& value) const {
   // The mean is ill-conditioned where the weights cancel: compare only where they do not.
   if (!std::isfinite(sum_w) || std::fabs(sum_w) <= 1e3L * (rtol * scale_w + atol)) return;
   const long double want = sum_wx / sum_w;
-  if (std::fabs(want) > (config.agg_options.dtype() == at::kFloat ? 1e37L : 1e300L)) return;  // may overflow
+  if (std::fabs(want) > value_limit(config)) return;
   const long double tol = (rtol * scale_wx + atol) / std::fabs(sum_w) + std::fabs(want) * 4 * rtol * scale_w / std::fabs(sum_w);
   FUZZ_CHECK(close(got, want, tol), "mean ", static_cast<double>(got), ", expected ", static_cast<double>(want));
 }

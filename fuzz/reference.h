@@ -3,8 +3,7 @@
 // Simple references for the fuzz target: host loops in long double over the same inputs, written
 // from the headers' documentation rather than from the implementation. They follow each metric's
 // update count and bad-input tally exactly, and its sums, counts and extrema where that is simple
-// (sums only while no partial sum can overflow, float32 accumulators only for values float32 can
-// hold): outside that, `comparable` goes false and only the tally is checked.
+// (sums only while no partial sum can overflow): outside that, `comparable` goes false and only the tally is checked.
 
 #include <ATen/core/Tensor.h>
 #include <c10/util/Optional.h>

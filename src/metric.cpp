@@ -30,7 +30,8 @@ constexpr char kDescriptionKey[] = "_metric";
 // classification metric's) reads as it is.
 // 3: a tally that counts its kinds cumulatively (weighted aggregators: NaN values, then NaN values
 // or infinite weights) holds them so; version 2 held each kind's own count.
-constexpr int64_t kStateFormatVersion = 3;
+// 4: float32 Mean and Sum accumulate in float64, as float64 ones do (upgrade_state converts theirs).
+constexpr int64_t kStateFormatVersion = 4;
 constexpr int64_t kOldestReadableVersion = 1;
 
 std::string as_text(const at::Tensor& bytes) {
@@ -59,6 +60,9 @@ class ExclusiveUpdate {
  private:
   std::atomic<bool>& busy_;
 };
+
+// A description's first line: the metric's name and options.
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 
 }  // namespace
 
@@ -254,37 +258,46 @@ void Metric::load_state_dict(const StateDict& dict) {
   const UpdateLocks locks(*state_, *state_);
   auto state = dict;
   const auto version = state.find(kVersionKey);
+  int64_t found = kStateFormatVersion;
   if (version != state.end()) {
     const auto& v = version->second;
     TORCH_CHECK_VALUE(v.defined() && !v.is_meta() && v.numel() == 1 && v.scalar_type() == at::kLong, name_,
                       ".load_state_dict: '", kVersionKey, "' must be one int64");
-    const auto found = v.item<int64_t>();
+    found = v.item<int64_t>();
     TORCH_CHECK_VALUE(found >= kOldestReadableVersion && found <= kStateFormatVersion, name_,
                       ".load_state_dict: the state is of format version ", found, ", this build reads versions ",
                       kOldestReadableVersion, " to ", kStateFormatVersion);
-    const auto described = state.find(kDescriptionKey);
-    TORCH_CHECK_VALUE(found == kStateFormatVersion ||
-                          (described != state.end() && as_text(described->second) == description()),
-                      name_, ".load_state_dict: the state is of format version ", found,
-                      ", whose layout this metric no longer has (version ", kStateFormatVersion,
-                      " counts aggregators in float64); it cannot be read by this build");
     state.erase(version);
+  }
+  const auto described = state.find(kDescriptionKey);
+  const bool has_text = described != state.end();
+  std::string text;
+  if (has_text) {
+    const auto& bytes = described->second;
+    TORCH_CHECK_VALUE(bytes.defined() && !bytes.is_meta() && bytes.scalar_type() == at::kByte && bytes.dim() == 1,
+                      name_, ".load_state_dict: '", kDescriptionKey, "' must be a 1-D uint8 tensor with values");
+    text = as_text(bytes);
+    state.erase(described);
+  }
+  const bool old = found < kStateFormatVersion;
+  const auto expected = old ? description_in_version(found) : description();
+  const auto difference = has_text ? first_difference(text, expected) : std::string();
+  // an old state of this metric and options whose layout it cannot tell, or no longer has
+  const bool unreadable = old && (!has_text || first_line(text) == first_line(expected));
+  TORCH_CHECK_VALUE(!unreadable || (has_text && difference.empty()), name_,
+                    ".load_state_dict: the state is of format version ", found,
+                    ", whose layout this metric no longer has (version ", kStateFormatVersion,
+                    " counts aggregators in float64); it cannot be read by this build");
+  TORCH_CHECK_VALUE(difference.empty(), name_, ".load_state_dict: the state is of another metric: it has ", difference,
+                    " here");
+  if (old) {
+    upgrade_state(state, found);
     const auto* tally = state_->bad_input();
     const auto counts = tally ? state.find("bad_input_counts") : state.end();
     if (found < 3 && counts != state.end() && counts->second.defined() && !counts->second.is_meta() &&
         counts->second.dim() == 1 && counts->second.size(0) == static_cast<int64_t>(tally->kinds().size()) + 1) {
       counts->second = tally->from_version_2(counts->second);
     }
-  }
-  const auto described = state.find(kDescriptionKey);
-  if (described != state.end()) {
-    const auto& text = described->second;
-    TORCH_CHECK_VALUE(text.defined() && !text.is_meta() && text.scalar_type() == at::kByte && text.dim() == 1, name_,
-                      ".load_state_dict: '", kDescriptionKey, "' must be a 1-D uint8 tensor with values");
-    const auto difference = first_difference(as_text(described->second), description());
-    TORCH_CHECK_VALUE(difference.empty(), name_, ".load_state_dict: the state is of another metric: it has ",
-                      difference, " here");
-    state.erase(described);
   }
   state_->load_state_dict(state, name_);
 }

@@ -108,11 +108,11 @@ TEST(Checkpoint, TruncatedCorruptedOrMissingFilesAreRefusedAndChangeNothing) {
 TEST(Checkpoint, StateDictsCarryTheFormatVersionAndTheMetric) {
   Accuracy accuracy(Opts::multiclass(5));
   auto dict = accuracy.state_dict();
-  EXPECT_EQ(dict.at("_version").item<int64_t>(), 3);
+  EXPECT_EQ(dict.at("_version").item<int64_t>(), 4);
   EXPECT_EQ(dict.at("_metric").scalar_type(), at::kByte);
-  dict["_version"] = at::full({}, 4, at::kLong);
+  dict["_version"] = at::full({}, 5, at::kLong);
   EXPECT_THROWS_WITH(accuracy.load_state_dict(dict), c10::ValueError,
-                     "the state is of format version 4, this build reads versions 1 to 3");
+                     "the state is of format version 5, this build reads versions 1 to 4");
 }
 
 TEST(Checkpoint, AVersionTwoWeightedMeanReadsItsKindsAsTheyWere) {
@@ -129,6 +129,82 @@ TEST(Checkpoint, AVersionTwoWeightedMeanReadsItsKindsAsTheyWere) {
   const auto report = resumed.bad_input_report();
   EXPECT_EQ(report.counts.at(0).second, 1);
   EXPECT_EQ(report.counts.at(1).second, 1);
+}
+
+// A float32 Mean of format version 3, as that version wrote it: its totals and their compensation
+// (2^24 + 1 and 3: more than the float32 total holds) in float32.
+StateDict version_three_float32_mean() {
+  const std::string text =
+      "Mean(nan_strategy=warn, dtype=Float)\nupdate_count Double[] sum\ntotal Float[2] sum\n"
+      "bad_input_counts Double[3] sum\nfirst_bad_update Double[1] min\ncompensation Float[2] sum\n";
+  return {{"_version", at::full({}, 3, at::kLong)},
+          {"_metric", at::tensor(std::vector<uint8_t>(text.begin(), text.end()))},
+          {"update_count", at::full({}, 2.0, at::kDouble)},
+          {"total", at::tensor({16777216.0f, 3.0f})},
+          {"compensation", at::tensor({1.0f, 0.0f})},
+          {"bad_input_counts", at::tensor({1.0, 1.0, 1.0}, at::kDouble)},
+          {"first_bad_update", at::full({1}, 1.0, at::kDouble)}};
+}
+
+TEST(Checkpoint, AVersionThreeFloat32MeanResumesWithItsTotalsInFloat64) {
+  Mean mean(AggregationOptions().dtype(at::kFloat));
+  mean.load_state_dict(version_three_float32_mean());
+  const auto dict = mean.state_dict();
+  EXPECT_TRUE(at::equal(dict.at("total"), at::tensor({16777217.0, 3.0}, at::kDouble)));
+  EXPECT_TRUE(at::equal(dict.at("compensation"), at::zeros({dict.at("compensation").numel()}, at::kDouble)));
+  EXPECT_TRUE(at::equal(dict.at("bad_input_counts"), at::tensor({1.0, 1.0, 1.0}, at::kDouble)));
+  mean.update(at::tensor({2.0f, 5.0f}));
+  EXPECT_EQ(mean.update_count(), 3);
+  EXPECT_EQ(mean.value().item<float>(), static_cast<float>(16777224.0 / 5.0));
+}
+
+// The old ATen path left a NaN (or -inf) compensation beside a total that overflowed; the value
+// was the total.
+TEST(Checkpoint, AnOverflowedVersionThreeFloat32SumStaysInfinite) {
+  auto dict = version_three_float32_mean();
+  dict["total"] = at::tensor({INFINITY, -INFINITY});
+  dict["compensation"] = at::tensor({NAN, -INFINITY});
+  Mean mean(AggregationOptions().dtype(at::kFloat));
+  mean.load_state_dict(dict);
+  EXPECT_TRUE(at::equal(mean.state_dict().at("total"), at::tensor({INFINITY, -INFINITY}, at::kDouble)));
+  EXPECT_TRUE(std::isnan(mean.value().item<float>()));  // inf / -inf, as before
+  dict["total"] = at::tensor({INFINITY, 2.0f});
+  dict["compensation"] = at::tensor({NAN, 0.0f});
+  mean.load_state_dict(dict);
+  EXPECT_EQ(mean.value().item<float>(), INFINITY);
+}
+
+TEST(Checkpoint, AnOldStateOfAnotherMetricSaysWhichAndABadDescriptionIsNamed) {
+  auto dict = version_three_float32_mean();
+  Sum sum(AggregationOptions().dtype(at::kFloat));
+  EXPECT_THROWS_WITH(sum.load_state_dict(dict), c10::ValueError,
+                     "Sum.load_state_dict: the state is of another metric: it has 'Mean(nan_strategy=warn, dtype=Float)' "
+                     "against 'Sum(nan_strategy=warn, dtype=Float)' here");
+  Accuracy accuracy(Opts::binary());
+  auto binary = accuracy.state_dict();
+  binary["_version"] = at::full({}, 3, at::kLong);
+  F1Score f1(Opts::binary());
+  EXPECT_THROWS_WITH(f1.load_state_dict(binary), c10::ValueError, "the state is of another metric: it has 'Binary");
+  dict["_metric"] = dict["_metric"].to(at::kFloat);
+  Mean mean(AggregationOptions().dtype(at::kFloat));
+  EXPECT_THROWS_WITH(mean.load_state_dict(dict), c10::ValueError,
+                     "Mean.load_state_dict: '_metric' must be a 1-D uint8 tensor with values");
+}
+
+TEST(Checkpoint, AVersionThreeFloat32StateOfAnotherShapeIsRefusedAndChangesNothing) {
+  Mean mean(AggregationOptions().dtype(at::kFloat));
+  mean.update(at::tensor({1.0f, 2.0f}));
+  const auto before = mean.state_dict();
+  auto wide = version_three_float32_mean();
+  wide["total"] = at::zeros({3});
+  EXPECT_THROWS_WITH(mean.load_state_dict(wide), c10::ValueError, "Mean.load_state_dict");
+  Mean float64_mean;
+  EXPECT_THROWS_WITH(float64_mean.load_state_dict(version_three_float32_mean()), c10::ValueError,
+                     "the state is of another metric: it has 'Mean(nan_strategy=warn, dtype=Float)'");
+  auto half = version_three_float32_mean();
+  half["compensation"] = at::zeros({2}, at::kHalf);
+  EXPECT_THROWS_WITH(mean.load_state_dict(half), c10::ValueError, "Mean.load_state_dict: 'total'");
+  EXPECT_TRUE(states_equal(mean.state_dict(), before));
 }
 
 TEST(Checkpoint, ATallyWithBadUpdatesButNoFirstIsRefusedAndChangesNothing) {
@@ -175,7 +251,9 @@ TEST(Checkpoint, AVersionOneAggregatorStateIsRefusedAndChangesNothing) {
   // a version-1 Mean: int64 count and tally, compensation as wide as the totals
   auto dict = before;
   dict["_version"] = at::full({}, 1, at::kLong);
-  dict["_metric"] = dict["_metric"].narrow(0, 0, 4);
+  auto text = mean.description();
+  text.replace(text.find("update_count Double"), 19, "update_count Long");
+  dict["_metric"] = at::tensor(std::vector<uint8_t>(text.begin(), text.end()));
   EXPECT_THROWS_WITH(mean.load_state_dict(dict), c10::ValueError,
                      "Mean.load_state_dict: the state is of format version 1, whose layout this metric no longer has");
   EXPECT_TRUE(states_equal(mean.state_dict(), before));

@@ -284,18 +284,26 @@ TEST(Autograd, InputsThatRequireGradNeverJoinTheStateToTheirGraph) {
 namespace metrics {
 namespace {
 
-TEST(Aggregation, HostScalarsBeyondAFloat32StateAreRefusedOrInfinityAlikeOnBothPaths) {
+// A float32 Mean or Sum accumulates in float64 and rounds its values: host scalars beyond float32's
+// range are taken, and a sum that went past it comes back. Min and Max keep float32 states.
+TEST(Aggregation, Float32SumsTakeHostScalarsBeyondFloat32AndExtremaRoundThemOnBothPaths) {
   const auto f32 = AggregationOptions().dtype(at::kFloat);
   EXPECT_THROWS_WITH(Min(AggregationOptions(f32).nan_policy(NanPolicy::replace(-1e300))), c10::ValueError,
                      "Min: nan_strategy = -1e+300 is beyond the range of the float32 state");
   on_both_paths([&] {
-    Sum sum(f32);
-    const auto before = sum.state_dict();
-    EXPECT_THROWS_WITH(sum.update(at::ones({2, 2}).t(), -1e300), c10::ValueError,
-                       "Sum.update: weight = -1e+300 is beyond the range of the float32 state");
-    EXPECT_TRUE(states_equal(sum.state_dict(), before));
-    sum.update(1e300);  // a value: stored as float32 stores it
+    Mean mean(f32);
+    mean.update(at::full({2, 2}, 3.0f).t(), -1e300);
+    mean.update(1e300, 2.0);
+    EXPECT_EQ(mean.value().scalar_type(), at::kFloat);
+    EXPECT_EQ(mean.value().item<float>(), 2.5f);  // (-12e300 + 2e300) / (-4e300 + 2)
+    Sum sum(AggregationOptions(f32).nan_policy(NanPolicy::replace(3e38)));
+    sum.update(1e300, 1e-300);
+    EXPECT_EQ(sum.value().item<float>(), 1.0f);
+    sum.update(at::full({2}, NAN));  // two replacements: 6e38 + 1
     EXPECT_EQ(sum.value().item<float>(), INFINITY);
+    sum.update(-3e38);
+    EXPECT_EQ(sum.value().item<float>(), 3e38f);
+    EXPECT_EQ(sum.state_dict().at("total").scalar_type(), at::kDouble);
     Max high(f32);
     high.update(1e300);
     EXPECT_EQ(high.value().item<float>(), INFINITY);

@@ -21,8 +21,9 @@ struct AggregationOptions {
   /// dropped and counted by kind ("NaN values", "infinite weights"), or replaced. Default: warn
   /// (TorchMetrics' default).
   TORCH_ARG(NanPolicy, nan_policy) = NanPolicy::warn();
-  /// Accumulator dtype: float64 (default) or float32. Float64 keeps the mean's relative error
-  /// at ~1e-15 after 1e8 samples (with compensated summation across updates).
+  /// The values' dtype: float64 (default) or float32; Min and Max also keep their state in it. Mean
+  /// and Sum accumulate in float64 whatever it is (compensated across updates: the mean's relative
+  /// error stays ~1e-15 after 1e8 samples) and round their values to it.
   TORCH_ARG(at::ScalarType, dtype) = at::kDouble;
   /// Device of the state; inputs must live there too. Default: CPU.
   TORCH_ARG(at::Device, device) = at::Device(at::kCPU);
@@ -31,9 +32,9 @@ struct AggregationOptions {
 namespace detail {
 
 /// Where a weighted sum lives in its MetricState: totals [width] (width 1 for Σ w·x, 2 for
-/// (Σ w·x, Σ w)) and their compensation. In a float64 state the compensation covers the whole packed
-/// row before it (update count, totals, tally) so that one compensated add updates them all; the
-/// totals' own part starts at the totals' offset.
+/// (Σ w·x, Σ w)) and their compensation, float64 and packed with the update count and tally: the
+/// compensation covers the whole row before it (update count, totals, tally) so that one
+/// compensated add updates them all; the totals' own part starts at the totals' offset.
 struct WeightedSumSlots {
   size_t total;
   size_t compensation;
@@ -62,11 +63,15 @@ class WeightedSumMetric : public Metric {
   UpdateStep prepare_update(const UpdateArgs& args) override;
   SharingKey sharing_key() const override;
   std::string options_text() const override;
+  std::string description_in_version(int64_t version) const override;
+  void upgrade_state(StateDict& dict, int64_t version) const override;
 
  protected:
   WeightedSumMetric(std::string name, AggregationOptions options, bool tracks_weight);
-  /// Σ w·x, or (Σ w·x, Σ w) when tracking the weight, compensation included.
+  /// Σ w·x, or (Σ w·x, Σ w) when tracking the weight, compensation included (float64).
   at::Tensor totals() const;
+  /// `value` (float64) rounded to the options' dtype.
+  at::Tensor in_options_dtype(const at::Tensor& value) const;
 
  private:
   void check_args(const ValueArg& value, const ValueArg& weight) const;
@@ -76,7 +81,7 @@ class WeightedSumMetric : public Metric {
 
   AggregationOptions options_;
   size_t total_ = 0;         // [width]: Σ w·x (and Σ w)
-  size_t compensation_ = 0;  // the low-order parts that the totals (and, float64, the count and tally) lost
+  size_t compensation_ = 0;  // the low-order parts that the count, totals and tally lost
   int64_t rows_ = -1;
 };
 

@@ -122,6 +122,13 @@ class Metric {
   /// What is wrong with the state as it is, beyond the bad-input tally (read back from the device),
   /// reported by check() as the tally is; empty when nothing is. By default nothing.
   virtual std::string state_problem() const { return {}; }
+  /// This metric's description() in state format `version` (older than this build's); by default
+  /// today's, for a layout that has not changed since.
+  virtual std::string description_in_version(int64_t /*version*/) const { return description(); }
+  /// Rewrites `dict`, a state of format `version` (older than this build's) whose description was
+  /// description_in_version(version), into today's layout; by default nothing. What it cannot read
+  /// it leaves for load_state_dict's checks to refuse.
+  virtual void upgrade_state(StateDict& /*dict*/, int64_t /*version*/) const {}
   /// What this metric's state can be shared with; by default nothing.
   virtual SharingKey sharing_key() const { return {}; }
   /// Makes this metric count into and read from `other`'s state from now on. `other` must have

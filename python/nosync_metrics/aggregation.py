@@ -1,9 +1,9 @@
 """TorchMetrics' aggregators (MeanMetric, SumMetric, MinMetric, MaxMetric) on the C++ ones.
 
 Values come back in the metric's dtype, as TorchMetrics' do: torch.get_default_dtype() when it is
-made, then what set_dtype() chooses. The accumulators keep their own dtype: float64 unless
-``dtype=torch.float32`` is given. That keyword (ours: TorchMetrics has none) chooses the accumulators
-and, as a metric's ``dtype`` should say what it returns, the values' dtype until set_dtype().
+made, then what set_dtype() chooses. ``dtype=`` (ours: TorchMetrics has none; float64 or float32)
+chooses the values' dtype until set_dtype(), and a C++ metric's: MinMetric and MaxMetric keep their
+state in it, MeanMetric and SumMetric accumulate in float64 whatever it is and round their value.
 """
 
 import numbers

@@ -34,9 +34,14 @@ bool beyond_float32(double v, at::ScalarType state) {
   return state == at::kFloat && std::isfinite(v) && std::abs(v) > std::numeric_limits<float>::max();
 }
 
-void check_options(const std::string& metric, const AggregationOptions& options) {
-  TORCH_CHECK_TYPE(options.dtype() == at::kDouble || options.dtype() == at::kFloat, metric,
-                   ": dtype must be float64 or float32, got ", options.dtype());
+void check_dtype(const std::string& metric, at::ScalarType dtype) {
+  TORCH_CHECK_TYPE(dtype == at::kDouble || dtype == at::kFloat, metric, ": dtype must be float64 or float32, got ",
+                   dtype);
+}
+
+// Min and Max keep their state in the options' dtype: a replacement must fit it.
+void check_extremum_options(const std::string& metric, const AggregationOptions& options) {
+  check_dtype(metric, options.dtype());
   const auto& policy = options.nan_policy();
   TORCH_CHECK_VALUE(policy.strategy != NanStrategy::Replace || !beyond_float32(policy.replacement, options.dtype()),
                     metric, ": nan_strategy = ", policy.replacement,
@@ -55,10 +60,7 @@ void check_value(const std::string& metric, const ValueArg& value, at::Device st
 
 // A host value with a weight tensor is a 0-dim value (as TorchMetrics makes it one): the weight
 // must broadcast to it.
-void check_weight(const std::string& metric, const ValueArg& value, const ValueArg& weight, at::ScalarType state,
-                  at::Device state_device) {
-  TORCH_CHECK_VALUE(weight.is_tensor() || !beyond_float32(weight.scalar(), state), metric, ".update: weight = ",
-                    weight.scalar(), " is beyond the range of the float32 state; use dtype float64");
+void check_weight(const std::string& metric, const ValueArg& value, const ValueArg& weight, at::Device state_device) {
   if (!weight.is_tensor()) return;
   const auto& w = weight.tensor();
   TORCH_CHECK_TYPE(w.defined(), metric, ".update: weight is an undefined tensor");
@@ -103,24 +105,36 @@ std::string describe(const AggregationOptions& o) {
   return text.str();
 }
 
+// Whether state format `version` kept a float32 metric's totals and their compensation (as wide as
+// the totals) in float32: versions 2 and 3 did (version 1's layout is refused).
+bool float32_totals_in(int64_t version, at::ScalarType dtype) {
+  return dtype == at::kFloat && version >= 2 && version < 4;
+}
+
+// `text` with its line of entry `name` replaced by `line`.
+std::string with_entry_line(std::string text, const std::string& name, const std::string& line) {
+  const auto start = text.find("\n" + name + " ") + 1;
+  return text.replace(start, text.find('\n', start) - start, line);
+}
+
 }  // namespace
 
 namespace detail {
 
-// Aggregators count in float64, so that a float64 state packs its count, totals and tally into one
-// buffer that one compensated add updates (the compensation then covers all of them).
+// Aggregators count and sum in float64 (a float32 metric rounds its values), so that the state packs
+// its count, totals and tally into one buffer that one compensated add updates (the compensation
+// then covers all of them).
 WeightedSumMetric::WeightedSumMetric(std::string name, AggregationOptions options, bool tracks_weight)
     : Metric(std::move(name), action_for(options.nan_policy()), MetricState(options.device(), at::kDouble)),
       options_(options) {
-  check_options(this->name(), options_);
+  check_dtype(this->name(), options_.dtype());
   auto& state = mutable_state();
   const int64_t width = tracks_weight ? 2 : 1;
-  total_ = state.add("total", {width}, options_.dtype(), 0, Reduction::Sum);
+  total_ = state.add("total", {width}, state.count_dtype(), 0, Reduction::Sum);
   // the kinds cumulative: one reduction of nested masks counts NaN, then NaN or infinite weight
   if (options_.nan_policy().counts()) state.track_bad_input({"NaN values", "infinite weights"}, /*cumulative=*/true);
-  const auto last = state.size() - 1;
-  const auto compensated = options_.dtype() == state.count_dtype() ? state.span(0, last).numel() : width;
-  compensation_ = state.add("compensation", {compensated}, options_.dtype(), 0, Reduction::Sum);
+  const auto compensated = state.span(0, state.size() - 1).numel();
+  compensation_ = state.add("compensation", {compensated}, state.count_dtype(), 0, Reduction::Sum);
   rows_ = detail::reserve_update_rows(state, slots());
 }
 
@@ -135,7 +149,7 @@ std::string WeightedSumMetric::options_text() const { return describe(options_);
 
 void WeightedSumMetric::check_args(const ValueArg& value, const ValueArg& weight) const {
   check_value(name(), value, device());
-  check_weight(name(), value, weight, options_.dtype(), device());
+  check_weight(name(), value, weight, device());
 }
 
 void WeightedSumMetric::accumulate(const ValueArg& value, const ValueArg& weight) {
@@ -166,13 +180,39 @@ at::Tensor WeightedSumMetric::forward(const ValueArg& value, const ValueArg& wei
   return Metric::forward(UpdateArgs{{value, weight}});
 }
 
+std::string WeightedSumMetric::description_in_version(int64_t version) const {
+  if (!float32_totals_in(version, options_.dtype())) return description();
+  const auto width = "Float[" + std::to_string(state().numel(total_)) + "] sum";
+  return with_entry_line(with_entry_line(description(), "total", "total " + width), "compensation",
+                         "compensation " + width);
+}
+
+void WeightedSumMetric::upgrade_state(StateDict& dict, int64_t version) const {
+  const auto total = dict.find("total");
+  const auto compensation = dict.find("compensation");
+  if (!float32_totals_in(version, options_.dtype()) || total == dict.end() || compensation == dict.end()) return;
+  const auto& t = total->second;
+  const auto& c = compensation->second;
+  const auto float32_entry = [&](const at::Tensor& x) {
+    return x.defined() && x.scalar_type() == at::kFloat && x.dim() == 1 && x.numel() == state().numel(total_) &&
+           x.device() == t.device();
+  };
+  if (!float32_entry(t) || !float32_entry(c)) return;
+  // the total and its compensation in float64, where the total is finite (compensated_totals)
+  const auto wide = t.to(at::kDouble);
+  total->second = at::where(wide.isfinite(), wide + c.to(at::kDouble), wide);
+  compensation->second = at::zeros({state().numel(compensation_)}, c.options().dtype(at::kDouble));
+}
+
 at::Tensor WeightedSumMetric::totals() const { return compensated_totals(state(), slots()); }
+
+at::Tensor WeightedSumMetric::in_options_dtype(const at::Tensor& value) const { return value.to(options_.dtype()); }
 
 ExtremumMetric::ExtremumMetric(std::string name, AggregationOptions options, bool is_max)
     : Metric(std::move(name), action_for(options.nan_policy()), MetricState(options.device(), at::kDouble)),
       options_(options),
       is_max_(is_max) {
-  check_options(this->name(), options_);
+  check_extremum_options(this->name(), options_);
   const double initial = is_max ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
   extremum_ = mutable_state().add(is_max ? "max_value" : "min_value", {1}, options_.dtype(), initial,
                                   is_max ? Reduction::Max : Reduction::Min);
@@ -219,12 +259,12 @@ Mean::Mean(AggregationOptions options) : Cloneable("Mean", options, /*tracks_wei
 
 at::Tensor Mean::value() const {
   const auto sums = totals();
-  return sums.select(0, 0) / sums.select(0, 1);
+  return in_options_dtype(sums.select(0, 0) / sums.select(0, 1));
 }
 
 Sum::Sum(AggregationOptions options) : Cloneable("Sum", options, /*tracks_weight=*/false) {}
 
-at::Tensor Sum::value() const { return totals().select(0, 0); }
+at::Tensor Sum::value() const { return in_options_dtype(totals().select(0, 0)); }
 
 Min::Min(AggregationOptions options) : Cloneable("Min", options, /*is_max=*/false) {}
 

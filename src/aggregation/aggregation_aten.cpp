@@ -24,11 +24,11 @@ namespace {
 
 // The state's scratch tensors (MetricState::scratch): the delta of each kind of update (each kind
 // writes its own places; views of the update rows the metric reserved behind the state in the
-// count buffer, see reserve_update_rows), a float32 state's delta of its totals, the rows a
-// weighted update sums, and constants made once with fill ops.
+// count buffer, see reserve_update_rows), the rows a weighted update sums, and constants made once
+// with fill ops.
 enum Scratch {
   kScalarWeight, kTensorWeight, kHostValue, kExtremum, kLowBound, kHighBound, kZeroRow, kBatchSize, kBatchSizeKey,
-  kFloatDelta, kRowLow, kRowHigh, kRowBase, kReplacements, kCounted, kCountedKey
+  kRowLow, kRowHigh, kRowBase, kReplacements, kCounted, kCountedKey
 };
 constexpr int64_t kDeltaKinds = kExtremum + 1;
 
@@ -37,9 +37,8 @@ size_t last_count_slot(const MetricState& state) {
   return state.bad_input() ? state.bad_input()->first_slot() : 0;
 }
 
-// Places in a delta row, which mirrors the count buffer from its start (the update count at 0):
-// up to the compensation in a float64 weighted sum, up to the tally's last entry otherwise, where a
-// float32 state's totals follow.
+// Places in a delta row, which mirrors the count buffer from its start (the update count at 0): up
+// to the compensation in a weighted sum, up to the tally's last entry in an extremum.
 struct DeltaLayout {
   int64_t length = 0;
   int64_t totals = 0;
@@ -64,10 +63,8 @@ DeltaLayout counted_layout(const MetricState& state) {
 
 DeltaLayout layout_of(const MetricState& state, WeightedSumSlots slots) {
   auto layout = counted_layout(state);
-  const auto counted = layout.length;
-  const bool packed_together = state.dtype(slots.total) == state.count_dtype();
-  layout.totals = packed_together ? state.offset(slots.total) : counted;
-  layout.length = packed_together ? state.offset(slots.compensation) : counted + state.numel(slots.total);
+  layout.totals = state.offset(slots.total);
+  layout.length = state.offset(slots.compensation);
   return layout;
 }
 
@@ -109,9 +106,9 @@ bool takes_cpu_fast_path(const at::Tensor& value, const ValueArg& weight) {
   return w.is_cpu() && w.is_contiguous() && w.sizes() == value.sizes();
 }
 
-// A host value (or value times weight) as a `dtype` value, rounded as the CPU path's store rounds
-// it: beyond float32's range it is +-inf, where ATen's checked conversion would throw. (Weights and
-// replacements beyond the state's range are refused up front.)
+// A host value as a `dtype` value, rounded as the CPU path's store rounds it: beyond float32's range
+// it is +-inf, where ATen's checked conversion would throw. (Replacements beyond the state's range
+// are refused up front.)
 double as_state_scalar(double v, at::ScalarType dtype) {
   if (dtype != at::kFloat || !(std::abs(v) > std::numeric_limits<float>::max())) return v;
   return std::copysign(std::numeric_limits<double>::infinity(), v);
@@ -139,18 +136,7 @@ void compensated_add(const at::Tensor& rows, const at::Tensor& delta) {
 // Adds a weighted sum's delta (count, totals, tally in row 0) to its state, compensated.
 void apply_weighted_sum_delta(MetricState& state, WeightedSumSlots slots, const DeltaLayout& layout,
                               const at::Tensor& delta) {
-  const auto& total = state[slots.total];
-  if (total.scalar_type() == state.count_dtype()) {
-    return compensated_add(state.span(0, slots.compensation).view({2, layout.length}), delta);
-  }
-  const auto row = delta.select(0, 0);
-  state.span(0, last_count_slot(state)).add_(row.narrow(0, 0, layout.totals));
-  // the totals in the state's dtype, rounded as the CPU path's store rounds them
-  const auto width = total.numel();
-  auto& narrow = state.scratch(kFloatDelta);
-  if (!narrow.defined()) narrow = at::empty({2, width}, total.options());
-  narrow.select(0, 0).copy_(row.narrow(0, layout.totals, width));
-  compensated_add(state.span(slots.total, slots.compensation).view({2, width}), narrow);
+  compensated_add(state.span(0, slots.compensation).view({2, layout.length}), delta);
 }
 
 // The tally's part of an update whose row already holds its bad entries by kind (the last kind
@@ -322,9 +308,7 @@ void weighted_sum_on_device(MetricState& state, WeightedSumSlots slots, const at
 }
 
 // Where the totals' own part of the compensation starts in it (see WeightedSumSlots).
-int64_t compensation_offset(const MetricState& state, WeightedSumSlots slots) {
-  return state.numel(slots.compensation) == state.numel(slots.total) ? 0 : state.offset(slots.total);
-}
+int64_t compensation_offset(const MetricState& state, WeightedSumSlots slots) { return state.offset(slots.total); }
 
 void add_host_batch_on_cpu(MetricState& state, WeightedSumSlots slots, const double* batch) {
   auto& total = state[slots.total];
@@ -348,9 +332,8 @@ void weighted_sum_of_host_value(MetricState& state, WeightedSumSlots slots, doub
   const auto width = state[slots.total].numel();
   const auto layout = layout_of(state, slots);
   const auto delta = delta_of(state, kHostValue, layout, slots.rows);
-  const auto dtype = state[slots.total].scalar_type();
   const auto row = delta.select(0, 0);
-  for (int64_t k = 0; k < width; ++k) row[layout.totals + k].fill_(as_state_scalar(batch[k], dtype));
+  for (int64_t k = 0; k < width; ++k) row[layout.totals + k].fill_(batch[k]);
   if (state.bad_input()) count_since_bad(state, row.select(0, layout.since_bad));
   apply_weighted_sum_delta(state, slots, layout, delta);
 }

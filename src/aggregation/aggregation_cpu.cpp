@@ -29,11 +29,10 @@ struct SpanWeight {
 };
 
 // Knuth's TwoSum: sum + x exactly equals the new sum plus the returned error, at any magnitudes.
-template <typename T>
-inline void two_sum(T& sum, T& compensation, T x) {
-  const T total = sum + x;
+inline void two_sum(double& sum, double& compensation, double x) {
+  const double total = sum + x;
   if (std::isfinite(total)) {
-    const T from_x = total - sum;
+    const double from_x = total - sum;
     compensation += (sum - (total - from_x)) + (x - from_x);
   }
   sum = total;
@@ -229,11 +228,9 @@ ExtremumBatch extremum(double value, bool is_max, const NanPolicy& policy) {
 
 void add_compensated(at::Tensor& total, at::Tensor& compensation, int64_t compensation_offset, const double* batch,
                      int64_t width) {
-  AT_DISPATCH_FLOATING_TYPES(total.scalar_type(), "add_compensated", [&] {
-    auto* sum = total.data_ptr<scalar_t>();
-    auto* comp = compensation.data_ptr<scalar_t>() + compensation_offset;
-    for (int64_t k = 0; k < width; ++k) two_sum(sum[k], comp[k], static_cast<scalar_t>(batch[k]));
-  });
+  auto* sum = total.data_ptr<double>();
+  auto* comp = compensation.data_ptr<double>() + compensation_offset;
+  for (int64_t k = 0; k < width; ++k) two_sum(sum[k], comp[k], batch[k]);
 }
 
 void fold_extremum(at::Tensor& state, const ExtremumBatch& batch, bool is_max) {

@@ -30,7 +30,7 @@ struct ExtremumBatch {
 ExtremumBatch extremum(const at::Tensor& value, bool is_max, const NanPolicy& policy);
 ExtremumBatch extremum(double value, bool is_max, const NanPolicy& policy);
 
-/// total += batch (element-wise over `width`) on CPU state tensors, keeping what each addition
+/// total += batch (element-wise over `width`) on float64 CPU state tensors, keeping what each addition
 /// rounds off in `compensation` from `compensation_offset` on (TwoSum), so the sum's error does not
 /// grow with the update count. (An offset, not a narrowed view: a view costs more than the add.)
 void add_compensated(at::Tensor& total, at::Tensor& compensation, int64_t compensation_offset, const double* batch,

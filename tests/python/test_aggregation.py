@@ -99,14 +99,19 @@ def test_error_strategy_raises_at_compute_with_counts(kind):
     assert report["counts"] == kinds and report["updates"] == 1 and report["first_update"] == 1
 
 
-def test_float64_accumulators_by_default_and_float32_on_request():
+@pytest.mark.parametrize("strided", [False, True], ids=["cpu_kernels", "aten_path"])
+def test_float64_accumulators_whatever_the_dtype(strided):
     m = nm.MeanMetric()
     m.update(torch.tensor([1.0, 2.0]))
     assert m.state_dict()["total"].dtype == torch.float64
     assert m.compute().dtype == torch.get_default_dtype()  # values in the metric's dtype, as TorchMetrics'
+    # a float32 metric rounds its value, not its sums: 2^24 + 1 and 1 - 2^-30 are lost in float32
+    values = torch.tensor([[16777216.0, 1.0, 1.0 - 2.0**-30, 0.0]], dtype=torch.float64)
     m32 = nm.MeanMetric(dtype=torch.float32)
-    m32.update(torch.tensor([1.0, 2.0]))
-    assert m32.state_dict()["total"].dtype == torch.float32 and m32.compute().dtype == torch.float32
+    for _ in range(3):
+        m32.update(torch.stack([values[0], values[0]], 1)[:, 0] if strided else values[0])
+    assert m32.state_dict()["total"].dtype == torch.float64 and m32.compute().dtype == torch.float32
+    assert m32.compute().item() == np.float32((16777218.0 - 2.0**-30) / 4)
 
 
 def test_compute_before_update_warns_and_is_nan():
@@ -199,7 +204,7 @@ def test_weighted_inf_and_nan_mixes_agree_on_both_paths(kind, strategy, dtype):
     w = torch.tensor([u for _ in grid for u in grid], dtype=dtype)
     results = []
     for strided in (False, True):
-        metric = CLASSES[kind](nan_strategy=strategy, dtype=dtype)  # the accumulators' dtype
+        metric = CLASSES[kind](nan_strategy=strategy, dtype=dtype)  # the value's dtype
         for i in range(len(grid)):  # one row of the grid per update, after a clean one
             xs, ws = x[i * len(grid):(i + 1) * len(grid)], w[i * len(grid):(i + 1) * len(grid)]
             if strided:

@@ -446,7 +446,7 @@ def test_aggregator_updates_are_sync_free_in_every_nan_strategy_cuda(kind, strat
         assert np.isnan(value.item())
 
 
-def test_float32_accumulators_on_the_gpu_cuda():
+def test_float32_metrics_on_the_gpu_cuda():
     x = torch.randn(1000, generator=torch.Generator().manual_seed(22))
     cpu, gpu = nm.MeanMetric(dtype=torch.float32), nm.MeanMetric(dtype=torch.float32, device=DEVICE)
     cpu.update(x)

@@ -126,15 +126,16 @@ def test_default_dtype_float64_when_made_gives_float64_values():
     assert mean.compute().item() == pytest.approx(np.mean([0.1, 0.2, 0.4]), rel=1e-15)
 
 
-def test_an_aggregators_dtype_argument_chooses_the_accumulators_and_the_metrics_dtype():
+def test_an_aggregators_dtype_argument_chooses_the_metrics_dtype_and_the_accumulators_stay_float64():
     float32 = nm.SumMetric(dtype=torch.float32)
-    assert float32.dtype == torch.float32 and float32.state_dict()["total"].dtype == torch.float32
+    assert float32.dtype == torch.float32 and float32.state_dict()["total"].dtype == torch.float64
     float64 = nm.SumMetric(dtype=torch.float64)
     float64.update(T([0.1, 0.2], dtype=torch.float64))
     assert float64.dtype == torch.float64 and float64.compute().item() == pytest.approx(0.1 + 0.2, rel=1e-15)
-    float32.set_dtype(torch.float64)  # the values' dtype only: the accumulators stay float32
+    float32.set_dtype(torch.float64)  # the values come in float64, rounded to the metric's float32 first
     float32.update(T([0.1, 0.2], dtype=torch.float64))
-    assert float32.compute().dtype == torch.float64 and float32.state_dict()["total"].dtype == torch.float32
+    assert float32.compute().dtype == torch.float64 and float32.state_dict()["total"].dtype == torch.float64
+    assert float32.compute().item() == float(np.float32(0.1 + 0.2))
 
 
 @pytest.mark.parametrize("name", ["MeanMetric", "MulticlassAccuracy", "BinaryConfusionMatrix"])
