@@ -66,6 +66,10 @@ std::vector<MetaCase> cases() {
     all.push_back({"Sum/scalar_weight/" + policy_name, maker<Sum>(o), scalar_weight});
     all.push_back({"Min/" + policy_name, maker<Min>(o), value});
     all.push_back({"Max/" + policy_name, maker<Max>(o), value});
+    const auto f32 = [o](at::Device d) { return o(d).dtype(at::kFloat); };
+    all.push_back({"Mean/weighted/float32/" + policy_name, maker<Mean>(f32), weighted});
+    all.push_back({"Sum/float32/" + policy_name, maker<Sum>(f32), value});
+    all.push_back({"Max/float32/" + policy_name, maker<Max>(f32), value});
   }
   const auto labels = [](int64_t classes) {
     return [classes](at::Device d) {
