@@ -198,9 +198,7 @@ void WeightedSumMetric::upgrade_state(StateDict& dict, int64_t version) const {
            x.device() == t.device();
   };
   if (!float32_entry(t) || !float32_entry(c)) return;
-  // the total and its compensation in float64, where the total is finite (compensated_totals)
-  const auto wide = t.to(at::kDouble);
-  total->second = at::where(wide.isfinite(), wide + c.to(at::kDouble), wide);
+  total->second = with_compensation(t.to(at::kDouble), c.to(at::kDouble));
   compensation->second = at::zeros({state().numel(compensation_)}, c.options().dtype(at::kDouble));
 }
 

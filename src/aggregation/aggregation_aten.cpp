@@ -410,7 +410,11 @@ int64_t reserve_update_rows(MetricState& state) {
 at::Tensor compensated_totals(const MetricState& state, WeightedSumSlots slots) {
   const auto& e = state.entries();  // settled once
   const auto& total = e[slots.total].tensor;
-  const auto compensation = e[slots.compensation].tensor.narrow(0, compensation_offset(state, slots), total.numel());
+  const auto& compensation = e[slots.compensation].tensor;
+  return with_compensation(total, compensation.narrow(0, compensation_offset(state, slots), total.numel()));
+}
+
+at::Tensor with_compensation(const at::Tensor& total, const at::Tensor& compensation) {
   return select(non_finite_mask(total), total, total + compensation);
 }
 

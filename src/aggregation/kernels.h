@@ -25,8 +25,11 @@ void accumulate_extremum(MetricState& state, ExtremumSlots slots, bool is_max, c
 int64_t reserve_update_rows(MetricState& state, const WeightedSumSlots& slots);
 int64_t reserve_update_rows(MetricState& state);
 
-/// A weighted sum's totals with their compensation (the compensation left out where a total is
-/// not finite: it is NaN there).
+/// `total` plus `compensation`, the compensation left out where the total is not finite (it is NaN
+/// there).
+at::Tensor with_compensation(const at::Tensor& total, const at::Tensor& compensation);
+
+/// A weighted sum's totals with their compensation (with_compensation).
 at::Tensor compensated_totals(const MetricState& state, WeightedSumSlots slots);
 
 }  // namespace metrics::detail
