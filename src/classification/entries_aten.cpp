@@ -17,6 +17,12 @@
 // amin, since_bad's increment, the cells' values, one put_: 8 ops. Multilabel adds each entry's
 // label to its cells' positions (9); weights take 3 more (their buckets, their part of the codes,
 // and the product of weights and readings).
+//
+// multidim_average=samplewise counts each sample apart, into a zeroed block: first a copy of the
+// count buffer (where the tally's pieces and the spare slot keep their places), then each sample's
+// tp, fp, tn and fn, a row of L each. A cell's position is its row's place plus its sample's and its
+// label's (one addcmul, binary too); one put_ into the block, its copy added to the count buffer,
+// its samples appended to the state.
 
 #include <ATen/ATen.h>
 
@@ -37,8 +43,19 @@ namespace {
 // (kKey); the bucket bounds and the table, made for a score dtype (kTableKey); the readings' weights.
 enum Scratch {
   kKey = 200, kTableKey, kScoreBounds, kTargetBounds, kWeightBounds, kTable, kScoreBuckets, kTargetBuckets,
-  kWeightBuckets, kCodes, kLooked, kIndex, kValues, kLabels, kReadings, kReadingsA, kReadingsB
+  kWeightBuckets, kCodes, kLooked, kIndex, kValues, kLabels, kReadings, kReadingsA, kReadingsB, kBlock
 };
+
+bool samplewise(const ClassificationOptions& o) { return o.multidim_average() == MultidimAverage::Samplewise; }
+
+// Where a samplewise block's cells start: after its copy of the count buffer.
+int64_t block_cells(const MetricState& state) { return state.count_buffer().numel(); }
+
+// Where entry `slot` (1 tp, 2 fp, 3 tn, 4 fn) of label 0 is counted: in the count buffer, or
+// samplewise in the block's sample 0.
+int64_t cell_place(const MetricState& state, const ClassificationOptions& o, size_t slot, int64_t labels) {
+  return samplewise(o) ? block_cells(state) + static_cast<int64_t>(slot - 1) * labels : state.offset(slot);
+}
 
 // One bucketize: its bounds, and whether a bucket counts the bounds below or at a value (right) or
 // below it.
@@ -117,9 +134,9 @@ struct Columns {
 };
 
 // Where each code's pieces go. Cells by 2 * target + prediction: tn, fp, fn, tp (entries 1 tp, 2 fp,
-// 3 tn, 4 fn); a label's cell is its label past these.
+// 3 tn, 4 fn); a label's cell is its label past these (samplewise, its sample's too).
 std::vector<int64_t> table(const MetricState& state, const ClassificationOptions& o, const Predictions& p,
-                           const TargetBuckets& targets, const Buckets& weights, const Columns& col) {
+                           const TargetBuckets& targets, const Buckets& weights, const Columns& col, int64_t labels) {
   static const size_t cell_entries[] = {3, 2, 4, 1};
   const auto* tally = state.bad_input();
   const auto spare = state.scratch_offset(0);
@@ -138,7 +155,7 @@ std::vector<int64_t> table(const MetricState& state, const ClassificationOptions
     const bool kept = !ignored && !bad[0] && !bad[1] && !bad[2];
     for (const double cutoff : {p.cutoffs.probability, p.cutoffs.logit}) {
       const int64_t pred = p.scores ? x > cutoff : x == 1;
-      rows.push_back(kept ? state.offset(cell_entries[2 * static_cast<int64_t>(t) + pred]) : spare);
+      rows.push_back(kept ? cell_place(state, o, cell_entries[2 * static_cast<int64_t>(t) + pred], labels) : spare);
     }
     for (int64_t k = 0; k < col.kinds; ++k) rows.push_back(bad[k] ? tally_of(k) : spare);
     rows.push_back(tally && (bad[0] || bad[1] || bad[2]) ? bad_updates : spare);
@@ -161,28 +178,45 @@ struct Layout {
 
 struct Buffers {
   at::Tensor scores, targets, weights, codes, looked, index, values, labels, readings;
+  at::Tensor block;  // samplewise: the count buffer's copy, then the samples' counts
 };
+
+// What a kept cell's position adds to its row's place, [1, L, 1]: its label; samplewise [M, L, 1]:
+// its label and its sample's place in the block.
+at::Tensor cell_places(const ClassificationBatch& b, const ClassificationOptions& o, const at::TensorOptions& longs) {
+  const int64_t rows = b.target.size(0), labels = b.target.dim() == 1 ? 1 : b.target.size(1);
+  if (!samplewise(o)) return at::arange(labels, longs).view({1, labels, 1});
+  const int64_t per_sample = rows / b.samples;
+  std::vector<int64_t> places;
+  for (int64_t row = 0; row < rows; ++row) {
+    for (int64_t label = 0; label < labels; ++label) places.push_back(row / per_sample * 4 * labels + label);
+  }
+  return upload(places, longs).view({rows, labels, 1});
+}
 
 // The bounds and the table, made for a score dtype and weighting.
 void make_table(MetricState& state, const ClassificationBatch& b, const ClassificationOptions& o, const Predictions& p,
-                const TargetBuckets& targets, const Buckets& weights, const Columns& col) {
+                const TargetBuckets& targets, const Buckets& weights, const Columns& col, bool adds_places) {
   const auto longs = b.target.options().dtype(at::kLong);
   const int64_t codes = p.buckets.count() * targets.count() * weights.count();
   state.scratch(kScoreBounds) = upload(p.buckets.bounds, b.preds.options());
   state.scratch(kTargetBounds) = upload(targets.bounds, longs);
   state.scratch(kWeightBounds) = b.weight ? upload(weights.bounds, longs.dtype(at::kDouble)) : at::Tensor();
-  const auto rows = upload(table(state, o, p, targets, weights, col), longs).view({codes, col.count()});
-  state.scratch(kTable) = b.target.dim() > 1 ? rows : rows.narrow(1, 0, col.cell_flags()).contiguous();
+  const int64_t labels = b.target.dim() == 1 ? 1 : b.target.size(1);
+  const auto rows = upload(table(state, o, p, targets, weights, col, labels), longs).view({codes, col.count()});
+  state.scratch(kTable) = adds_places ? rows : rows.narrow(1, 0, col.cell_flags()).contiguous();
   // the readings' weights [I, 1 - I] are A + B * I
   const auto counts = longs.dtype(state.count_dtype());
   state.scratch(kReadingsA) = upload(std::vector<int64_t>{0, 1}, counts);
   state.scratch(kReadingsB) = upload(std::vector<int64_t>{1, -1}, counts);
 }
 
-Buffers buffers(MetricState& state, const ClassificationBatch& b, const Columns& col, const Layout& layout) {
+Buffers buffers(MetricState& state, const ClassificationBatch& b, const ClassificationOptions& o, const Columns& col,
+                const Layout& layout, bool adds_places) {
   const auto& t = b.target;
-  const int64_t labels = t.dim() == 1 ? 1 : t.size(1);
-  const std::vector<int64_t> key{t.size(0), labels, static_cast<int64_t>(b.preds.scalar_type()), b.weight.has_value()};
+  const int64_t labels = t.dim() == 1 ? 1 : t.size(1), samples = samplewise(o) ? b.samples : 0;
+  const std::vector<int64_t> key{t.size(0), labels, static_cast<int64_t>(b.preds.scalar_type()), b.weight.has_value(),
+                                 samples};
   if (key_changed(state, kKey, key)) {
     const auto longs = t.options().dtype(at::kLong);
     const auto counts = longs.dtype(state.count_dtype());
@@ -191,7 +225,7 @@ Buffers buffers(MetricState& state, const ClassificationBatch& b, const Columns&
     state.scratch(kTargetBuckets) = at::empty(t.sizes(), longs);
     state.scratch(kWeightBuckets) = b.weight ? at::empty(b.weight->sizes(), longs) : at::Tensor();
     state.scratch(kCodes) = at::empty(t.sizes(), longs);
-    state.scratch(kLooked) = labels > 1 ? at::empty({t.size(0), labels, col.count()}, longs) : at::Tensor();
+    state.scratch(kLooked) = adds_places ? at::empty({t.size(0), labels, col.count()}, longs) : at::Tensor();
     auto tail = tail_positions(state, spare);
     tail.push_back(0);  // I's, written by each update
     auto positions = at::empty({layout.length()}, longs);
@@ -203,12 +237,25 @@ Buffers buffers(MetricState& state, const ClassificationBatch& b, const Columns&
     pieces.narrow(1, Columns::kCells, col.kinds).fill_(1);  // a tally counts the entry
     pieces.narrow(1, 0, 1).fill_(1);  // labels: I is 1, the probability reading's cell counts
     state.scratch(kValues) = values;
-    state.scratch(kLabels) = labels > 1 ? at::arange(labels, longs).view({1, labels, 1}) : at::Tensor();
+    state.scratch(kLabels) = adds_places ? cell_places(b, o, longs) : at::Tensor();
     state.scratch(kReadings) = b.weight ? at::empty({Columns::kCells}, counts) : at::Tensor();
+    state.scratch(kBlock) = samples ? at::empty({block_cells(state) + samples * 4 * labels}, counts) : at::Tensor();
   }
   return {state.scratch(kScoreBuckets), state.scratch(kTargetBuckets), state.scratch(kWeightBuckets),
           state.scratch(kCodes),        state.scratch(kLooked),        state.scratch(kIndex),
-          state.scratch(kValues),       state.scratch(kLabels),        state.scratch(kReadings)};
+          state.scratch(kValues),       state.scratch(kLabels),        state.scratch(kReadings),
+          state.scratch(kBlock)};
+}
+
+// The one put_ into the count buffer; samplewise, into the zeroed block, whose copy of the count
+// buffer is added to it and whose samples are appended to the state.
+void add_pieces(MetricState& state, Buffers& buf, int64_t labels) {
+  if (!buf.block.defined()) return void(state.count_buffer().put_(buf.index, buf.values, /*accumulate=*/true));
+  const auto counts = block_cells(state);
+  buf.block.zero_().put_(buf.index, buf.values, /*accumulate=*/true);
+  state.count_buffer().add_(buf.block.narrow(0, 0, counts));
+  const auto per = buf.block.narrow(0, counts, buf.block.numel() - counts).view({-1, 4, labels});
+  state.append({{1, per.select(1, 0)}, {2, per.select(1, 1)}, {3, per.select(1, 2)}, {4, per.select(1, 3)}});
 }
 
 }  // namespace
@@ -217,16 +264,16 @@ void count_entries_on_aten(MetricState& state, const ClassificationBatch& b, con
   register_missing_meta_kernels();
   const auto& t = b.target;
   const int64_t rows = t.size(0), labels = t.dim() == 1 ? 1 : t.size(1);
-  const bool multilabel = t.dim() > 1;
+  const bool adds_places = t.dim() > 1 || samplewise(o);  // the cells' positions add labels or samples
   const Columns col{b.weight ? 3 : 2};
   const auto p = predictions(b, o);
   const auto targets = target_buckets(o);
   const auto weights = weight_buckets(b.weight.has_value());
   const std::vector<int64_t> table_key{static_cast<int64_t>(b.score_dtype), static_cast<int64_t>(b.preds.scalar_type()),
                                        b.scores, b.weight.has_value()};
-  if (key_changed(state, kTableKey, table_key)) make_table(state, b, o, p, targets, weights, col);
-  const Layout layout{rows * labels, multilabel ? col.pieces() : col.cell_flags()};
-  auto buf = buffers(state, b, col, layout);
+  if (key_changed(state, kTableKey, table_key)) make_table(state, b, o, p, targets, weights, col, adds_places);
+  const Layout layout{rows * labels, adds_places ? col.pieces() : col.cell_flags()};
+  auto buf = buffers(state, b, o, col, layout, adds_places);
 
   // each entry's code: its score's bucket + its target's (+ its weight's), in mixed radix
   at::bucketize_out(buf.scores, b.preds, state.scratch(kScoreBounds), false, p.buckets.right);
@@ -238,10 +285,10 @@ void count_entries_on_aten(MetricState& state, const ClassificationBatch& b, con
     buf.codes.add_(per_row, p.buckets.count() * targets.count());
   }
 
-  // the codes' pieces: positions (plus the label, for a multilabel cell) and flags
+  // the codes' pieces: positions (plus the label or the sample, for a cell) and flags
   auto head = buf.index.narrow(0, 0, layout.tail()).view({rows, labels, layout.width});
   at::Tensor flags;
-  if (multilabel) {
+  if (adds_places) {
     auto looked = buf.looked.view({rows * labels, col.count()});
     at::gather_out(looked, state.scratch(kTable), 0, buf.codes.view({-1, 1}).expand_as(looked));
     at::addcmul_out(head, buf.looked.narrow(2, 0, col.pieces()), buf.looked.narrow(2, col.cell_flags(), col.pieces()),
@@ -270,7 +317,7 @@ void count_entries_on_aten(MetricState& state, const ClassificationBatch& b, con
     const auto w = b.weight->dim() < t.dim() ? b.weight->view({rows, 1, 1}) : b.weight->view({rows, labels, 1});
     at::mul_out(cells, w.expand({rows, labels, 1}), readings);
   }
-  state.count_buffer().put_(buf.index, buf.values, /*accumulate=*/true);
+  add_pieces(state, buf, labels);
 }
 
 }  // namespace metrics::detail

@@ -71,7 +71,7 @@ struct CountSink {
 /// It alone counts samplewise, on the CPU too.
 void count_on_aten(MetricState& state, const ClassificationBatch& batch, const ClassificationOptions& options);
 /// Its multiclass part (multiclass_aten.cpp) and its binary and multilabel part (entries_aten.cpp),
-/// multidim_average global.
+/// for batches with entries.
 void count_multiclass_on_aten(MetricState& state, const ClassificationBatch& batch, const ClassificationOptions& options);
 void count_entries_on_aten(MetricState& state, const ClassificationBatch& batch, const ClassificationOptions& options);
 

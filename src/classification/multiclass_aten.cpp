@@ -18,6 +18,11 @@
 // top_k > 1 the ne compares each of the k best with tc too, and one amin of those k flags is wrong
 // (a row is right where its target is among its k best; p, the best, counts only where it is
 // wrong). The values buffer is laid out so that the rows that ne writes are one strided view too.
+//
+// multidim_average=samplewise counts each sample apart: the pieces go to a block of the batch's
+// samples (tp, fp, tn, fn and the sample's kept rows, C each, per sample), their bases shifted by
+// the row's sample; the block's kept rows go to its tn, and its rows are appended to the state.
+// The kinds' flags and the tail still go to the count buffer: two put_s.
 
 #include <ATen/ATen.h>
 
@@ -38,7 +43,7 @@ namespace {
 // (kKey), and constants. (Slots apart from the other ATen paths': they share a state.)
 enum Scratch {
   kKey = 100, kRows, kIndex, kValues, kDropped, kBestScores, kClamped, kLow, kHigh, kPredLow, kPredHigh, kBases,
-  kTermA, kTermB, kPadded, kEnds, kWrongMask
+  kTermA, kTermB, kPadded, kEnds, kWrongMask, kBlock
 };
 
 // The class rows, each one batch long, for top_k = k.
@@ -113,16 +118,45 @@ struct ValuesLayout {
 // The spare slot: where a piece goes that counts nothing.
 int64_t spare(const MetricState& state) { return state.scratch_offset(0); }
 
+// Where the counts of a class start, and where the kept rows go (tn's pending addend).
+struct CountPlaces {
+  int64_t tp, fp, tn, fn, kept;
+};
+
+// A samplewise block: per sample, these rows of C, then the sample's kept rows in one more row.
+constexpr int64_t kBlockRows = 5;
+
+CountPlaces block_places(int64_t classes) { return {0, classes, 2 * classes, 3 * classes, 4 * classes}; }
+
+bool samplewise(const ClassificationOptions& o) { return o.multidim_average() == MultidimAverage::Samplewise; }
+
 // Each piece's base position, in the order the pieces' values come (entries: 1 tp, 2 fp, 3 tn, 4 fn,
-// or 1 confmat).
-std::vector<int64_t> piece_bases(const MetricState& state, CountLayout layout) {
+// or 1 confmat; a samplewise block's rows).
+std::vector<int64_t> piece_bases(const MetricState& state, const ClassificationOptions& o, CountLayout layout) {
   if (layout == CountLayout::Matrix) return {state.offset(1)};
-  const auto tp = state.offset(1), fp = state.offset(2), tn = state.offset(3), fn = state.offset(4);
-  const auto kept = state.pending_addend_offset(3);
+  const auto c = samplewise(o) ? block_places(o.num_classes())
+                               : CountPlaces{state.offset(1), state.offset(2), state.offset(3), state.offset(4),
+                                             state.pending_addend_offset(3)};
   // a piece that adds nothing goes where a class can follow its base: to tp's (it adds 0)
-  return {fp, tn, tp,  // at p: fp += wrong, tn -= wrong
-          tp, fn, tn,  // at the target: tp += right, fn += wrong, tn -= 1
-          kept, tp, tp};
+  return {c.fp, c.tn, c.tp,  // at p: fp += wrong, tn -= wrong
+          c.tp, c.fn, c.tn,  // at the target: tp += right, fn += wrong, tn -= 1
+          c.kept, c.tp, c.tp};
+}
+
+// The pieces' bases as added to the classes, [groups, pieces per group, 1]; samplewise [.., .., m],
+// each row's shifted to its sample's block.
+at::Tensor piece_base_tensor(const MetricState& state, const ClassificationOptions& o, CountLayout layout,
+                             int64_t m, int64_t samples, const at::TensorOptions& longs) {
+  const auto bases = piece_bases(state, o, layout);
+  if (!samplewise(o) || layout == CountLayout::Matrix) {
+    return upload(bases, longs).view({-1, 1});
+  }
+  const int64_t per_sample = m / samples, block = kBlockRows * o.num_classes();
+  std::vector<int64_t> shifted;
+  for (const auto base : bases) {
+    for (int64_t row = 0; row < m; ++row) shifted.push_back(base + row / per_sample * block);
+  }
+  return upload(shifted, longs).view({-1, m});
 }
 
 // A and B of each piece's value, A + B * wrong, in piece_bases' order.
@@ -131,7 +165,8 @@ const std::vector<double> kB{1, -1, 0, -1, 1, 0, 0, 0, 0};
 
 struct Buffers {
   ClassRows rows;
-  at::Tensor index, values, dropped, clamped;
+  at::Tensor index, values, dropped, clamped, bases;
+  at::Tensor block;  // samplewise: the samples' counts
   // each row's best score (top_k 1), or its scores best first; where sorted, the larger of each
   // row's first and last (the sort's ends), the padded copy sorted where the scores are not, and
   // wrong as a mask
@@ -146,7 +181,9 @@ Buffers buffers(MetricState& state, const ClassificationOptions& o, CountLayout 
   // strided (a sort writes into its outputs only where its input is laid out as they are)
   const bool copied = k > 1 && (width > b.preds.size(1) || b.preds.stride(1) != 1 || b.preds.stride(0) != width);
   // (the weight flags' row and the dropped rows are written only where an update has them)
-  if (key_changed(state, kKey, {m, static_cast<int64_t>(b.preds.scalar_type()), b.weight.has_value(), copied})) {
+  const int64_t samples = samplewise(o) ? b.samples : 0;
+  if (key_changed(state, kKey,
+                  {m, static_cast<int64_t>(b.preds.scalar_type()), b.weight.has_value(), copied, samples})) {
     const auto longs = at::TensorOptions().dtype(at::kLong).device(state.device());
     const ValuesLayout v{m, piece_rows(layout), k};
     // the index: the pieces (fixed without num_classes), the kinds' places, the tail
@@ -160,7 +197,7 @@ Buffers buffers(MetricState& state, const ClassificationOptions& o, CountLayout 
     const auto tail = tail_positions(state, spare(state));
     std::copy(tail.begin(), tail.end(), positions.end() - kTailPieces);
     if (o.num_classes() == kUnknownClasses) {
-      const auto bases = piece_bases(state, layout);
+      const auto bases = piece_bases(state, o, layout);
       for (int64_t p = 0; p < v.pieces; ++p) std::fill_n(positions.begin() + p * m, m, bases[p]);
     }
     auto values = at::zeros({v.length()}, longs.dtype(state.count_dtype()));
@@ -177,10 +214,14 @@ Buffers buffers(MetricState& state, const ClassificationOptions& o, CountLayout 
         copied ? at::full({m, width}, -std::numeric_limits<double>::infinity(), b.preds.options()) : at::Tensor();
     const bool masks_wrong = k > 1 && layout == CountLayout::Matrix;
     state.scratch(kWrongMask) = masks_wrong ? at::empty({m}, longs.dtype(at::kBool)) : at::Tensor();
+    state.scratch(kBases) = piece_base_tensor(state, o, layout, m, samples, longs);
+    state.scratch(kBlock) =
+        samples ? at::empty({samples * kBlockRows * o.num_classes()}, longs.dtype(state.count_dtype())) : at::Tensor();
   }
   return {ClassRows(state.scratch(kRows), k > 1), state.scratch(kIndex),      state.scratch(kValues),
-          state.scratch(kDropped),                state.scratch(kClamped),    state.scratch(kBestScores),
-          state.scratch(kEnds),                   state.scratch(kPadded),     state.scratch(kWrongMask)};
+          state.scratch(kDropped),                state.scratch(kClamped),    state.scratch(kBases),
+          state.scratch(kBlock),                  state.scratch(kBestScores), state.scratch(kEnds),
+          state.scratch(kPadded),                 state.scratch(kWrongMask)};
 }
 
 // A constant of the state's device, made once from the values `values()` gives (called on the
@@ -201,6 +242,24 @@ at::Tensor rows_at(const at::Tensor& buffer, int64_t first, int64_t step, int64_
 void weight_flags(Buffers& buf, const at::Tensor& w, at::Tensor out) {
   at::clamp_out(buf.clamped, w, 0, std::numeric_limits<double>::max());
   at::ne_out(out, buf.clamped, w);
+}
+
+// The one put_ of the pieces, the kinds' flags and the tail into the count buffer; samplewise, the
+// pieces' into the zeroed block and the rest's into the count buffer.
+void add_pieces(MetricState& state, Buffers& buf, const ValuesLayout& v) {
+  const auto values = buf.values.narrow(0, v.put_begin(), v.put_length());
+  if (!buf.block.defined()) return void(state.count_buffer().put_(buf.index, values, /*accumulate=*/true));
+  const auto pieces = v.pieces * v.m;
+  buf.block.zero_().put_(buf.index.narrow(0, 0, pieces), values.narrow(0, 0, pieces), /*accumulate=*/true);
+  state.count_buffer().put_(buf.index.narrow(0, pieces, v.put_length() - pieces),
+                            values.narrow(0, pieces, v.put_length() - pieces), /*accumulate=*/true);
+}
+
+// Samplewise: each sample's kept rows into its tn, and its counts appended to the state's rows.
+void append_samples(MetricState& state, const Buffers& buf, int64_t classes) {
+  const auto per = buf.block.view({-1, kBlockRows, classes});
+  per.select(1, 2).add_(per.select(1, 4).narrow(1, 0, 1));
+  state.append({{1, per.select(1, 0)}, {2, per.select(1, 1)}, {3, per.select(1, 2)}, {4, per.select(1, 3)}});
 }
 
 // The pieces' values (A + B * wrong, times the weight) and the kinds' flags with the rows that are
@@ -238,7 +297,7 @@ void finish(MetricState& state, const ClassificationBatch& b, const Classificati
     }
     count_since_bad(state, buf.values[v.tail() + 1]);
   }
-  state.count_buffer().put_(buf.index, buf.values.narrow(0, v.put_begin(), v.put_length()), /*accumulate=*/true);
+  add_pieces(state, buf, v);
 }
 
 // The predicted classes into row 0 (where sorted, the k best into rows 0 .. k-1, in order, ties
@@ -337,7 +396,7 @@ void compare_with_targets(const ClassificationOptions& o, Buffers& buf, const Va
 
 // The pieces' positions: each group's class plus its pieces' bases (a matrix cell: target * C + p
 // + base, p the target where the row is right).
-void write_positions(MetricState& state, const ClassificationOptions& o, CountLayout layout, Buffers& buf,
+void write_positions(const MetricState& state, const ClassificationOptions& o, CountLayout layout, Buffers& buf,
                      const ValuesLayout& v) {
   const RowLayout r{o.top_k()};
   const auto tc = buf.rows.row(r.target());
@@ -352,13 +411,9 @@ void write_positions(MetricState& state, const ClassificationOptions& o, CountLa
     cells.add_(state.offset(1));
     return;
   }
-  const auto longs = buf.index.options();
-  const auto bases = constant(state, kBases, longs, {kGroups, kPiecesPerGroup, 1}, [&] {
-    return piece_bases(state, layout);
-  });
   auto positions = buf.index.narrow(0, 0, v.pieces * v.m).view({kGroups, kPiecesPerGroup, v.m});
   const auto groups = buf.rows.rows(0, r.target(), kGroups).unsqueeze(1);  // p, t, 0
-  at::add_out(positions, groups, bases);
+  at::add_out(positions, groups, buf.bases.view({kGroups, kPiecesPerGroup, -1}));
 }
 
 }  // namespace
@@ -376,6 +431,7 @@ void count_multiclass_on_aten(MetricState& state, const ClassificationBatch& b, 
   if (b.weight) weight_flags(buf, *b.weight, flags.select(0, 2));
   write_positions(state, o, layout, buf, v);
   finish(state, b, o, buf, v, /*can_be_bad=*/true);
+  if (buf.block.defined()) append_samples(state, buf, o.num_classes());
 }
 
 }  // namespace metrics::detail

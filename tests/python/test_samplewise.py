@@ -336,6 +336,45 @@ def test_bad_input_is_counted_and_kept_out_of_its_sample():
     np.testing.assert_allclose(value_without_report(metric), [1.0, 2 / 3], rtol=1e-6)
 
 
+@pytest.mark.parametrize("top_k,ignore_index", list(itertools.product([1, 2], [None, 1])))
+def test_nan_scores_and_bad_targets_are_left_out_of_their_samples_and_counted(top_k, ignore_index):
+    """Scores with NaN (of either sign) and targets out of range, in some updates only: each sample
+    counts its clean positions as the reference does, and the report counts the bad rows, the bad
+    updates and the first of them."""
+    g = torch.Generator().manual_seed(12)
+    metric = make("multiclass", "stat_scores", "none", top_k, ignore_index)
+    skipped = -100 if ignore_index is None else ignore_index
+    counted, nan_rows, bad_targets, bad_updates, first = [], 0, 0, 0, None
+    for update, n in enumerate((2, 3, 1, 2)):
+        scores = torch.randn((n, C, 5), generator=g)
+        target = torch.randint(0, C, (n, 5), generator=g)
+        if update in (1, 3):
+            scores[0, 1, 2] = float("nan")
+            scores[-1, :, 4] = -float("nan")
+            target[-1, 0] = C + 3
+            target[0, 3] = -2
+        ignored = target == ignore_index
+        nan = scores.isnan().any(1) & ~ignored
+        out = ((target < 0) | (target >= C)) & ~ignored
+        nan_rows += int(nan.sum())
+        bad_targets += int(out.sum())
+        if (nan | out).any():
+            bad_updates += 1
+            first = update if first is None else first
+        metric.update(scores, target)
+        counted.append((scores.nan_to_num(0.0), target.masked_fill(nan | out, skipped)))  # the reference skips them
+    expected = [np.stack(counts_of_batch("multiclass", p, t, top_k, skipped), -1) for p, t in counted]
+    quiet = make("multiclass", "stat_scores", "none", top_k, ignore_index, validate_args=False)
+    quiet.load_state_dict({k: v for k, v in metric.state_dict().items()
+                           if k not in ("bad_input_counts", "first_bad_update", "_metric", "_version")}, strict=False)
+    table = quiet.compute().numpy()
+    np.testing.assert_array_equal(table[..., :4], np.concatenate(expected))
+    report = metric.bad_input()
+    assert report["counts"]["NaN or out-of-range predictions"] == nan_rows
+    assert report["counts"][f"targets outside [0, {C})"] == bad_targets
+    assert report["updates"] == bad_updates and report["first_update"] == first
+
+
 def value_without_report(metric):
     """The value without the bad-input report: validate_args off, same state."""
     quiet = make("multiclass", "accuracy", "micro", validate_args=False)
