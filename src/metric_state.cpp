@@ -39,6 +39,13 @@ void check_counts_of(const at::Tensor& host, const StateEntry& entry, const std:
   }
 }
 
+// The elements of one row of a Cat entry.
+int64_t row_numel(const StateEntry& entry) {
+  int64_t n = 1;
+  for (const auto size : entry.tensor.sizes().slice(1)) n *= size;
+  return n;
+}
+
 // Whether two fill values are the same number (compared as integers where both are, so that
 // large int64 fills compare exactly).
 bool same_value(const c10::Scalar& a, const c10::Scalar& b) {
@@ -93,12 +100,12 @@ MetricState::MetricState(const MetricState& other)
     : entries_(other.entries_),
       hidden_(other.hidden_),
       hidden_offsets_(other.hidden_offsets_),
+      rows_(other.rows_.defined() ? other.rows_.clone() : at::Tensor()),
+      row_count_(other.row_count_),
+      row_pending_(other.row_pending_),
       bad_input_(other.bad_input_) {
   // a deep copy (and no scratch): one copy per packed buffer, not one per entry
   for (const auto& buffer : other.buffers_) buffers_.push_back(buffer.clone());
-  for (auto& entry : entries_) {
-    if (entry.reduction == Reduction::Cat) entry.tensor = entry.tensor.clone();
-  }
   view_buffers();
   threads_->locks = other.threads_->locks;
 }
@@ -110,6 +117,8 @@ MetricState& MetricState::operator=(const MetricState& other) {
 
 size_t MetricState::add(std::string name, at::IntArrayRef shape, at::ScalarType dtype, const c10::Scalar& fill,
                         Reduction reduction, bool signed_count) {
+  TORCH_INTERNAL_ASSERT(reduction != Reduction::Cat || (shape[0] == 0 && row_count_ == 0 &&
+                                                         (!rows_.defined() || rows_.scalar_type() == dtype)));
   auto tensor = at::full(shape, fill, at::TensorOptions().dtype(dtype).device(device()));
   entries_.push_back({std::move(name), std::move(tensor), fill, reduction, signed_count});
   pack();
@@ -125,8 +134,14 @@ int64_t MetricState::add_hidden(Hidden hidden) {
 int64_t MetricState::add_scratch(int64_t length) { return add_hidden({entries_.size(), length}); }
 
 int64_t MetricState::add_pending_addend(size_t target) {
-  TORCH_INTERNAL_ASSERT(target < entries_.size() && entries_[target].tensor.scalar_type() == count_dtype() &&
-                        entries_[target].reduction == Reduction::Sum);
+  TORCH_INTERNAL_ASSERT(target < entries_.size() && entries_[target].tensor.scalar_type() == count_dtype());
+  if (entries_[target].reduction == Reduction::Cat) {
+    TORCH_INTERNAL_ASSERT(entries_[target].tensor.dim() == 2);
+    row_pending_.push_back(target);
+    pack();
+    return pending_addend_offset(target);
+  }
+  TORCH_INTERNAL_ASSERT(entries_[target].reduction == Reduction::Sum);
   return add_hidden({entries_.size(), 1, static_cast<int64_t>(target)});
 }
 
@@ -137,7 +152,17 @@ int64_t MetricState::scratch_offset(size_t nth) const {
   TORCH_INTERNAL_ASSERT(false, "no scratch range ", nth);
 }
 
+int64_t MetricState::add_row_spare() {
+  TORCH_INTERNAL_ASSERT(rows_.defined());
+  row_pending_.push_back(kNoEntry);
+  pack();
+  return row_width() - 1;
+}
+
 int64_t MetricState::pending_addend_offset(size_t target) const {
+  for (size_t p = 0; p < row_pending_.size(); ++p) {
+    if (row_pending_[p] == target) return cat_width() + static_cast<int64_t>(p);
+  }
   for (size_t h = 0; h < hidden_.size(); ++h) {
     if (hidden_[h].target == static_cast<int64_t>(target)) return hidden_offsets_[h];
   }
@@ -173,10 +198,7 @@ void MetricState::pack() {
                       parts[0].push_back(at::zeros({hidden_[h].length}, entries_.front().tensor.options()));
                     });
   for (auto& entry : entries_) {
-    if (entry.reduction == Reduction::Cat) {
-      entry.tensor = entry.tensor.clone();  // its own tensor: it grows
-      continue;
-    }
+    if (entry.reduction == Reduction::Cat) continue;  // in the rows buffer
     const auto dtype = entry.tensor.scalar_type();
     if (dtype == dtypes.front()) continue;
     const auto b = std::find(dtypes.begin(), dtypes.end(), dtype) - dtypes.begin();
@@ -188,8 +210,21 @@ void MetricState::pack() {
   }
   buffers_.clear();
   for (const auto& part : parts) buffers_.push_back(at::cat(part));
+  pack_rows();
   view_buffers();
 }
+
+void MetricState::pack_rows() {
+  std::vector<at::Tensor> columns;
+  for (const auto& entry : entries_) {
+    if (entry.reduction == Reduction::Cat) columns.push_back(entry.tensor.reshape({row_count_, row_numel(entry)}));
+  }
+  if (columns.empty()) return;
+  for (size_t p = 0; p < row_pending_.size(); ++p) columns.push_back(at::zeros({row_count_, 1}, columns[0].options()));
+  rows_ = at::cat(columns, 1);
+}
+
+int64_t MetricState::cat_width() const { return row_width() - static_cast<int64_t>(row_pending_.size()); }
 
 void MetricState::view_buffers() {
   std::vector<int64_t> used(buffers_.size(), 0);
@@ -197,9 +232,17 @@ void MetricState::view_buffers() {
   hidden_offsets_.assign(hidden_.size(), 0);
   walk_count_buffer([&](size_t slot, int64_t offset) { offsets_[slot] = offset; },
                     [&](size_t h, int64_t offset) { hidden_offsets_[h] = offset; });
+  int64_t column = 0;
   for (size_t slot = 0; slot < entries_.size(); ++slot) {
     auto& entry = entries_[slot];
-    if (entry.reduction == Reduction::Cat) continue;
+    if (entry.reduction == Reduction::Cat) {
+      offsets_[slot] = column;
+      auto shape = entry.tensor.sizes().vec();
+      shape[0] = row_count_;
+      entry.tensor = rows_.narrow(0, 0, row_count_).narrow(1, column, row_numel(entry)).view(shape);
+      column += row_numel(entry);
+      continue;
+    }
     const auto b = buffer_of(entry.tensor.scalar_type());
     if (b != 0) {
       offsets_[slot] = used[b];
@@ -268,6 +311,12 @@ void MetricState::settle() const {
     entries_[hidden_[h].target].tensor.add_(addend);
     addend.zero_();
   }
+  for (const auto target : row_pending_) {
+    if (target == kNoEntry) continue;
+    const auto addend = rows_.narrow(0, 0, row_count_).narrow(1, pending_addend_offset(target), 1);
+    entries_[target].tensor.add_(addend);
+    addend.zero_();
+  }
   if (bad_input_) bad_input_->settle(entries_, since_bad_);
 }
 
@@ -276,6 +325,7 @@ void MetricState::zero_hidden() {
   for (size_t h = 0; h < hidden_.size(); ++h) {
     if (hidden_[h].target >= 0) buffer.narrow(0, hidden_offsets_[h], 1).zero_();
   }
+  if (!row_pending_.empty()) rows_.narrow(1, cat_width(), static_cast<int64_t>(row_pending_.size())).zero_();
   if (bad_input_) since_bad_.zero_();
 }
 
@@ -298,13 +348,31 @@ std::pair<int64_t, BadInputReport> MetricState::update_count_and_report() const 
 }
 
 void MetricState::append(const std::vector<std::pair<size_t, at::Tensor>>& rows) {
-  std::vector<at::Tensor> grown;  // all made before any is kept: an error changes nothing
+  std::vector<at::Tensor> converted;  // all made before any is kept: an error changes nothing
   for (const auto& [slot, more] : rows) {
     const auto& entry = entries_[slot];
-    TORCH_INTERNAL_ASSERT(entry.reduction == Reduction::Cat && same_shape(entry, more));
-    grown.push_back(at::cat({entry.tensor, more.to(entry.tensor.scalar_type())}));
+    TORCH_INTERNAL_ASSERT(entry.reduction == Reduction::Cat && same_shape(entry, more) &&
+                          more.size(0) == rows.front().second.size(0));
+    converted.push_back(more.to(rows_.scalar_type()).reshape({more.size(0), row_numel(entry)}));
   }
-  for (size_t i = 0; i < rows.size(); ++i) entries_[rows[i].first].tensor = std::move(grown[i]);
+  if (rows.empty()) return;
+  const auto n = rows.front().second.size(0);
+  const auto grown = grow_rows(n).view({n, row_width()});
+  for (size_t i = 0; i < rows.size(); ++i) grown.narrow(1, offsets_[rows[i].first], converted[i].size(1)).copy_(converted[i]);
+}
+
+at::Tensor MetricState::grow_rows(int64_t n) {
+  TORCH_INTERNAL_ASSERT(rows_.defined() && n >= 0);
+  const auto needed = row_count_ + n;
+  if (needed > rows_.size(0)) {
+    auto grown = at::zeros({std::max(needed, 2 * rows_.size(0)), rows_.size(1)}, rows_.options());
+    grown.narrow(0, 0, row_count_).copy_(rows_.narrow(0, 0, row_count_));
+    rows_ = std::move(grown);
+  }
+  const auto added = rows_.narrow(0, row_count_, n).view({-1});
+  row_count_ = needed;
+  view_buffers();
+  return added;
 }
 
 void MetricState::swap_tensors(MetricState& other) {
@@ -314,6 +382,9 @@ void MetricState::swap_tensors(MetricState& other) {
   std::swap(scratch_, other.scratch_);
   std::swap(hidden_, other.hidden_);
   std::swap(hidden_offsets_, other.hidden_offsets_);
+  std::swap(rows_, other.rows_);
+  std::swap(row_count_, other.row_count_);
+  std::swap(row_pending_, other.row_pending_);
   std::swap(since_bad_, other.since_bad_);
   std::swap(bad_input_, other.bad_input_);
 }
@@ -326,10 +397,14 @@ void MetricState::reset() {
     return b.reduction != Reduction::Cat && b.tensor.scalar_type() == a.tensor.scalar_type() &&
            same_value(a.fill, b.fill);
   };
+  if (rows_.defined()) {
+    rows_.zero_();  // the rows past row_count_ too: they may hold no values yet (to() from meta)
+    row_count_ = 0;
+    view_buffers();
+  }
   for (size_t first = 0; first < entries_.size();) {
     auto& entry = entries_[first];
     if (entry.reduction == Reduction::Cat) {
-      entry.tensor = entry.tensor.narrow(0, 0, 0).clone();
       ++first;
       continue;
     }
@@ -363,6 +438,7 @@ void MetricState::merge(const MetricState& other, const std::string& metric, Mer
     incoming.push_back(theirs.tensor.to(mine.tensor.device()));
   }
   const auto offset = update_count_tensor().clone();
+  std::vector<std::pair<size_t, at::Tensor>> rows;
   for (size_t i = 0; i < entries_.size(); ++i) {
     auto& mine = entries_[i].tensor;
     auto& theirs = incoming[i];
@@ -380,10 +456,11 @@ void MetricState::merge(const MetricState& other, const std::string& metric, Mer
         at::maximum_out(mine, mine, theirs);
         break;
       case Reduction::Cat:
-        mine = at::cat({mine, theirs});
+        rows.emplace_back(i, theirs);
         break;
     }
   }
+  append(rows);
 }
 
 StateDict MetricState::state_dict() const {
@@ -417,9 +494,18 @@ void MetricState::load_state_dict(const StateDict& dict, const std::string& metr
   }
   check_rows_agree(incoming, metric);
   check_tally_agrees(incoming, metric);
+  std::vector<std::pair<size_t, at::Tensor>> rows;
   for (size_t i = 0; i < entries_.size(); ++i) {
-    auto& mine = entries_[i].tensor;
-    entries_[i].reduction == Reduction::Cat ? void(mine = incoming[i]) : void(mine.copy_(incoming[i]));
+    if (entries_[i].reduction == Reduction::Cat) {
+      rows.emplace_back(i, incoming[i]);
+    } else {
+      entries_[i].tensor.copy_(incoming[i]);
+    }
+  }
+  if (rows_.defined()) {
+    rows_.zero_();
+    row_count_ = 0;
+    append(rows);
   }
   zero_hidden();
 }
@@ -478,9 +564,7 @@ void MetricState::to(at::Device device) {
   const bool fresh = this->device().is_meta() && !device.is_meta();
   const auto moved = [&](const at::Tensor& t) { return fresh ? at::empty_like(t, t.options().device(device)) : t.to(device); };
   for (auto& buffer : buffers_) buffer = moved(buffer);
-  for (auto& entry : entries_) {
-    if (entry.reduction == Reduction::Cat) entry.tensor = moved(entry.tensor);
-  }
+  if (rows_.defined()) rows_ = moved(rows_);
   view_buffers();
   scratch_.clear();
   if (fresh) reset();

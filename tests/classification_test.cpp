@@ -898,6 +898,67 @@ TEST(Samplewise, CountsEachSampleOverItsPositionsByBruteForce) {
   }
 }
 
+// Each sample's [C, 5] stat scores (tp, fp, tn, fn, support) of labels [n, positions], by loops.
+at::Tensor per_sample_by_loops(const at::Tensor& preds, const at::Tensor& target, int64_t classes) {
+  auto table = at::zeros({preds.size(0), classes, 5}, at::kLong);
+  for (int64_t n = 0; n < preds.size(0); ++n) {
+    for (int64_t j = 0; j < preds.size(1); ++j) {
+      const auto p = preds[n][j].item<int64_t>(), t = target[n][j].item<int64_t>();
+      for (int64_t c = 0; c < classes; ++c) {
+        const int64_t stat = p == c ? (t == c ? 0 : 1) : (t == c ? 3 : 2);
+        table[n][c][stat] += 1;
+        if (t == c) table[n][c][4] += 1;
+      }
+    }
+  }
+  return table;
+}
+
+TEST(Samplewise, RowsWrittenInPlaceSurviveGrowthCopiesLoadsMergesResetsAndMoves) {
+  // the state's rows buffer doubles as updates of 1 to 7 samples fill it; copies and loads take
+  // its rows, not its room; a reset leaves zeros where the next rows go
+  auto gen = testing::generator(43);
+  const auto o = samplewise(Opts::multiclass(3).average(Average::None));
+  StatScores metric(o);
+  std::vector<at::Tensor> expected;
+  const auto update = [&](StatScores& m, int64_t n) {
+    const auto preds = at::randint(3, {n, 4}, gen, at::kLong), target = at::randint(3, {n, 4}, gen, at::kLong);
+    m.update(preds, target);
+    return per_sample_by_loops(preds, target, 3);
+  };
+  const auto check = [&](StatScores& m, const std::vector<at::Tensor>& tables, const char* when) {
+    EXPECT_TRUE(at::equal(m.compute(), at::cat(tables))) << when;
+  };
+  for (const int64_t n : {1, 3, 2, 7, 1, 5}) expected.push_back(update(metric, n));
+  check(metric, expected, "grown");
+  const auto copy = metric.clone();
+  expected.push_back(update(metric, 4));  // the copy's rows stay its own
+  auto& copied = *static_cast<StatScores*>(copy.get());
+  check(copied, {expected.begin(), expected.end() - 1}, "copy");
+  update(copied, 4);  // where the original's last rows lie, in a buffer of its own
+  check(metric, expected, "the original, after the copy's update");
+  StatScores loaded(o);
+  update(loaded, 1);
+  loaded.load_state_dict(metric.state_dict());  // more rows than it had room for
+  std::vector<at::Tensor> both = expected;
+  const auto next = update(loaded, 2);
+  both.push_back(next);
+  check(loaded, both, "loaded, then updated");
+  StatScores other(o);
+  std::vector<at::Tensor> theirs{update(other, 6), update(other, 3)};
+  metric.merge(other);
+  expected.insert(expected.end(), theirs.begin(), theirs.end());
+  check(metric, expected, "merged");
+  metric.reset();
+  const std::vector<at::Tensor> after_reset{update(metric, 2), update(metric, 9)};
+  check(metric, after_reset, "reset");
+  StatScores on_meta(Opts(o).device(at::kMeta));
+  on_meta.update(at::zeros({3, 4}, at::TensorOptions(at::kLong).device(at::kMeta)),
+                 at::zeros({3, 4}, at::TensorOptions(at::kLong).device(at::kMeta)));
+  on_meta.to(at::kCPU);  // arrives reset, its room zeros
+  check(on_meta, {update(on_meta, 5)}, "moved from meta");
+}
+
 TEST(Samplewise, RowsGrowMergeEndToEndAndResetEmpties) {
   const auto labels = [](std::vector<int64_t> values, int64_t rows) { return at::tensor(values).view({rows, -1}); };
   Accuracy metric(samplewise(Opts::binary()));

@@ -32,7 +32,9 @@ enum class MergeOrder {
 /// reduction and dtype, in registration order.
 ///
 /// The entries of one dtype are views into one packed buffer, in registration order, so an update
-/// can write many of them with one op (span()).
+/// can write many of them with one op (span()). The Cat entries (rows that grow) are views into the
+/// rows buffer: one row per sample holding each Cat entry's row side by side, with room for more
+/// rows, so that an update writes its samples' rows in place (grow_rows()).
 ///
 /// Copying a MetricState copies its tensors (a deep copy), so copies never share storage.
 class MetricState {
@@ -44,7 +46,8 @@ class MetricState {
   MetricState& operator=(MetricState&&) noexcept = default;
 
   /// Registers a tensor of `shape` and `dtype` filled with `fill`; returns its slot. A Cat entry
-  /// starts with 0 rows (shape[0] == 0) and is not packed: append() grows it.
+  /// starts with 0 rows (shape[0] == 0) and goes to the rows buffer (all of one dtype): append()
+  /// and grow_rows() grow it.
   size_t add(std::string name, at::IntArrayRef shape, at::ScalarType dtype, const c10::Scalar& fill,
              Reduction reduction, bool signed_count = false);
   /// Adds the bad-input tally with these kinds (labels, in the order the kernels count them).
@@ -63,7 +66,8 @@ class MetricState {
   /// The packed 1-D view from the start of entry `first` to the end of entry `last` (two entries of
   /// one dtype) in their buffer: writing it writes them and the entries of that dtype between them.
   at::Tensor span(size_t first, size_t last) const;
-  /// Where entry `slot` starts in the packed buffer of its dtype (-1 for a Cat entry).
+  /// Where entry `slot` starts in the packed buffer of its dtype; for a Cat entry, where its part
+  /// of a row starts in a row of the rows buffer.
   int64_t offset(size_t slot) const { return offsets_[slot]; }
   /// Reserves `length` elements of the count buffer (the buffer of count_dtype()) that belong to
   /// no entry, after every entry: update scratch that ops must address together with the state
@@ -72,8 +76,15 @@ class MetricState {
   int64_t add_scratch(int64_t length);
   /// A 0-dim slot of the count buffer whose value belongs to every element of entry `target` (of
   /// the count dtype): an update adds to it, one place, where it would add to all of `target`.
-  /// entries() folds it in (see settle()). Returns its offset in the count buffer.
+  /// entries() folds it in (see settle()). Returns its offset in the count buffer. For a Cat
+  /// `target` ([rows, n]), a column of the rows buffer instead, whose value in a row belongs to
+  /// every element of that row of `target`; returns its offset in a row.
   int64_t add_pending_addend(size_t target);
+  /// A column of the rows buffer that belongs to no entry, where an update adds what counts nothing
+  /// (never read; zeroed by reset()). Returns its offset in a row.
+  int64_t add_row_spare();
+  /// The offset in a row of the spare column (add_row_spare), -1 where there is none.
+  int64_t row_spare_offset() const { return pending_addend_offset(kNoEntry); }
   /// The offset of the `nth` scratch range registered (add_scratch), and of entry `target`'s pending
   /// addend (-1 where it has none).
   int64_t scratch_offset(size_t nth) const;
@@ -121,8 +132,15 @@ class MetricState {
   const std::vector<StateEntry>& entry_layout() const { return entries_; }
   at::Device device() const { return entries_.front().tensor.device(); }
 
-  /// Appends rows (the entry's shape past dim 0) to Cat entries: (slot, rows) pairs, all or none.
+  /// Appends rows (the entry's shape past dim 0) to the Cat entries: (slot, rows) pairs, as many
+  /// rows each; the Cat entries not given gain rows of zeros.
   void append(const std::vector<std::pair<size_t, at::Tensor>>& rows);
+  /// Adds `n` rows of zeros to every Cat entry and returns them as they lie in the rows buffer, 1-D
+  /// (n * row_width() elements, rows of row_width(), each laid out as offset() and the pending
+  /// addends' offsets say): an update adds its samples there. Never reads anything back.
+  at::Tensor grow_rows(int64_t n);
+  /// The elements of one row of the rows buffer.
+  int64_t row_width() const { return rows_.defined() ? rows_.size(1) : 0; }
 
   /// Ends an update whose bad entries the host counted: adds them to the tally, then counts the
   /// update. Never reads anything back.
@@ -169,8 +187,13 @@ class MetricState {
   };
   // Copies the entries into new packed buffers, one per dtype (hidden room zeroed), and views them there.
   void pack();
-  // Points every entry at its place in the packed buffer of its dtype.
+  // Points every entry at its place in the packed buffer of its dtype, the Cat entries at theirs in
+  // the rows buffer.
   void view_buffers();
+  // Copies the Cat entries' rows (and zeros for their pending addends) into a new rows buffer.
+  void pack_rows();
+  // The Cat entries' part of a row, where the pending addends' columns start.
+  int64_t cat_width() const;
   // Walks the count buffer's layout: `entry(slot, offset)` for each entry of the count dtype and
   // `hidden(index, offset)` for each hidden range, in buffer order.
   template <class Entry, class HiddenRange>
@@ -194,6 +217,11 @@ class MetricState {
   std::map<size_t, at::Tensor> scratch_;  // a map: references stay valid as it grows
   std::vector<Hidden> hidden_;
   std::vector<int64_t> hidden_offsets_;
+  at::Tensor rows_;                  // [capacity, row_width]: rows past row_count_ hold zeros
+  int64_t row_count_ = 0;
+  // the Cat targets of the rows buffer's columns past the Cat entries', in column order (kNoEntry: a spare)
+  std::vector<size_t> row_pending_;
+  static constexpr size_t kNoEntry = static_cast<size_t>(-1);
   at::Tensor since_bad_;  // the tally's since-bad slot (a view of the count buffer, made once: updates read it)
   c10::optional<BadInput> bad_input_;
   struct Threads {

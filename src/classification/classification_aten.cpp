@@ -11,10 +11,7 @@ namespace {
 
 // An update without entries: samplewise, its samples' counts are zeros.
 void count_nothing(MetricState& state, const ClassificationBatch& b, const ClassificationOptions& o) {
-  if (o.multidim_average() == MultidimAverage::Samplewise) {
-    const auto zeros = at::zeros({b.samples, counted_classes(o)}, b.target.options().dtype(state.dtype(1)));
-    state.append({{1, zeros}, {2, zeros}, {3, zeros}, {4, zeros}});
-  }
+  if (o.multidim_average() == MultidimAverage::Samplewise) state.grow_rows(b.samples);
   state.finish_update();
 }
 

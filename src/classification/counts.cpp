@@ -38,9 +38,12 @@ MetricState make_count_state(const ClassificationOptions& options, CountLayout l
   }
   if (options.validate_args()) state.track_bad_input(bad_input_kinds(options));
   state.add_scratch(1);  // the ATen path's spare slot, where a piece that counts nothing goes
-  if (layout == CountLayout::PerClass && options.task() == Task::Multiclass &&
-      options.multidim_average() == MultidimAverage::Global) {
-    state.add_pending_addend(3);  // tn's: the ATen path adds every kept row to all of tn there
+  if (options.multidim_average() == MultidimAverage::Samplewise && options.task() != Task::Multiclass) {
+    state.add_row_spare();  // and a dropped entry's cell, samplewise (entries_aten.cpp)
+  }
+  if (layout == CountLayout::PerClass && options.task() == Task::Multiclass) {
+    // tn's: the ATen path adds every kept row to all of tn (samplewise, of its sample's row) there
+    state.add_pending_addend(3);
   }
   return state;
 }

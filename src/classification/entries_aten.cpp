@@ -18,11 +18,11 @@
 // label to its cells' positions (9); weights take 3 more (their buckets, their part of the codes,
 // and the product of weights and readings).
 //
-// multidim_average=samplewise counts each sample apart, into a zeroed block: first a copy of the
-// count buffer (where the tally's pieces and the spare slot keep their places), then each sample's
-// tp, fp, tn and fn, a row of L each. A cell's position is its row's place plus its sample's and its
-// label's (one addcmul, binary too); one put_ into the block, its copy added to the count buffer,
-// its samples appended to the state.
+// multidim_average=samplewise counts each sample apart, into the rows the state gains for the
+// batch's samples (tp, fp, tn and fn, L each, and a spare where a dropped entry's cell goes, per
+// sample: a row of the state's rows buffer). A cell's position is its place in a row plus its
+// sample's row and its label (one addcmul, binary too); the cells go there, the kinds' flags and the
+// tail to the count buffer: three put_s.
 
 #include <ATen/ATen.h>
 
@@ -43,19 +43,10 @@ namespace {
 // (kKey); the bucket bounds and the table, made for a score dtype (kTableKey); the readings' weights.
 enum Scratch {
   kKey = 200, kTableKey, kScoreBounds, kTargetBounds, kWeightBounds, kTable, kScoreBuckets, kTargetBuckets,
-  kWeightBuckets, kCodes, kLooked, kIndex, kValues, kLabels, kReadings, kReadingsA, kReadingsB, kBlock
+  kWeightBuckets, kCodes, kLooked, kIndex, kValues, kLabels, kReadings, kReadingsA, kReadingsB
 };
 
 bool samplewise(const ClassificationOptions& o) { return o.multidim_average() == MultidimAverage::Samplewise; }
-
-// Where a samplewise block's cells start: after its copy of the count buffer.
-int64_t block_cells(const MetricState& state) { return state.count_buffer().numel(); }
-
-// Where entry `slot` (1 tp, 2 fp, 3 tn, 4 fn) of label 0 is counted: in the count buffer, or
-// samplewise in the block's sample 0.
-int64_t cell_place(const MetricState& state, const ClassificationOptions& o, size_t slot, int64_t labels) {
-  return samplewise(o) ? block_cells(state) + static_cast<int64_t>(slot - 1) * labels : state.offset(slot);
-}
 
 // One bucketize: its bounds, and whether a bucket counts the bounds below or at a value (right) or
 // below it.
@@ -136,10 +127,11 @@ struct Columns {
 // Where each code's pieces go. Cells by 2 * target + prediction: tn, fp, fn, tp (entries 1 tp, 2 fp,
 // 3 tn, 4 fn); a label's cell is its label past these (samplewise, its sample's too).
 std::vector<int64_t> table(const MetricState& state, const ClassificationOptions& o, const Predictions& p,
-                           const TargetBuckets& targets, const Buckets& weights, const Columns& col, int64_t labels) {
+                           const TargetBuckets& targets, const Buckets& weights, const Columns& col) {
   static const size_t cell_entries[] = {3, 2, 4, 1};
   const auto* tally = state.bad_input();
   const auto spare = state.scratch_offset(0);
+  const auto dropped_cell = samplewise(o) ? state.row_spare_offset() : spare;
   const auto tally_of = [&](int64_t kind) { return tally ? state.offset(tally->counts_slot()) + kind : spare; };
   const auto bad_updates = tally_of(static_cast<int64_t>(tally ? tally->kinds().size() : 0));
   const auto& x_buckets = p.buckets;
@@ -155,7 +147,7 @@ std::vector<int64_t> table(const MetricState& state, const ClassificationOptions
     const bool kept = !ignored && !bad[0] && !bad[1] && !bad[2];
     for (const double cutoff : {p.cutoffs.probability, p.cutoffs.logit}) {
       const int64_t pred = p.scores ? x > cutoff : x == 1;
-      rows.push_back(kept ? cell_place(state, o, cell_entries[2 * static_cast<int64_t>(t) + pred], labels) : spare);
+      rows.push_back(kept ? state.offset(cell_entries[2 * static_cast<int64_t>(t) + pred]) : dropped_cell);
     }
     for (int64_t k = 0; k < col.kinds; ++k) rows.push_back(bad[k] ? tally_of(k) : spare);
     rows.push_back(tally && (bad[0] || bad[1] || bad[2]) ? bad_updates : spare);
@@ -178,18 +170,18 @@ struct Layout {
 
 struct Buffers {
   at::Tensor scores, targets, weights, codes, looked, index, values, labels, readings;
-  at::Tensor block;  // samplewise: the count buffer's copy, then the samples' counts
 };
 
 // What a kept cell's position adds to its row's place, [1, L, 1]: its label; samplewise [M, L, 1]:
-// its label and its sample's place in the block.
-at::Tensor cell_places(const ClassificationBatch& b, const ClassificationOptions& o, const at::TensorOptions& longs) {
+// its label and its sample's row.
+at::Tensor cell_places(const MetricState& state, const ClassificationBatch& b, const ClassificationOptions& o,
+                       const at::TensorOptions& longs) {
   const int64_t rows = b.target.size(0), labels = b.target.dim() == 1 ? 1 : b.target.size(1);
   if (!samplewise(o)) return at::arange(labels, longs).view({1, labels, 1});
   const int64_t per_sample = rows / b.samples;
   std::vector<int64_t> places;
   for (int64_t row = 0; row < rows; ++row) {
-    for (int64_t label = 0; label < labels; ++label) places.push_back(row / per_sample * 4 * labels + label);
+    for (int64_t label = 0; label < labels; ++label) places.push_back(row / per_sample * state.row_width() + label);
   }
   return upload(places, longs).view({rows, labels, 1});
 }
@@ -202,8 +194,7 @@ void make_table(MetricState& state, const ClassificationBatch& b, const Classifi
   state.scratch(kScoreBounds) = upload(p.buckets.bounds, b.preds.options());
   state.scratch(kTargetBounds) = upload(targets.bounds, longs);
   state.scratch(kWeightBounds) = b.weight ? upload(weights.bounds, longs.dtype(at::kDouble)) : at::Tensor();
-  const int64_t labels = b.target.dim() == 1 ? 1 : b.target.size(1);
-  const auto rows = upload(table(state, o, p, targets, weights, col, labels), longs).view({codes, col.count()});
+  const auto rows = upload(table(state, o, p, targets, weights, col), longs).view({codes, col.count()});
   state.scratch(kTable) = adds_places ? rows : rows.narrow(1, 0, col.cell_flags()).contiguous();
   // the readings' weights [I, 1 - I] are A + B * I
   const auto counts = longs.dtype(state.count_dtype());
@@ -237,25 +228,29 @@ Buffers buffers(MetricState& state, const ClassificationBatch& b, const Classifi
     pieces.narrow(1, Columns::kCells, col.kinds).fill_(1);  // a tally counts the entry
     pieces.narrow(1, 0, 1).fill_(1);  // labels: I is 1, the probability reading's cell counts
     state.scratch(kValues) = values;
-    state.scratch(kLabels) = adds_places ? cell_places(b, o, longs) : at::Tensor();
+    state.scratch(kLabels) = adds_places ? cell_places(state, b, o, longs) : at::Tensor();
     state.scratch(kReadings) = b.weight ? at::empty({Columns::kCells}, counts) : at::Tensor();
-    state.scratch(kBlock) = samples ? at::empty({block_cells(state) + samples * 4 * labels}, counts) : at::Tensor();
   }
   return {state.scratch(kScoreBuckets), state.scratch(kTargetBuckets), state.scratch(kWeightBuckets),
           state.scratch(kCodes),        state.scratch(kLooked),        state.scratch(kIndex),
-          state.scratch(kValues),       state.scratch(kLabels),        state.scratch(kReadings),
-          state.scratch(kBlock)};
+          state.scratch(kValues),       state.scratch(kLabels),        state.scratch(kReadings)};
 }
 
-// The one put_ into the count buffer; samplewise, into the zeroed block, whose copy of the count
-// buffer is added to it and whose samples are appended to the state.
-void add_pieces(MetricState& state, Buffers& buf, int64_t labels) {
-  if (!buf.block.defined()) return void(state.count_buffer().put_(buf.index, buf.values, /*accumulate=*/true));
-  const auto counts = block_cells(state);
-  buf.block.zero_().put_(buf.index, buf.values, /*accumulate=*/true);
-  state.count_buffer().add_(buf.block.narrow(0, 0, counts));
-  const auto per = buf.block.narrow(0, counts, buf.block.numel() - counts).view({-1, 4, labels});
-  state.append({{1, per.select(1, 0)}, {2, per.select(1, 1)}, {3, per.select(1, 2)}, {4, per.select(1, 3)}});
+// The one put_ into the count buffer; samplewise, the cells' into the rows the state gains for the
+// batch's samples, the kinds' flags and the tail's into the count buffer.
+void add_pieces(MetricState& state, const ClassificationBatch& b, const ClassificationOptions& o, const Buffers& buf,
+                const Layout& layout, const Columns& col) {
+  const auto& counts = state.count_buffer();
+  if (!samplewise(o)) return void(counts.put_(buf.index, buf.values, /*accumulate=*/true));
+  const auto pieces = [&](const at::Tensor& t, int64_t first, int64_t n) {
+    return t.narrow(0, 0, layout.tail()).view({layout.entries, layout.width}).narrow(1, first, n);
+  };
+  state.grow_rows(b.samples).put_(pieces(buf.index, 0, Columns::kCells), pieces(buf.values, 0, Columns::kCells),
+                                  /*accumulate=*/true);
+  counts.put_(pieces(buf.index, Columns::kCells, col.kinds), pieces(buf.values, Columns::kCells, col.kinds),
+              /*accumulate=*/true);
+  const auto tail = kTailPieces + 1;
+  counts.put_(buf.index.narrow(0, layout.tail(), tail), buf.values.narrow(0, layout.tail(), tail), /*accumulate=*/true);
 }
 
 }  // namespace
@@ -317,7 +312,7 @@ void count_entries_on_aten(MetricState& state, const ClassificationBatch& b, con
     const auto w = b.weight->dim() < t.dim() ? b.weight->view({rows, 1, 1}) : b.weight->view({rows, labels, 1});
     at::mul_out(cells, w.expand({rows, labels, 1}), readings);
   }
-  add_pieces(state, buf, labels);
+  add_pieces(state, b, o, buf, layout, col);
 }
 
 }  // namespace metrics::detail

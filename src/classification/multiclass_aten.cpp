@@ -19,10 +19,10 @@
 // (a row is right where its target is among its k best; p, the best, counts only where it is
 // wrong). The values buffer is laid out so that the rows that ne writes are one strided view too.
 //
-// multidim_average=samplewise counts each sample apart: the pieces go to a block of the batch's
-// samples (tp, fp, tn, fn and the sample's kept rows, C each, per sample), their bases shifted by
-// the row's sample; the block's kept rows go to its tn, and its rows are appended to the state.
-// The kinds' flags and the tail still go to the count buffer: two put_s.
+// multidim_average=samplewise counts each sample apart: the pieces go to the rows the state gains
+// for the batch's samples (tp, fp, tn and fn, C each, and tn's pending addend, per sample: a row
+// of the state's rows buffer), their bases shifted by the row's sample; the kinds' flags and the
+// tail still go to the count buffer: two put_s.
 
 #include <ATen/ATen.h>
 
@@ -43,7 +43,7 @@ namespace {
 // (kKey), and constants. (Slots apart from the other ATen paths': they share a state.)
 enum Scratch {
   kKey = 100, kRows, kIndex, kValues, kDropped, kBestScores, kClamped, kLow, kHigh, kPredLow, kPredHigh, kBases,
-  kTermA, kTermB, kPadded, kEnds, kWrongMask, kBlock
+  kTermA, kTermB, kPadded, kEnds, kWrongMask
 };
 
 // The class rows, each one batch long, for top_k = k.
@@ -118,43 +118,30 @@ struct ValuesLayout {
 // The spare slot: where a piece goes that counts nothing.
 int64_t spare(const MetricState& state) { return state.scratch_offset(0); }
 
-// Where the counts of a class start, and where the kept rows go (tn's pending addend).
-struct CountPlaces {
-  int64_t tp, fp, tn, fn, kept;
-};
-
-// A samplewise block: per sample, these rows of C, then the sample's kept rows in one more row.
-constexpr int64_t kBlockRows = 5;
-
-CountPlaces block_places(int64_t classes) { return {0, classes, 2 * classes, 3 * classes, 4 * classes}; }
-
 bool samplewise(const ClassificationOptions& o) { return o.multidim_average() == MultidimAverage::Samplewise; }
 
 // Each piece's base position, in the order the pieces' values come (entries: 1 tp, 2 fp, 3 tn, 4 fn,
-// or 1 confmat; a samplewise block's rows).
-std::vector<int64_t> piece_bases(const MetricState& state, const ClassificationOptions& o, CountLayout layout) {
+// or 1 confmat): in the count buffer, or samplewise in a row of the rows buffer.
+std::vector<int64_t> piece_bases(const MetricState& state, CountLayout layout) {
   if (layout == CountLayout::Matrix) return {state.offset(1)};
-  const auto c = samplewise(o) ? block_places(o.num_classes())
-                               : CountPlaces{state.offset(1), state.offset(2), state.offset(3), state.offset(4),
-                                             state.pending_addend_offset(3)};
+  const auto tp = state.offset(1), fp = state.offset(2), tn = state.offset(3), fn = state.offset(4);
+  const auto kept = state.pending_addend_offset(3);
   // a piece that adds nothing goes where a class can follow its base: to tp's (it adds 0)
-  return {c.fp, c.tn, c.tp,  // at p: fp += wrong, tn -= wrong
-          c.tp, c.fn, c.tn,  // at the target: tp += right, fn += wrong, tn -= 1
-          c.kept, c.tp, c.tp};
+  return {fp, tn, tp,  // at p: fp += wrong, tn -= wrong
+          tp, fn, tn,  // at the target: tp += right, fn += wrong, tn -= 1
+          kept, tp, tp};
 }
 
-// The pieces' bases as added to the classes, [groups, pieces per group, 1]; samplewise [.., .., m],
-// each row's shifted to its sample's block.
+// The pieces' bases as added to the classes, [pieces, 1]; samplewise [pieces, m], each row's
+// shifted to its sample's row.
 at::Tensor piece_base_tensor(const MetricState& state, const ClassificationOptions& o, CountLayout layout,
                              int64_t m, int64_t samples, const at::TensorOptions& longs) {
-  const auto bases = piece_bases(state, o, layout);
-  if (!samplewise(o) || layout == CountLayout::Matrix) {
-    return upload(bases, longs).view({-1, 1});
-  }
-  const int64_t per_sample = m / samples, block = kBlockRows * o.num_classes();
+  const auto bases = piece_bases(state, layout);
+  if (!samplewise(o)) return upload(bases, longs).view({-1, 1});
+  const int64_t per_sample = m / samples;
   std::vector<int64_t> shifted;
   for (const auto base : bases) {
-    for (int64_t row = 0; row < m; ++row) shifted.push_back(base + row / per_sample * block);
+    for (int64_t row = 0; row < m; ++row) shifted.push_back(base + row / per_sample * state.row_width());
   }
   return upload(shifted, longs).view({-1, m});
 }
@@ -166,7 +153,6 @@ const std::vector<double> kB{1, -1, 0, -1, 1, 0, 0, 0, 0};
 struct Buffers {
   ClassRows rows;
   at::Tensor index, values, dropped, clamped, bases;
-  at::Tensor block;  // samplewise: the samples' counts
   // each row's best score (top_k 1), or its scores best first; where sorted, the larger of each
   // row's first and last (the sort's ends), the padded copy sorted where the scores are not, and
   // wrong as a mask
@@ -197,7 +183,7 @@ Buffers buffers(MetricState& state, const ClassificationOptions& o, CountLayout 
     const auto tail = tail_positions(state, spare(state));
     std::copy(tail.begin(), tail.end(), positions.end() - kTailPieces);
     if (o.num_classes() == kUnknownClasses) {
-      const auto bases = piece_bases(state, o, layout);
+      const auto bases = piece_bases(state, layout);
       for (int64_t p = 0; p < v.pieces; ++p) std::fill_n(positions.begin() + p * m, m, bases[p]);
     }
     auto values = at::zeros({v.length()}, longs.dtype(state.count_dtype()));
@@ -215,13 +201,11 @@ Buffers buffers(MetricState& state, const ClassificationOptions& o, CountLayout 
     const bool masks_wrong = k > 1 && layout == CountLayout::Matrix;
     state.scratch(kWrongMask) = masks_wrong ? at::empty({m}, longs.dtype(at::kBool)) : at::Tensor();
     state.scratch(kBases) = piece_base_tensor(state, o, layout, m, samples, longs);
-    state.scratch(kBlock) =
-        samples ? at::empty({samples * kBlockRows * o.num_classes()}, longs.dtype(state.count_dtype())) : at::Tensor();
   }
   return {ClassRows(state.scratch(kRows), k > 1), state.scratch(kIndex),      state.scratch(kValues),
           state.scratch(kDropped),                state.scratch(kClamped),    state.scratch(kBases),
-          state.scratch(kBlock),                  state.scratch(kBestScores), state.scratch(kEnds),
-          state.scratch(kPadded),                 state.scratch(kWrongMask)};
+          state.scratch(kBestScores),             state.scratch(kEnds),       state.scratch(kPadded),
+          state.scratch(kWrongMask)};
 }
 
 // A constant of the state's device, made once from the values `values()` gives (called on the
@@ -245,21 +229,14 @@ void weight_flags(Buffers& buf, const at::Tensor& w, at::Tensor out) {
 }
 
 // The one put_ of the pieces, the kinds' flags and the tail into the count buffer; samplewise, the
-// pieces' into the zeroed block and the rest's into the count buffer.
-void add_pieces(MetricState& state, Buffers& buf, const ValuesLayout& v) {
+// pieces' into the rows the state gains for the batch's samples and the rest's into the count buffer.
+void add_pieces(MetricState& state, const ClassificationBatch& b, const ClassificationOptions& o, Buffers& buf,
+                const ValuesLayout& v) {
   const auto values = buf.values.narrow(0, v.put_begin(), v.put_length());
-  if (!buf.block.defined()) return void(state.count_buffer().put_(buf.index, values, /*accumulate=*/true));
-  const auto pieces = v.pieces * v.m;
-  buf.block.zero_().put_(buf.index.narrow(0, 0, pieces), values.narrow(0, 0, pieces), /*accumulate=*/true);
-  state.count_buffer().put_(buf.index.narrow(0, pieces, v.put_length() - pieces),
-                            values.narrow(0, pieces, v.put_length() - pieces), /*accumulate=*/true);
-}
-
-// Samplewise: each sample's kept rows into its tn, and its counts appended to the state's rows.
-void append_samples(MetricState& state, const Buffers& buf, int64_t classes) {
-  const auto per = buf.block.view({-1, kBlockRows, classes});
-  per.select(1, 2).add_(per.select(1, 4).narrow(1, 0, 1));
-  state.append({{1, per.select(1, 0)}, {2, per.select(1, 1)}, {3, per.select(1, 2)}, {4, per.select(1, 3)}});
+  if (!samplewise(o)) return void(state.count_buffer().put_(buf.index, values, /*accumulate=*/true));
+  const auto pieces = v.pieces * v.m, rest = v.put_length() - pieces;
+  state.grow_rows(b.samples).put_(buf.index.narrow(0, 0, pieces), values.narrow(0, 0, pieces), /*accumulate=*/true);
+  state.count_buffer().put_(buf.index.narrow(0, pieces, rest), values.narrow(0, pieces, rest), /*accumulate=*/true);
 }
 
 // The pieces' values (A + B * wrong, times the weight) and the kinds' flags with the rows that are
@@ -297,7 +274,7 @@ void finish(MetricState& state, const ClassificationBatch& b, const Classificati
     }
     count_since_bad(state, buf.values[v.tail() + 1]);
   }
-  add_pieces(state, buf, v);
+  add_pieces(state, b, o, buf, v);
 }
 
 // The predicted classes into row 0 (where sorted, the k best into rows 0 .. k-1, in order, ties
@@ -431,7 +408,6 @@ void count_multiclass_on_aten(MetricState& state, const ClassificationBatch& b, 
   if (b.weight) weight_flags(buf, *b.weight, flags.select(0, 2));
   write_positions(state, o, layout, buf, v);
   finish(state, b, o, buf, v, /*can_be_bad=*/true);
-  if (buf.block.defined()) append_samples(state, buf, o.num_classes());
 }
 
 }  // namespace metrics::detail
