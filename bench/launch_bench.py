@@ -298,6 +298,8 @@ def collection_configs(nm):
          lambda: (meta(128, 100), meta(128, 100, dtype=torch.int64))),
         ("multiclass C=10 macro + ConfusionMatrix, scores (128, 10)",
          collection(nm, "Multiclass", "ConfusionMatrix", num_classes=10), scores_and_labels(10)),
+        ("multiclass C=21 macro, segmentation scores (8, 21, 64, 64)", collection(nm, "Multiclass", num_classes=21),
+         lambda: (meta(8, 21, 64, 64), meta(8, 64, 64, dtype=torch.int64))),
     ]
     # samplewise: the state gains a row per sample, written in place where the last update's end, so
     # no replay; the ops are the same otherwise

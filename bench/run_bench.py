@@ -172,7 +172,8 @@ def python_table(results):
 
 def launch_table(launches):
     return ("Launching ATen ops (not views, not allocations) and sync-class ops per update, two updates after a "
-            "warm-up; replay-invariant: both dispatched the same ops with the same arguments. Budget: "
+            f"warm-up (a growing state: after {launch_bench.GROWING_WARM_UP}, where its rows buffer has room); "
+            "replay-invariant: both dispatched the same ops with the same arguments. Budget: "
             f"{launch_bench.AGGREGATOR_BUDGET} per aggregator, {launch_bench.COLLECTION_BUDGET} per collection. "
             "bench/launch_bench.py says how they are counted.\n\n" + launch_bench.markdown_table(launches))
 

@@ -155,7 +155,8 @@ ClassificationBatch canonicalize(const std::string& metric, const Classification
     batch.preds = classes_last(p, o.num_classes());
     batch.target = classes_last(target_labels(target), o.num_classes());
   } else {
-    batch.preds = multiclass_scores ? classes_last(p, p.size(1)) : flat(p);
+    // multiclass scores keep their extra dimensions, classes last: a view (the ATen path reads them so)
+    batch.preds = multiclass_scores ? (p.dim() == 2 ? p : p.movedim(1, -1)) : flat(p);
     batch.target = flat(target_labels(target));
   }
   if (weight) batch.weight = canonical_weight(o, *weight, target);

@@ -87,7 +87,7 @@ void count(MetricState& state, const ClassificationOptions& options, const Class
     sink.fn = state[4];
   }
   auto contiguous = batch;
-  contiguous.preds = batch.preds.contiguous();
+  contiguous.preds = (batch.preds.dim() > 2 ? batch.preds.reshape({-1, batch.preds.size(-1)}) : batch.preds).contiguous();
   contiguous.target = batch.target.contiguous();
   if (batch.weight) contiguous.weight = batch.weight->contiguous();
   const auto bad = cpu::count(contiguous, options, sink).in_order();

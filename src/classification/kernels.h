@@ -15,8 +15,10 @@ namespace metrics::detail {
 
 /// One update's input in canonical form, on the state's device.
 struct ClassificationBatch {
-  /// Binary (M,); multiclass scores (M, C) or labels (M,); multilabel (M, L). Scores are float32
-  /// or float64 (float16/bfloat16 widened exactly to float32), labels int64.
+  /// Binary (M,); multiclass scores (M, C) or labels (M,); multilabel (M, L). Multiclass scores
+  /// with extra dimensions stay (N, ..., C), a view with the classes moved last (its M = N * ...
+  /// rows, sample-major, uncopied). Scores are float32 or float64 (float16/bfloat16 widened exactly
+  /// to float32), labels int64.
   at::Tensor preds;
   /// Binary and multiclass (M,); multilabel (M, L); int64.
   at::Tensor target;

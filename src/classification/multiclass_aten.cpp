@@ -165,7 +165,8 @@ Buffers buffers(MetricState& state, const ClassificationOptions& o, CountLayout 
   const auto width = r.sorted_width(o.num_classes());
   // the scores are sorted from a copy where the sort's buffers are wider than they, or they are
   // strided (a sort writes into its outputs only where its input is laid out as they are)
-  const bool copied = k > 1 && (width > b.preds.size(1) || b.preds.stride(1) != 1 || b.preds.stride(0) != width);
+  const bool copied =
+      k > 1 && (b.preds.dim() > 2 || width > b.preds.size(1) || b.preds.stride(1) != 1 || b.preds.stride(0) != width);
   // (the weight flags' row and the dropped rows are written only where an update has them)
   const int64_t samples = samplewise(o) ? b.samples : 0;
   if (key_changed(state, kKey,
@@ -277,6 +278,12 @@ void finish(MetricState& state, const ClassificationBatch& b, const Classificati
   add_pieces(state, b, o, buf, v);
 }
 
+// `rows` (one per row of the batch) viewed as the rows of `scores`: (M,), or (N, ...) where the
+// scores keep their extra dimensions (kernels.h).
+at::Tensor as_rows_of(const at::Tensor& rows, const at::Tensor& scores) {
+  return rows.view(scores.sizes().slice(0, scores.dim() - 1));
+}
+
 // The predicted classes into row 0 (where sorted, the k best into rows 0 .. k-1, in order, ties
 // to the lower class as argmax takes the first maximum), and the flags of the rows that hold a NaN
 // score into `nan_flags`. max gives NaN in such a row; a descending sort puts NaN first, but CUDA's
@@ -286,9 +293,10 @@ void predict(Buffers& buf, const ClassificationBatch& b, at::Tensor nan_flags) {
   auto best = buf.best_scores;
   if (!buf.rows.sorted) {
     auto pred = buf.rows.row(0);
-    at::max_out(best, pred, b.preds, 1);  // the first maximal index
+    auto best_rows = as_rows_of(best, b.preds), pred_rows = as_rows_of(pred, b.preds);
+    at::max_out(best_rows, pred_rows, b.preds, -1);  // the first maximal index
   } else {
-    if (buf.padded.defined()) buf.padded.narrow(1, 0, b.preds.size(1)).copy_(b.preds);
+    if (buf.padded.defined()) buf.padded.narrow(1, 0, b.preds.size(-1)).view(b.preds.sizes()).copy_(b.preds);
     const auto& scores = buf.padded.defined() ? buf.padded : b.preds;
     at::sort_out(best, buf.rows.buffer, scores, /*stable=*/true, 1, /*descending=*/true);
     at::maximum_out(buf.ends, best.select(1, 0), best.select(1, best.size(1) - 1));
