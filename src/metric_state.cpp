@@ -100,7 +100,7 @@ MetricState::MetricState(const MetricState& other)
     : entries_(other.entries_),
       hidden_(other.hidden_),
       hidden_offsets_(other.hidden_offsets_),
-      rows_(other.rows_.defined() ? other.rows_.clone() : at::Tensor()),
+      rows_(other.rows_.defined() ? other.rows_.narrow(0, 0, other.row_count_).clone() : at::Tensor()),  // no room
       row_count_(other.row_count_),
       row_pending_(other.row_pending_),
       bad_input_(other.bad_input_) {
@@ -325,7 +325,9 @@ void MetricState::zero_hidden() {
   for (size_t h = 0; h < hidden_.size(); ++h) {
     if (hidden_[h].target >= 0) buffer.narrow(0, hidden_offsets_[h], 1).zero_();
   }
-  if (!row_pending_.empty()) rows_.narrow(1, cat_width(), static_cast<int64_t>(row_pending_.size())).zero_();
+  if (!row_pending_.empty()) {
+    rows_.narrow(0, 0, row_count_).narrow(1, cat_width(), static_cast<int64_t>(row_pending_.size())).zero_();
+  }
   if (bad_input_) since_bad_.zero_();
 }
 
@@ -355,7 +357,7 @@ void MetricState::append(const std::vector<std::pair<size_t, at::Tensor>>& rows)
                           more.size(0) == rows.front().second.size(0));
     converted.push_back(more.to(rows_.scalar_type()).reshape({more.size(0), row_numel(entry)}));
   }
-  if (rows.empty()) return;
+  if (rows.empty()) return;  // (no Cat entries)
   const auto n = rows.front().second.size(0);
   const auto grown = grow_rows(n).view({n, row_width()});
   for (size_t i = 0; i < rows.size(); ++i) grown.narrow(1, offsets_[rows[i].first], converted[i].size(1)).copy_(converted[i]);
@@ -373,6 +375,13 @@ at::Tensor MetricState::grow_rows(int64_t n) {
   row_count_ = needed;
   view_buffers();
   return added;
+}
+
+void MetricState::clear_rows() {
+  if (!rows_.defined()) return;
+  rows_.narrow(0, 0, row_count_).zero_();  // the rows past them are zeros already
+  row_count_ = 0;
+  view_buffers();
 }
 
 void MetricState::swap_tensors(MetricState& other) {
@@ -397,11 +406,7 @@ void MetricState::reset() {
     return b.reduction != Reduction::Cat && b.tensor.scalar_type() == a.tensor.scalar_type() &&
            same_value(a.fill, b.fill);
   };
-  if (rows_.defined()) {
-    rows_.zero_();  // the rows past row_count_ too: they may hold no values yet (to() from meta)
-    row_count_ = 0;
-    view_buffers();
-  }
+  clear_rows();
   for (size_t first = 0; first < entries_.size();) {
     auto& entry = entries_[first];
     if (entry.reduction == Reduction::Cat) {
@@ -502,11 +507,8 @@ void MetricState::load_state_dict(const StateDict& dict, const std::string& metr
       entries_[i].tensor.copy_(incoming[i]);
     }
   }
-  if (rows_.defined()) {
-    rows_.zero_();
-    row_count_ = 0;
-    append(rows);
-  }
+  clear_rows();
+  append(rows);
   zero_hidden();
 }
 
@@ -564,7 +566,8 @@ void MetricState::to(at::Device device) {
   const bool fresh = this->device().is_meta() && !device.is_meta();
   const auto moved = [&](const at::Tensor& t) { return fresh ? at::empty_like(t, t.options().device(device)) : t.to(device); };
   for (auto& buffer : buffers_) buffer = moved(buffer);
-  if (rows_.defined()) rows_ = moved(rows_);
+  // (a fresh state's rows buffer is zeros: the rows past the used ones must be)
+  if (rows_.defined()) rows_ = fresh ? at::zeros(rows_.sizes(), rows_.options().device(device)) : rows_.to(device);
   view_buffers();
   scratch_.clear();
   if (fresh) reset();

@@ -194,6 +194,8 @@ class MetricState {
   void pack_rows();
   // The Cat entries' part of a row, where the pending addends' columns start.
   int64_t cat_width() const;
+  // Empties the Cat entries, leaving the rows buffer's room (zeros).
+  void clear_rows();
   // Walks the count buffer's layout: `entry(slot, offset)` for each entry of the count dtype and
   // `hidden(index, offset)` for each hidden range, in buffer order.
   template <class Entry, class HiddenRange>
