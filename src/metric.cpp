@@ -257,49 +257,58 @@ void Metric::load_state_dict(const StateDict& dict) {
   check_alone("load_state_dict");
   const UpdateLocks locks(*state_, *state_);
   auto state = dict;
-  const auto version = state.find(kVersionKey);
-  int64_t found = kStateFormatVersion;
-  if (version != state.end()) {
-    const auto& v = version->second;
-    TORCH_CHECK_VALUE(v.defined() && !v.is_meta() && v.numel() == 1 && v.scalar_type() == at::kLong, name_,
-                      ".load_state_dict: '", kVersionKey, "' must be one int64");
-    found = v.item<int64_t>();
-    TORCH_CHECK_VALUE(found >= kOldestReadableVersion && found <= kStateFormatVersion, name_,
-                      ".load_state_dict: the state is of format version ", found, ", this build reads versions ",
-                      kOldestReadableVersion, " to ", kStateFormatVersion);
-    state.erase(version);
-  }
-  const auto described = state.find(kDescriptionKey);
-  const bool has_text = described != state.end();
+  const auto version = take_format_version(state);
+  take_description(state, version);
+  if (version < kStateFormatVersion) upgrade(state, version);
+  state_->load_state_dict(state, name_);
+}
+
+int64_t Metric::take_format_version(StateDict& dict) const {
+  const auto version = dict.find(kVersionKey);
+  if (version == dict.end()) return kStateFormatVersion;
+  const auto& v = version->second;
+  TORCH_CHECK_VALUE(v.defined() && !v.is_meta() && v.numel() == 1 && v.scalar_type() == at::kLong, name_,
+                    ".load_state_dict: '", kVersionKey, "' must be one int64");
+  const auto found = v.item<int64_t>();
+  TORCH_CHECK_VALUE(found >= kOldestReadableVersion && found <= kStateFormatVersion, name_,
+                    ".load_state_dict: the state is of format version ", found, ", this build reads versions ",
+                    kOldestReadableVersion, " to ", kStateFormatVersion);
+  dict.erase(version);
+  return found;
+}
+
+void Metric::take_description(StateDict& dict, int64_t version) const {
+  const auto described = dict.find(kDescriptionKey);
+  const bool has_text = described != dict.end();
   std::string text;
   if (has_text) {
     const auto& bytes = described->second;
     TORCH_CHECK_VALUE(bytes.defined() && !bytes.is_meta() && bytes.scalar_type() == at::kByte && bytes.dim() == 1,
                       name_, ".load_state_dict: '", kDescriptionKey, "' must be a 1-D uint8 tensor with values");
     text = as_text(bytes);
-    state.erase(described);
+    dict.erase(described);
   }
-  const bool old = found < kStateFormatVersion;
-  const auto expected = old ? description_in_version(found) : description();
+  const bool old = version < kStateFormatVersion;
+  const auto expected = old ? description_in_version(version) : description();
   const auto difference = has_text ? first_difference(text, expected) : std::string();
   // an old state of this metric and options whose layout it cannot tell, or no longer has
   const bool unreadable = old && (!has_text || first_line(text) == first_line(expected));
   TORCH_CHECK_VALUE(!unreadable || (has_text && difference.empty()), name_,
-                    ".load_state_dict: the state is of format version ", found,
+                    ".load_state_dict: the state is of format version ", version,
                     ", whose layout this metric no longer has (version ", kStateFormatVersion,
                     " counts aggregators in float64); it cannot be read by this build");
   TORCH_CHECK_VALUE(difference.empty(), name_, ".load_state_dict: the state is of another metric: it has ", difference,
                     " here");
-  if (old) {
-    upgrade_state(state, found);
-    const auto* tally = state_->bad_input();
-    const auto counts = tally ? state.find("bad_input_counts") : state.end();
-    if (found < 3 && counts != state.end() && counts->second.defined() && !counts->second.is_meta() &&
-        counts->second.dim() == 1 && counts->second.size(0) == static_cast<int64_t>(tally->kinds().size()) + 1) {
-      counts->second = tally->from_version_2(counts->second);
-    }
+}
+
+void Metric::upgrade(StateDict& dict, int64_t version) const {
+  upgrade_state(dict, version);
+  const auto* tally = state_->bad_input();
+  const auto counts = tally ? dict.find("bad_input_counts") : dict.end();
+  if (version < 3 && counts != dict.end() && counts->second.defined() && !counts->second.is_meta() &&
+      counts->second.dim() == 1 && counts->second.size(0) == static_cast<int64_t>(tally->kinds().size()) + 1) {
+    counts->second = tally->from_version_2(counts->second);  // version 2 kept each kind's own count
   }
-  state_->load_state_dict(state, name_);
 }
 
 void Metric::to(at::Device device) {

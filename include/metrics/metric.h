@@ -166,6 +166,11 @@ class Metric {
   // collection (it would change them too); a collection's own calls pass.
   void check_alone(const char* call) const;
   std::string description_of(const MetricState& state) const;
+  // load_state_dict's steps: the dict's format version (taken out of it); its description (taken
+  // out) checked against this metric's in that version; an old dict brought into today's layout.
+  int64_t take_format_version(StateDict& dict) const;
+  void take_description(StateDict& dict, int64_t version) const;
+  void upgrade(StateDict& dict, int64_t version) const;
 
   std::string name_;
   std::string update_scope_;
