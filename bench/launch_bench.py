@@ -342,7 +342,7 @@ def failure(error, logs):
     return f"{type(error).__name__}: {str(error).splitlines()[0][:160]}"
 
 
-# A growing state's rows buffer doubles when an update's rows do not fit (on updates 2, 3, 5, 9, ...
+# A growing state's rows buffer doubles when an update's rows do not fit (on updates 1, 2, 3, 5, 9, ...
 # of one batch size), with two more ops then (a zeros and a copy_): updates 6 and 7 are counted.
 GROWING_WARM_UP = 5
 

@@ -102,6 +102,7 @@ MetricState::MetricState(const MetricState& other)
       hidden_offsets_(other.hidden_offsets_),
       rows_(other.rows_.defined() ? other.rows_.narrow(0, 0, other.row_count_).clone() : at::Tensor()),  // no room
       row_count_(other.row_count_),
+      rows_settled_(other.rows_settled_),
       row_pending_(other.row_pending_),
       bad_input_(other.bad_input_) {
   // a deep copy (and no scratch): one copy per packed buffer, not one per entry
@@ -136,7 +137,7 @@ int64_t MetricState::add_scratch(int64_t length) { return add_hidden({entries_.s
 int64_t MetricState::add_pending_addend(size_t target) {
   TORCH_INTERNAL_ASSERT(target < entries_.size() && entries_[target].tensor.scalar_type() == count_dtype());
   if (entries_[target].reduction == Reduction::Cat) {
-    TORCH_INTERNAL_ASSERT(entries_[target].tensor.dim() == 2);
+    TORCH_INTERNAL_ASSERT(entries_[target].tensor.dim() == 2 && pending_addend_offset(target) < 0);
     row_pending_.push_back(target);
     pack();
     return pending_addend_offset(target);
@@ -157,6 +158,11 @@ int64_t MetricState::add_row_spare() {
   row_pending_.push_back(kNoEntry);
   pack();
   return row_width() - 1;
+}
+
+int64_t MetricState::row_spare_offset() const {
+  const auto spare = std::find(row_pending_.begin(), row_pending_.end(), kNoEntry);
+  return spare == row_pending_.end() ? -1 : cat_width() + (spare - row_pending_.begin());
 }
 
 int64_t MetricState::pending_addend_offset(size_t target) const {
@@ -311,12 +317,15 @@ void MetricState::settle() const {
     entries_[hidden_[h].target].tensor.add_(addend);
     addend.zero_();
   }
+  // rows: an update adds to the pending columns of the rows it adds, never to older ones
+  const auto fresh = rows_.defined() ? rows_.narrow(0, rows_settled_, row_count_ - rows_settled_) : at::Tensor();
   for (const auto target : row_pending_) {
     if (target == kNoEntry) continue;
-    const auto addend = rows_.narrow(0, 0, row_count_).narrow(1, pending_addend_offset(target), 1);
-    entries_[target].tensor.add_(addend);
+    const auto addend = fresh.narrow(1, pending_addend_offset(target), 1);
+    entries_[target].tensor.narrow(0, rows_settled_, fresh.size(0)).add_(addend);
     addend.zero_();
   }
+  rows_settled_ = row_count_;
   if (bad_input_) bad_input_->settle(entries_, since_bad_);
 }
 
@@ -381,6 +390,7 @@ void MetricState::clear_rows() {
   if (!rows_.defined()) return;
   rows_.narrow(0, 0, row_count_).zero_();  // the rows past them are zeros already
   row_count_ = 0;
+  rows_settled_ = 0;
   view_buffers();
 }
 
@@ -393,6 +403,7 @@ void MetricState::swap_tensors(MetricState& other) {
   std::swap(hidden_offsets_, other.hidden_offsets_);
   std::swap(rows_, other.rows_);
   std::swap(row_count_, other.row_count_);
+  std::swap(rows_settled_, other.rows_settled_);
   std::swap(row_pending_, other.row_pending_);
   std::swap(since_bad_, other.since_bad_);
   std::swap(bad_input_, other.bad_input_);

@@ -929,8 +929,10 @@ TEST(Samplewise, RowsWrittenInPlaceSurviveGrowthCopiesLoadsMergesResetsAndMoves)
   const auto check = [&](StatScores& m, const std::vector<at::Tensor>& tables, const char* when) {
     EXPECT_TRUE(at::equal(m.compute(), at::cat(tables))) << when;
   };
-  for (const int64_t n : {1, 3, 2, 7, 1, 5}) expected.push_back(update(metric, n));
-  check(metric, expected, "grown");
+  for (const int64_t n : {1, 3, 2, 7, 1, 5}) {
+    expected.push_back(update(metric, n));
+    check(metric, expected, "grown, read after each update");  // each read folds the newer rows' tn
+  }
   const auto copy = metric.clone();
   expected.push_back(update(metric, 4));  // the copy's rows stay its own
   auto& copied = *static_cast<StatScores*>(copy.get());

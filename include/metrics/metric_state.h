@@ -84,7 +84,7 @@ class MetricState {
   /// (never read; zeroed by reset()). Returns its offset in a row.
   int64_t add_row_spare();
   /// The offset in a row of the spare column (add_row_spare), -1 where there is none.
-  int64_t row_spare_offset() const { return pending_addend_offset(kNoEntry); }
+  int64_t row_spare_offset() const;
   /// The offset of the `nth` scratch range registered (add_scratch), and of entry `target`'s pending
   /// addend (-1 where it has none).
   int64_t scratch_offset(size_t nth) const;
@@ -94,7 +94,8 @@ class MetricState {
   const at::Tensor& count_buffer() const { return buffers_[buffer_of(count_dtype())]; }
   /// Folds the work updates leave pending into the entries: each pending addend into its target,
   /// and the first bad update that the tally's since-bad count implies (a few ops where there is a
-  /// tally or a pending addend). entries() and the reads of values call it; it changes what the
+  /// tally or a pending addend; a rows buffer's pending columns, over the rows added since the last
+  /// settle only). entries() and the reads of values call it; it changes what the
   /// tensors hold, never what the state means. Readers on several threads may call it together;
   /// beside an update it must not run (it writes what the update adds to): a read beside updates
   /// takes the update lock (Metric::compute and the others do where lock_updates() is on).
@@ -221,6 +222,7 @@ class MetricState {
   std::vector<int64_t> hidden_offsets_;
   at::Tensor rows_;                  // [capacity, row_width]: rows past row_count_ hold zeros
   int64_t row_count_ = 0;
+  mutable int64_t rows_settled_ = 0;  // the rows whose pending columns settle() has folded (the rest are newer)
   // the Cat targets of the rows buffer's columns past the Cat entries', in column order (kNoEntry: a spare)
   std::vector<size_t> row_pending_;
   static constexpr size_t kNoEntry = static_cast<size_t>(-1);

@@ -164,7 +164,8 @@ Buffers buffers(MetricState& state, const ClassificationOptions& o, CountLayout 
   const RowLayout r{k};
   const auto width = r.sorted_width(o.num_classes());
   // the scores are sorted from a copy where the sort's buffers are wider than they, or they are
-  // strided (a sort writes into its outputs only where its input is laid out as they are)
+  // strided or keep extra dimensions (a sort writes into its outputs only where its input is laid
+  // out as they are)
   const bool copied =
       k > 1 && (b.preds.dim() > 2 || width > b.preds.size(1) || b.preds.stride(1) != 1 || b.preds.stride(0) != width);
   // (the weight flags' row and the dropped rows are written only where an update has them)
