@@ -5,8 +5,8 @@ On a GPU every ATen op that computes something is a kernel launch, so the number
 update() dispatches is its launch cost, whatever the device. This script counts them without a GPU:
 each metric is moved to the meta device (``metric.to('meta')``), given meta inputs, and its updates
 run under a TorchDispatchMode (torch 1.13 and 2.x) that logs every ATen op that reaches the
-dispatcher, the C++ library's included. Each configuration gets one warm-up update (not counted),
-then two counted ones.
+dispatcher, the C++ library's included. Each configuration gets one warm-up update (not counted;
+a growing state, GROWING_WARM_UP), then two counted ones.
 
 An op is *launching* when
   * it is not a view: no return of its schema carries a read-only alias annotation (``Tensor(a)``:
