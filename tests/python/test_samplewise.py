@@ -353,7 +353,7 @@ def test_nan_scores_and_bad_targets_are_left_out_of_their_samples_and_counted(to
             scores[-1, :, 4] = -float("nan")
             target[-1, 0] = C + 3
             target[0, 3] = -2
-        ignored = target == ignore_index
+        ignored = target == ignore_index if ignore_index is not None else torch.zeros_like(target, dtype=torch.bool)
         nan = scores.isnan().any(1) & ~ignored
         out = ((target < 0) | (target >= C)) & ~ignored
         nan_rows += int(nan.sum())
