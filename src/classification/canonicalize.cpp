@@ -126,7 +126,7 @@ void check_shapes(const std::string& metric, const ClassificationOptions& o, con
 // Samplewise counts a sample over its extra dimensions: TorchMetrics asks for them.
 void check_samplewise(const std::string& metric, const ClassificationOptions& o, const at::Tensor& preds,
                       const at::Tensor& target) {
-  if (o.multidim_average() != MultidimAverage::Samplewise) return;
+  if (!samplewise(o)) return;
   const bool with_classes = o.task() == Task::Multilabel || preds.dim() == target.dim() + 1;
   const auto needed = with_classes ? 3 : 2;
   TORCH_CHECK_VALUE(preds.dim() >= needed, metric, ".update: multidim_average=samplewise needs preds of at least ",

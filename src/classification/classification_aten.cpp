@@ -11,7 +11,7 @@ namespace {
 
 // An update without entries: samplewise, its samples' counts are zeros.
 void count_nothing(MetricState& state, const ClassificationBatch& b, const ClassificationOptions& o) {
-  if (o.multidim_average() == MultidimAverage::Samplewise) state.grow_rows(b.samples);
+  if (samplewise(o)) state.grow_rows(b.samples);
   state.finish_update();
 }
 

@@ -27,7 +27,7 @@ MetricState make_count_state(const ClassificationOptions& options, CountLayout l
   if (layout == CountLayout::Matrix) {
     TORCH_INTERNAL_ASSERT(options.task() == Task::Multiclass);
     state.add("confmat", {classes, classes}, dtype, 0, Reduction::Sum);
-  } else if (options.multidim_average() == MultidimAverage::Samplewise) {
+  } else if (samplewise(options)) {
     for (const char* name : {"tp", "fp", "tn", "fn"}) state.add(name, {0, classes}, dtype, 0, Reduction::Cat);
   } else {
     // without num_classes tn is TorchMetrics' 1 * n - (tp + fp + fn): minus the wrong predictions
@@ -38,7 +38,7 @@ MetricState make_count_state(const ClassificationOptions& options, CountLayout l
   }
   if (options.validate_args()) state.track_bad_input(bad_input_kinds(options));
   state.add_scratch(1);  // the ATen path's spare slot, where a piece that counts nothing goes
-  if (options.multidim_average() == MultidimAverage::Samplewise && options.task() != Task::Multiclass) {
+  if (samplewise(options) && options.task() != Task::Multiclass) {
     state.add_row_spare();  // and a dropped entry's cell, samplewise (entries_aten.cpp)
   }
   if (layout == CountLayout::PerClass && options.task() == Task::Multiclass) {
@@ -74,8 +74,7 @@ at::Tensor confusion_matrix(const MetricState& state, const ClassificationOption
 }
 
 void count(MetricState& state, const ClassificationOptions& options, const ClassificationBatch& batch) {
-  const bool samplewise = options.multidim_average() == MultidimAverage::Samplewise;
-  if (samplewise || !cpu_fast_path_enabled() || !batch.target.is_cpu()) return count_on_aten(state, batch, options);
+  if (samplewise(options) || !cpu_fast_path_enabled() || !batch.target.is_cpu()) return count_on_aten(state, batch, options);
   CountSink sink;
   sink.layout = layout_of(state);
   if (sink.layout == CountLayout::Matrix) {

@@ -46,8 +46,6 @@ enum Scratch {
   kWeightBuckets, kCodes, kLooked, kIndex, kValues, kLabels, kReadings, kReadingsA, kReadingsB
 };
 
-bool samplewise(const ClassificationOptions& o) { return o.multidim_average() == MultidimAverage::Samplewise; }
-
 // One bucketize: its bounds, and whether a bucket counts the bounds below or at a value (right) or
 // below it.
 struct Buckets {

@@ -5,8 +5,12 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels.h"
+
 namespace metrics::functional {
 namespace {
+
+using detail::samplewise;
 
 // num / den, with zero_division where den == 0 (no scalar tensor: masked_fill takes a scalar).
 at::Tensor safe_divide(const at::Tensor& num, const at::Tensor& den, double zero_division) {
@@ -61,8 +65,6 @@ at::Tensor average_scores(const at::Tensor& score, const Doubles& c, const Class
   }
   return score;
 }
-
-bool samplewise(const ClassificationOptions& o) { return o.multidim_average() == MultidimAverage::Samplewise; }
 
 // A binary score is a scalar, or one per sample.
 at::Tensor finish(const at::Tensor& score, const ClassificationOptions& o) {

@@ -36,6 +36,11 @@ inline int64_t counted_classes(const ClassificationOptions& o) {
   return o.num_classes() == kUnknownClasses ? 1 : o.num_classes();
 }
 
+/// Whether `o` counts each sample apart (multidim_average=samplewise).
+inline bool samplewise(const ClassificationOptions& o) {
+  return o.multidim_average() == MultidimAverage::Samplewise;
+}
+
 /// Checks shapes, dtypes and devices (metadata only) and reshapes into canonical form.
 ClassificationBatch canonicalize(const std::string& metric, const ClassificationOptions& options,
                                  const at::Tensor& preds, const at::Tensor& target,

@@ -118,8 +118,6 @@ struct ValuesLayout {
 // The spare slot: where a piece goes that counts nothing.
 int64_t spare(const MetricState& state) { return state.scratch_offset(0); }
 
-bool samplewise(const ClassificationOptions& o) { return o.multidim_average() == MultidimAverage::Samplewise; }
-
 // Each piece's base position, in the order the pieces' values come (entries: 1 tp, 2 fp, 3 tn, 4 fn,
 // or 1 confmat): in the count buffer, or samplewise in a row of the rows buffer.
 std::vector<int64_t> piece_bases(const MetricState& state, CountLayout layout) {
