@@ -4,8 +4,8 @@
 // Each row of the batch (its target t and predicted class p) adds pieces to the count buffer, in
 // three groups of three: at p, fp += wrong and tn -= wrong; at t, tp += right, fn += wrong and
 // tn -= 1; at one fixed place, 1 to tn's pending addend (a kept row is a negative of every class:
-// tn takes them all when the state settles, less the classes each row involves, above). Then each
-// bad-input kind's flag per row, and the tail (put_update.h). A dropped row (a bad target or
+// tn takes them all when the state settles, less the classes each row involves, above). Then the
+// tail (put_update.h) and each bad-input kind's flag per row. A dropped row (a bad target or
 // prediction, a bad weight, the ignored class) adds zeros. Positions are the rows' classes plus one
 // base per piece (one add); values are A + B * wrong per piece (one addcmul), times the weight, then
 // zeroed where dropped. The ConfusionMatrix layout adds one piece per row instead, at its cell;
@@ -13,11 +13,13 @@
 //
 // The class rows (ClassRows) hold the classes: max writes p (top_k > 1: a stable descending sort
 // writes the k best classes in order), one clamp writes the target as it is and clamped into range
-// and the constants, so that one ne compares [p, t, t] with [tc, tc, ignore_index]: wrong, bad
-// target and not ignored, each operand a strided view of rows in arithmetic progression. With
-// top_k > 1 the ne compares each of the k best with tc too, and one amin of those k flags is wrong
-// (a row is right where its target is among its k best; p, the best, counts only where it is
-// wrong). The values buffer is laid out so that the rows that ne writes are one strided view too.
+// and the constants, so that one ne compares [p, t, t] with [tc, ignore_index, tc]: wrong, not
+// ignored and bad target, each operand a strided view of rows in arithmetic progression. With
+// top_k > 1 the ne compares each of the k best with tc, giving k flags f_i (a row is right where
+// its target is among its k best; p, the best, counts only where it is wrong). The target is at
+// most one of them, so wrong = 1 - k + sum f_i: each piece comes in k copies, copy i adding
+// a_i + B * f_i (a_0 = A + B * (1 - k), the others 0), and the put_ sums them; no op reduces the
+// flags. The values buffer is laid out so that the rows that ne writes are one strided view too.
 //
 // multidim_average=samplewise counts each sample apart: the pieces go to the rows the state gains
 // for the batch's samples (tp, fp, tn and fn, C each, and tn's pending addend, per sample: a row
@@ -51,8 +53,8 @@ struct RowLayout {
   int64_t k;
   // 0 .. k-1: p (argmax, or the predicted labels clamped into range); top_k > 1: the k best classes
   int64_t target_copy() const { return k; }  // the target as it is (clamped to the int64 range), twice
-  int64_t target() const { return k + 2; }   // the target clamped into [0, C), k + 1 times
-  int64_t ignore() const { return 2 * k + 3; }  // ignore_index (0 without one)
+  int64_t target() const { return k + 2; }   // the target clamped into [0, C), k times
+  int64_t ignore() const { return 2 * k + 2; }  // ignore_index (0 without one), then tc once more
   int64_t zero() const { return 2 * k + 4; }    // the position of the fixed pieces' group
   int64_t pred_copy() const { return 2 * k + 5; }  // the predicted labels as they are
   int64_t count() const { return 2 * k + 6; }
@@ -89,30 +91,28 @@ constexpr int64_t kGroups = 3, kPiecesPerGroup = 3;  // at p, at the target, at 
 constexpr int64_t kKinds = 3;                          // bad targets, predictions, weights
 constexpr int64_t kMinLong = std::numeric_limits<int64_t>::min(), kMaxLong = std::numeric_limits<int64_t>::max();
 
-int64_t piece_rows(CountLayout layout) { return layout == CountLayout::Matrix ? 1 : kGroups * kPiecesPerGroup; }
-
-// Where the values buffer holds what, in rows of the batch size m, for top_k = k: the k rows that
-// ne writes before the kinds' (p != t, or each of the k best != t), one stride apart; the put_
-// region (the pieces, one row per bad-input kind, the tail) ending the first kind row's stride;
-// the not-ignored flags one stride after the first kind row; and for k > 1 the wrong flags last.
-// The rows ne writes are one strided view. For k = 1 the stride leaves room for the pieces after
-// wrong, which addcmul reads as it writes them; for k > 1 the k rows are spent once amin has read
-// them, before the pieces are written, so they may lie under the pieces and the stride need only
-// leave room for the kinds and the tail (and reach far enough for the pieces to start at 0).
+// Where the values buffer holds what, in rows of the batch size m, for top_k = k: the rows that one
+// ne writes, m + kTailPieces apart (each of the k best != t, the not-ignored flags, then the
+// bad-target flags: the first kind row), with the tail in the gap before the kind rows; then the
+// pieces (all their copies). The put_ region is the tail, the kinds and the pieces, so that
+// samplewise the pieces' rows and the rest are two runs. The ignored rows' zeroing takes the kinds
+// and the pieces as one run of rows. Under the Matrix layout with top_k > 1, wrong (the amin of the
+// k flags) follows.
 struct ValuesLayout {
   int64_t m, pieces, k;
-  int64_t stride() const {
-    const int64_t kinds_and_tail = kKinds * m + kTailPieces;
-    if (k == 1) return std::max((pieces + 2) * m, kinds_and_tail);
-    return std::max((pieces * m + k - 1) / k, kinds_and_tail);
+
+  static ValuesLayout of(int64_t m, CountLayout layout, int64_t k) {
+    return {m, layout == CountLayout::Matrix ? 1 : kGroups * kPiecesPerGroup * k, k};
   }
-  int64_t kinds() const { return k * stride(); }
-  int64_t put_begin() const { return kinds() - pieces * m; }
-  int64_t tail() const { return kinds() + kKinds * m; }
-  int64_t put_length() const { return tail() + kTailPieces - put_begin(); }
-  int64_t not_ignored() const { return kinds() + stride(); }
-  int64_t wrong() const { return k == 1 ? 0 : not_ignored() + m; }
-  int64_t length() const { return (k == 1 ? not_ignored() : wrong()) + m; }
+  int64_t compare_stride() const { return m + kTailPieces; }
+  int64_t not_ignored() const { return k * compare_stride(); }
+  int64_t tail() const { return not_ignored() + m; }
+  int64_t kinds() const { return tail() + kTailPieces; }
+  int64_t pieces_begin() const { return kinds() + kKinds * m; }
+  int64_t put_begin() const { return tail(); }
+  int64_t put_length() const { return pieces_begin() + pieces * m - put_begin(); }
+  int64_t wrong() const { return k == 1 ? 0 : pieces_begin() + pieces * m; }
+  int64_t length() const { return pieces_begin() + pieces * m + (k == 1 ? 0 : m); }
 };
 
 // The spare slot: where a piece goes that counts nothing.
@@ -148,6 +148,21 @@ at::Tensor piece_base_tensor(const MetricState& state, const ClassificationOptio
 const std::vector<double> kA{0, 0, 0, 1, 0, -1, 1, 0, 0};
 const std::vector<double> kB{1, -1, 0, -1, 1, 0, 0, 0, 0};
 
+// The a_i and the B of each piece's k copies, piece by piece ([pieces, k, 1]).
+std::vector<double> copy_offsets(int64_t k) {
+  std::vector<double> offsets;
+  for (size_t piece = 0; piece < kA.size(); ++piece) {
+    offsets.push_back(kA[piece] + kB[piece] * static_cast<double>(1 - k));
+    offsets.insert(offsets.end(), k - 1, 0.0);
+  }
+  return offsets;
+}
+std::vector<double> copy_factors(int64_t k) {
+  std::vector<double> factors;
+  for (const auto b : kB) factors.insert(factors.end(), k, b);
+  return factors;
+}
+
 struct Buffers {
   ClassRows rows;
   at::Tensor index, values, dropped, clamped, bases;
@@ -171,20 +186,21 @@ Buffers buffers(MetricState& state, const ClassificationOptions& o, CountLayout 
   if (key_changed(state, kKey,
                   {m, static_cast<int64_t>(b.preds.scalar_type()), b.weight.has_value(), copied, samples})) {
     const auto longs = at::TensorOptions().dtype(at::kLong).device(state.device());
-    const ValuesLayout v{m, piece_rows(layout), k};
-    // the index: the pieces (fixed without num_classes), the kinds' places, the tail
+    const auto v = ValuesLayout::of(m, layout, k);
+    // the index: the tail, the kinds' places, the pieces (fixed without num_classes)
     std::vector<int64_t> positions(static_cast<size_t>(v.put_length()), spare(state));
+    const auto tail = tail_positions(state, spare(state));
+    std::copy(tail.begin(), tail.end(), positions.begin());
     if (const auto* tally = state.bad_input()) {
       for (int64_t kind = 0; kind < kKinds; ++kind) {
         std::fill_n(positions.begin() + (v.kinds() - v.put_begin() + kind * m), m,
                     state.offset(tally->counts_slot()) + kind);
       }
     }
-    const auto tail = tail_positions(state, spare(state));
-    std::copy(tail.begin(), tail.end(), positions.end() - kTailPieces);
     if (o.num_classes() == kUnknownClasses) {
       const auto bases = piece_bases(state, layout);
-      for (int64_t p = 0; p < v.pieces; ++p) std::fill_n(positions.begin() + p * m, m, bases[p]);
+      const auto first = positions.begin() + (v.pieces_begin() - v.put_begin());
+      for (int64_t p = 0; p < v.pieces; ++p) std::fill_n(first + p * m, m, bases[p / k]);
     }
     auto values = at::zeros({v.length()}, longs.dtype(state.count_dtype()));
     values[v.tail()].fill_(1);  // the update count's piece
@@ -228,26 +244,27 @@ void weight_flags(Buffers& buf, const at::Tensor& w, at::Tensor out) {
   at::ne_out(out, buf.clamped, w);
 }
 
-// The one put_ of the pieces, the kinds' flags and the tail into the count buffer; samplewise, the
+// The one put_ of the tail, the kinds' flags and the pieces into the count buffer; samplewise, the
 // pieces' into the rows the state gains for the batch's samples and the rest's into the count buffer.
 void add_pieces(MetricState& state, const ClassificationBatch& b, const ClassificationOptions& o, Buffers& buf,
                 const ValuesLayout& v) {
   const auto values = buf.values.narrow(0, v.put_begin(), v.put_length());
   if (!samplewise(o)) return void(state.count_buffer().put_(buf.index, values, /*accumulate=*/true));
-  const auto pieces = v.pieces * v.m, rest = v.put_length() - pieces;
-  state.grow_rows(b.samples).put_(buf.index.narrow(0, 0, pieces), values.narrow(0, 0, pieces), /*accumulate=*/true);
-  state.count_buffer().put_(buf.index.narrow(0, pieces, rest), values.narrow(0, pieces, rest), /*accumulate=*/true);
+  const auto rest = v.pieces_begin() - v.put_begin(), pieces = v.put_length() - rest;
+  state.grow_rows(b.samples).put_(buf.index.narrow(0, rest, pieces), values.narrow(0, rest, pieces),
+                                  /*accumulate=*/true);
+  state.count_buffer().put_(buf.index.narrow(0, 0, rest), values.narrow(0, 0, rest), /*accumulate=*/true);
 }
 
-// The pieces' values (A + B * wrong, times the weight) and the kinds' flags with the rows that are
-// dropped, or ignored, made zero; and the tail's tally where there is one; then the one put_.
+// The pieces' values (A + B * wrong, in k copies: the sums of a_i + B * f_i; times the weight) and
+// the kinds' flags with the rows that are dropped, or ignored, made zero; and the tail's tally where
+// there is one; then the one put_.
 void finish(MetricState& state, const ClassificationBatch& b, const ClassificationOptions& o, Buffers& buf,
             const ValuesLayout& v, bool can_be_bad) {
   const auto m = v.m;
   const auto counts = buf.values.options();
   const auto flags = rows_at(buf.values, v.kinds(), m, kKinds, m);
-  const auto wrong = buf.values.narrow(0, v.wrong(), m);
-  auto pieces = rows_at(buf.values, v.put_begin(), m, v.pieces, m);
+  auto pieces = rows_at(buf.values, v.pieces_begin(), m, v.pieces, m);
   if (can_be_bad) at::any_out(buf.dropped, flags, 0);
   if (v.pieces == 1) {
     auto cells = pieces.select(0, 0);  // a matrix cell: its weight, or 1, where kept
@@ -257,15 +274,16 @@ void finish(MetricState& state, const ClassificationBatch& b, const Classificati
       at::eq_out(cells, buf.dropped, false);
     }
   } else {
-    const auto a = constant(state, kTermA, counts, {v.pieces, 1}, [] { return kA; });
-    const auto bb = constant(state, kTermB, counts, {v.pieces, 1}, [] { return kB; });
-    at::addcmul_out(pieces, a, bb, wrong);
+    const auto a = constant(state, kTermA, counts, {v.pieces / v.k, v.k, 1}, [&] { return copy_offsets(v.k); });
+    const auto bb = constant(state, kTermB, counts, {v.pieces / v.k, v.k, 1}, [&] { return copy_factors(v.k); });
+    auto copies = pieces.view({v.pieces / v.k, v.k, m});
+    at::addcmul_out(copies, a, bb, rows_at(buf.values, 0, v.compare_stride(), v.k, m));
     if (b.weight) pieces.mul_(*b.weight);
     if (can_be_bad) pieces.masked_fill_(buf.dropped, 0);
   }
   if (o.ignore_index()) {
     // an ignored row counts nothing and is never bad: the pieces' rows and the kinds' rows
-    rows_at(buf.values, v.put_begin(), m, v.pieces + kKinds, m).mul_(buf.values.narrow(0, v.not_ignored(), m));
+    rows_at(buf.values, v.kinds(), m, kKinds + v.pieces, m).mul_(buf.values.narrow(0, v.not_ignored(), m));
   }
   if (state.bad_input()) {
     if (can_be_bad) {
@@ -309,7 +327,7 @@ void predict(Buffers& buf, const ClassificationBatch& b, at::Tensor nan_flags) {
 void count_unknown_classes(MetricState& state, const ClassificationBatch& b, const ClassificationOptions& o) {
   const int64_t m = b.target.size(0);
   auto buf = buffers(state, o, CountLayout::PerClass, b);
-  const ValuesLayout v{m, piece_rows(CountLayout::PerClass), 1};
+  const auto v = ValuesLayout::of(m, CountLayout::PerClass, 1);
   const auto flags = rows_at(buf.values, v.kinds(), m, kKinds, m);
   auto wrong = buf.values.narrow(0, v.wrong(), m);
   if (b.scores) predict(buf, b, flags.select(0, 1));
@@ -365,14 +383,14 @@ void write_targets(MetricState& state, const ClassificationBatch& b, const Class
   at::clamp_out(out, b.target.unsqueeze(0).expand({count, buf.rows.m}), low, high);
 }
 
-// [p != tc (each of the k best), bad target, not ignored]: one ne into the values' rows that
-// ValuesLayout spaces one stride apart (as far apart as the two operands' rows are alike); with
-// top_k > 1, one amin of the k flags is wrong (the target is none of the k best).
-void compare_with_targets(const ClassificationOptions& o, Buffers& buf, const ValuesLayout& v) {
-  const int64_t k = o.top_k(), compared = k + (o.ignore_index() ? 2 : 1);
-  auto out = rows_at(buf.values, 0, v.stride(), compared, v.m);
+// [p != tc (each of the k best), not ignored, bad target]: one ne into the values' rows that
+// ValuesLayout spaces compare_stride() apart; under the Matrix layout with top_k > 1, one amin of
+// the k flags is wrong (the target is none of the k best), which picks each row's cell.
+void compare_with_targets(const ClassificationOptions& o, CountLayout layout, Buffers& buf, const ValuesLayout& v) {
+  const int64_t k = o.top_k(), compared = k + 2;
+  auto out = rows_at(buf.values, 0, v.compare_stride(), compared, v.m);
   at::ne_out(out, buf.rows.rows(0, 1, compared), buf.rows.rows(RowLayout{k}.target(), 1, compared));
-  if (k > 1) {
+  if (k > 1 && layout == CountLayout::Matrix) {
     auto wrong = buf.values.narrow(0, v.wrong(), v.m);
     at::amin_out(wrong, out.narrow(0, 0, k), {0});
   }
@@ -390,14 +408,16 @@ void write_positions(const MetricState& state, const ClassificationOptions& o, C
       at::ne_out(buf.wrong_mask, buf.values.narrow(0, v.wrong(), v.m), 0);
       at::where_out(pred, buf.wrong_mask, pred, tc);
     }
-    auto cells = buf.index.narrow(0, 0, v.m);
+    auto cells = buf.index.narrow(0, v.pieces_begin() - v.put_begin(), v.m);
     at::add_out(cells, pred, tc, o.num_classes());
     cells.add_(state.offset(1));
     return;
   }
-  auto positions = buf.index.narrow(0, 0, v.pieces * v.m).view({kGroups, kPiecesPerGroup, v.m});
-  const auto groups = buf.rows.rows(0, r.target(), kGroups).unsqueeze(1);  // p, t, 0
-  at::add_out(positions, groups, buf.bases.view({kGroups, kPiecesPerGroup, -1}));
+  auto positions =
+      buf.index.narrow(0, v.pieces_begin() - v.put_begin(), v.pieces * v.m).view({kGroups, kPiecesPerGroup, r.k, v.m});
+  // p, t, 0, the same for every copy
+  const auto groups = buf.rows.rows(0, r.target(), kGroups).view({kGroups, 1, 1, v.m}).expand({-1, -1, r.k, -1});
+  at::add_out(positions, groups, buf.bases.view({kGroups, kPiecesPerGroup, 1, -1}));
 }
 
 }  // namespace
@@ -407,11 +427,11 @@ void count_multiclass_on_aten(MetricState& state, const ClassificationBatch& b, 
   if (o.num_classes() == kUnknownClasses) return count_unknown_classes(state, b, o);
   const auto layout = layout_of(state);
   auto buf = buffers(state, o, layout, b);
-  const ValuesLayout v{b.target.size(0), piece_rows(layout), o.top_k()};
+  const auto v = ValuesLayout::of(b.target.size(0), layout, o.top_k());
   const auto flags = rows_at(buf.values, v.kinds(), v.m, kKinds, v.m);
   write_predictions(state, b, o, buf, flags.select(0, 1));
   write_targets(state, b, o, buf);
-  compare_with_targets(o, buf, v);
+  compare_with_targets(o, layout, buf, v);
   if (b.weight) weight_flags(buf, *b.weight, flags.select(0, 2));
   write_positions(state, o, layout, buf, v);
   finish(state, b, o, buf, v, /*can_be_bad=*/true);
