@@ -746,6 +746,58 @@ TEST(ClassificationKernels, DevicePathEdgesMatchTheCpuPath) {
   both(Opts::multiclass(3).top_k(2).average(Average::None), {{scores, longs({2, 1, 2, 2, 1})}});
 }
 
+// float32 weights reach the device path as they are (its float64 arithmetic widens them exactly):
+// on each path, every task counts them, bad ones (NaN, negative, the negative nearest 0, +inf) and
+// float32's extremes (its largest, its smallest, -0.0) included, exactly as their float64 widening.
+TEST(ClassificationKernels, Float32WeightsCountAsTheirFloat64WideningOnEachPath) {
+  auto gen = testing::generator(25);
+  using Limits = std::numeric_limits<float>;
+  const auto hostile = at::tensor(std::vector<float>{Limits::quiet_NaN(), -1.0f, -Limits::denorm_min(),
+                                                     Limits::infinity(), Limits::max(), Limits::denorm_min(), -0.0f,
+                                                     0.0f});
+  const int64_t n = 40;
+  for (const auto& base : {Opts::binary(), Opts::multilabel(4), Opts::multiclass(5), Opts::multiclass(5).top_k(2),
+                           Opts::multiclass(kUnknownClasses).average(Average::Micro)}) {
+    const auto o = Opts(base).weighted(true);
+    for (int matrix = 0; matrix < (o.task() == Task::Multiclass && o.num_classes() > 0 ? 2 : 1); ++matrix) {
+      auto make = [&]() -> std::unique_ptr<ClassificationMetric> {
+        if (matrix) return std::make_unique<ConfusionMatrix>(o);
+        return std::make_unique<StatScores>(o);
+      };
+      for (const bool aten : {false, true}) {
+        auto narrow = make(), wide = make();
+        for (int step = 0; step < 4; ++step) {
+          at::Tensor preds, target;
+          if (o.task() == Task::Multiclass) {
+            preds = at::randn({n, 5}, gen);
+            target = at::randint(5, {n}, gen, at::kLong);
+          } else {
+            const auto shape = o.task() == Task::Binary ? std::vector<int64_t>{n} : std::vector<int64_t>{n, 4};
+            preds = at::rand(shape, gen);
+            target = at::randint(2, shape, gen, at::kLong);
+          }
+          const bool per_entry = o.task() == Task::Multilabel && step % 2;
+          auto weight = per_entry ? at::rand({n, 4}, gen, at::kFloat) : at::rand({n}, gen, at::kFloat);
+          weight.view({-1}).narrow(0, 0, hostile.numel()).copy_(hostile);
+          weight = weight.view({-1}).index({at::randperm(weight.numel(), gen)}).view(weight.sizes());
+          std::unique_ptr<ForceAtenPath> force;
+          if (aten) force = std::make_unique<ForceAtenPath>();
+          narrow->update(preds, target, weight);
+          wide->update(preds, target, weight.to(at::kDouble));
+        }
+        const auto where = ::testing::Message() << narrow->options_text() << (aten ? " on the ATen path" : "");
+        EXPECT_TRUE(states_equal(narrow->state_dict(), wide->state_dict())) << where;
+        EXPECT_EQ(narrow->bad_input_report().bad_updates, 4) << where;
+        EXPECT_EQ(narrow->bad_input_report().counts, wide->bad_input_report().counts) << where;
+        if (o.task() != Task::Multilabel) {  // four bad weights in each of four updates
+          EXPECT_EQ(narrow->bad_input_report().counts.back().second, 16)
+              << where;
+        }
+      }
+    }
+  }
+}
+
 // top_k > 1 on both paths against a brute-force count: tied scores (-0.0 with 0.0, and at
 // infinity), NaN rows (of either sign, anywhere in the row), targets out of range and ignored, bad
 // weights (NaN, negative, infinite), strided scores, and num_classes below, near and above the width

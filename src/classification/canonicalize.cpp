@@ -70,7 +70,10 @@ void check_weight(const std::string& metric, const ClassificationOptions& o, con
 }
 
 at::Tensor canonical_weight(const ClassificationOptions& o, const at::Tensor& weight, const at::Tensor& target) {
-  const auto w = weight.scalar_type() == at::kDouble ? weight : weight.to(at::kDouble);
+  // float32 weights stay as they are: the ATen path's float64 arithmetic widens them exactly, as
+  // it goes (the CPU path widens them first)
+  const bool kept = weight.scalar_type() == at::kDouble || weight.scalar_type() == at::kFloat;
+  const auto w = kept ? weight : weight.to(at::kDouble);
   if (w.sizes() == target.sizes()) {
     return o.task() == Task::Multilabel ? classes_last(w, o.num_classes()) : flat(w);
   }

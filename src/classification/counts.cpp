@@ -88,7 +88,7 @@ void count(MetricState& state, const ClassificationOptions& options, const Class
   auto contiguous = batch;
   contiguous.preds = (batch.preds.dim() > 2 ? batch.preds.reshape({-1, batch.preds.size(-1)}) : batch.preds).contiguous();
   contiguous.target = batch.target.contiguous();
-  if (batch.weight) contiguous.weight = batch.weight->contiguous();
+  if (batch.weight) contiguous.weight = batch.weight->to(at::kDouble).contiguous();
   const auto bad = cpu::count(contiguous, options, sink).in_order();
   state.finish_update(options.validate_args() ? c10::ArrayRef<int64_t>(bad) : c10::ArrayRef<int64_t>());
 }

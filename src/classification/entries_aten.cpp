@@ -40,7 +40,8 @@ namespace metrics::detail {
 namespace {
 
 // The state's scratch tensors (MetricState::scratch): the update's buffers, made for a batch shape
-// (kKey); the bucket bounds and the table, made for a score dtype (kTableKey); the readings' weights.
+// (kKey); the bucket bounds and the table, made for a score dtype and a weight dtype (kTableKey); the
+// readings' weights.
 enum Scratch {
   kKey = 200, kTableKey, kScoreBounds, kTargetBounds, kWeightBounds, kTable, kScoreBuckets, kTargetBuckets,
   kWeightBuckets, kCodes, kLooked, kIndex, kValues, kLabels, kReadings, kReadingsA, kReadingsB
@@ -102,10 +103,17 @@ TargetBuckets target_buckets(const ClassificationOptions& o) {
   return {{bounds.begin(), bounds.end()}};
 }
 
-// Weights: negative, finite and not negative, +inf or NaN; one bucket where there are none.
-Buckets weight_buckets(bool weighted) {
-  if (!weighted) return {{}, true};
-  return {{-std::numeric_limits<double>::denorm_min(), std::numeric_limits<double>::max()}, false};
+// Weights (of their dtype, float64 or float32): negative, finite and not negative, +inf or NaN; one
+// bucket where there are none.
+template <class Float>
+Buckets weight_buckets_of() {
+  return {{-static_cast<double>(std::numeric_limits<Float>::denorm_min()),
+           static_cast<double>(std::numeric_limits<Float>::max())},
+          false};
+}
+Buckets weight_buckets(const c10::optional<at::Tensor>& weight) {
+  if (!weight) return {{}, true};
+  return weight->scalar_type() == at::kFloat ? weight_buckets_of<float>() : weight_buckets_of<double>();
 }
 
 // The table's columns: each entry's pieces, the cell it counts in under the probability reading and
@@ -184,14 +192,14 @@ at::Tensor cell_places(const MetricState& state, const ClassificationBatch& b, c
   return upload(places, longs).view({rows, labels, 1});
 }
 
-// The bounds and the table, made for a score dtype and weighting.
+// The bounds and the table, made for a score dtype and a weight dtype (or none).
 void make_table(MetricState& state, const ClassificationBatch& b, const ClassificationOptions& o, const Predictions& p,
                 const TargetBuckets& targets, const Buckets& weights, const Columns& col, bool adds_places) {
   const auto longs = b.target.options().dtype(at::kLong);
   const int64_t codes = p.buckets.count() * targets.count() * weights.count();
   state.scratch(kScoreBounds) = upload(p.buckets.bounds, b.preds.options());
   state.scratch(kTargetBounds) = upload(targets.bounds, longs);
-  state.scratch(kWeightBounds) = b.weight ? upload(weights.bounds, longs.dtype(at::kDouble)) : at::Tensor();
+  state.scratch(kWeightBounds) = b.weight ? upload(weights.bounds, b.weight->options()) : at::Tensor();
   const auto rows = upload(table(state, o, p, targets, weights, col), longs).view({codes, col.count()});
   state.scratch(kTable) = adds_places ? rows : rows.narrow(1, 0, col.cell_flags()).contiguous();
   // the readings' weights [I, 1 - I] are A + B * I
@@ -261,9 +269,9 @@ void count_entries_on_aten(MetricState& state, const ClassificationBatch& b, con
   const Columns col{b.weight ? 3 : 2};
   const auto p = predictions(b, o);
   const auto targets = target_buckets(o);
-  const auto weights = weight_buckets(b.weight.has_value());
+  const auto weights = weight_buckets(b.weight);
   const std::vector<int64_t> table_key{static_cast<int64_t>(b.score_dtype), static_cast<int64_t>(b.preds.scalar_type()),
-                                       b.scores, b.weight.has_value()};
+                                       b.scores, b.weight ? static_cast<int64_t>(b.weight->scalar_type()) : -1};
   if (key_changed(state, kTableKey, table_key)) make_table(state, b, o, p, targets, weights, col, adds_places);
   const Layout layout{rows * labels, adds_places ? col.pieces() : col.cell_flags()};
   auto buf = buffers(state, b, o, col, layout, adds_places);

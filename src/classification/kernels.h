@@ -22,7 +22,7 @@ struct ClassificationBatch {
   at::Tensor preds;
   /// Binary and multiclass (M,); multilabel (M, L); int64.
   at::Tensor target;
-  /// float64: (M,) one per row, or (M, L) one per multilabel entry.
+  /// float64 or float32: (M,) one per row, or (M, L) one per multilabel entry.
   c10::optional<at::Tensor> weight;
   bool scores = false;
   /// The dtype the scores came in, before widening: binary predictions are made as in it.

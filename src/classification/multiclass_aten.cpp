@@ -184,7 +184,8 @@ Buffers buffers(MetricState& state, const ClassificationOptions& o, CountLayout 
   // (the weight flags' row and the dropped rows are written only where an update has them)
   const int64_t samples = samplewise(o) ? b.samples : 0;
   if (key_changed(state, kKey,
-                  {m, static_cast<int64_t>(b.preds.scalar_type()), b.weight.has_value(), copied, samples})) {
+                  {m, static_cast<int64_t>(b.preds.scalar_type()), b.weight ? static_cast<int64_t>(b.weight->scalar_type()) : -1,
+                   copied, samples})) {
     const auto longs = at::TensorOptions().dtype(at::kLong).device(state.device());
     const auto v = ValuesLayout::of(m, layout, k);
     // the index: the tail, the kinds' places, the pieces (fixed without num_classes)
@@ -208,7 +209,7 @@ Buffers buffers(MetricState& state, const ClassificationOptions& o, CountLayout 
     state.scratch(kIndex) = upload(positions, longs);
     state.scratch(kValues) = values;
     state.scratch(kDropped) = at::zeros({m}, longs.dtype(at::kBool));
-    state.scratch(kClamped) = at::empty({m}, longs.dtype(at::kDouble));
+    state.scratch(kClamped) = b.weight ? at::empty({m}, b.weight->options()) : at::Tensor();
     state.scratch(kBestScores) = k == 1 ? at::empty({m}, b.preds.options()) : at::empty({m, width}, b.preds.options());
     state.scratch(kEnds) = k == 1 ? at::Tensor() : at::empty({m}, b.preds.options());
     // the columns past num_classes sort last (after the classes at -inf: a stable sort keeps their order)
@@ -238,9 +239,12 @@ at::Tensor rows_at(const at::Tensor& buffer, int64_t first, int64_t step, int64_
   return buffer.as_strided({count, m}, {step, 1}, buffer.storage_offset() + first);
 }
 
-// The weight flags (NaN, negative and infinite weights: clamping changes them) into `out`.
+// The weight flags (NaN, negative and infinite weights: clamping to the largest finite weight of
+// their dtype changes them) into `out`.
 void weight_flags(Buffers& buf, const at::Tensor& w, at::Tensor out) {
-  at::clamp_out(buf.clamped, w, 0, std::numeric_limits<double>::max());
+  const double largest = w.scalar_type() == at::kFloat ? std::numeric_limits<float>::max()
+                                                        : std::numeric_limits<double>::max();
+  at::clamp_out(buf.clamped, w, 0, largest);
   at::ne_out(out, buf.clamped, w);
 }
 
@@ -357,8 +361,8 @@ void write_predictions(MetricState& state, const ClassificationBatch& b, const C
 }
 
 // The bounds ([low, high]) of the clamp that writes the rows from target_copy() to zero(): the
-// target as it is (twice), clamped into range (k + 1 times), then ignore_index and 0 (between equal
-// bounds).
+// target as it is (twice), clamped into range (k times), ignore_index (between equal bounds), clamped
+// into range once more, then 0 (between equal bounds).
 std::array<std::vector<int64_t>, 2> target_bounds(const ClassificationOptions& o) {
   const RowLayout r{o.top_k()};
   const int64_t first = r.target_copy(), count = r.zero() + 1 - first;
