@@ -291,6 +291,8 @@ def collection_configs(nm):
          lambda: (meta(128, dtype=torch.int64), meta(128, dtype=torch.int64))),
         ("multiclass C=1000 macro ignore_index=0, scores", collection(nm, "Multiclass", ignore_index=0, **c1000),
          scores_and_labels(1000)),
+        ("multiclass C=1000 macro top_k=5 ignore_index=0, scores",
+         collection(nm, "Multiclass", top_k=5, ignore_index=0, **c1000), scores_and_labels(1000)),
         ("multiclass C=1000 macro, labels (128,)", collection(nm, "Multiclass", **c1000),
          lambda: (meta(128, dtype=torch.int64), meta(128, dtype=torch.int64))),
         ("binary, scores (4096,)", collection(nm, "Binary"), lambda: (meta(4096), meta(4096, dtype=torch.int64))),
@@ -300,6 +302,15 @@ def collection_configs(nm):
          collection(nm, "Multiclass", "ConfusionMatrix", num_classes=10), scores_and_labels(10)),
         ("multiclass C=21 macro, segmentation scores (8, 21, 64, 64)", collection(nm, "Multiclass", num_classes=21),
          lambda: (meta(8, 21, 64, 64), meta(8, 64, 64, dtype=torch.int64))),
+        # weights are ours (weighted=True; TorchMetrics' classification has none): float32, one per sample
+        ("multiclass C=1000 macro weighted, scores + weight (128,)",
+         collection(nm, "Multiclass", weighted=True, **c1000),
+         lambda: (meta(128, 1000), meta(128, dtype=torch.int64), meta(128))),
+        ("binary weighted, scores + weight (4096,)", collection(nm, "Binary", weighted=True),
+         lambda: (meta(4096), meta(4096, dtype=torch.int64), meta(4096))),
+        ("multilabel L=100 macro weighted, scores + weight (128,)",
+         collection(nm, "Multilabel", num_labels=100, weighted=True),
+         lambda: (meta(128, 100), meta(128, 100, dtype=torch.int64), meta(128))),
     ]
     # samplewise: the state gains a row per sample, written in place where the last update's end, so
     # no replay; the ops are the same otherwise
