@@ -746,6 +746,46 @@ TEST(ClassificationKernels, DevicePathEdgesMatchTheCpuPath) {
   both(Opts::multiclass(3).top_k(2).average(Average::None), {{scores, longs({2, 1, 2, 2, 1})}});
 }
 
+// Weighted (float64) counts with top_k > 1 add each row's weight once on the device path, as the
+// CPU path does: no cancellation leaves a residue (every row right: fp and fn exactly 0), non-dyadic
+// weights give the CPU path's tp, fp and fn to the last bit, and a weight above DBL_MAX / k does not
+// overflow.
+TEST(ClassificationKernels, WeightedTopKAddsEachWeightOnceOnBothPaths) {
+  auto gen = testing::generator(26);
+  const int64_t classes = 4, m = 50;
+  const auto both = [&](int64_t k, const at::Tensor& scores, const at::Tensor& target, const at::Tensor& weight) {
+    const auto o = Opts::multiclass(classes).top_k(k).average(Average::None).weighted(true);
+    StatScores cpu(o), aten(o);
+    cpu.update(scores, target, weight);
+    {
+      ForceAtenPath force;
+      aten.update(scores, target, weight);
+    }
+    const auto want = cpu.state_dict(), got = aten.state_dict();
+    for (const char* name : {"tp", "fp", "fn"}) {
+      EXPECT_TRUE(tensors_close(got.at(name), want.at(name), 0.0, 0.0)) << name << " top_k=" << k;
+    }
+    // (tn is the batch total less what each class is involved in: within a few ulps of the total)
+    const double total_ulps = 4 * std::numeric_limits<double>::epsilon() * weight.sum().item<double>();
+    EXPECT_TRUE(tensors_close(got.at("tn"), want.at("tn"), 0.0, total_ulps)) << "tn top_k=" << k;
+    return got;
+  };
+  const auto scores = at::randn({m, classes}, gen);
+  const auto target = at::randint(classes, {m}, gen, at::kLong);
+  const auto tenths = at::randint(1, 10, {m}, gen, at::kDouble) / 10;
+  for (const int64_t k : {int64_t{2}, int64_t{3}, classes}) {
+    both(k, scores, target, tenths);
+  }
+  const auto all_right = both(classes, scores, target, tenths);  // the target is always among all classes
+  EXPECT_EQ(all_right.at("fp").abs().sum().item<double>(), 0.0);
+  EXPECT_EQ(all_right.at("fn").abs().sum().item<double>(), 0.0);
+  // rows ranked 0 1 2 3 and 0 2 3 1: targets 0 and 2 are among the two best, the first weighing 1e308
+  const auto ranked = floats({4, 3, 2, 1, 4, 1, 3, 2}).view({2, classes});
+  const auto counts = both(2, ranked, longs({0, 2}), values({1e308, 0.5}));
+  EXPECT_EQ(counts.at("tp")[0].item<double>(), 1e308);
+  EXPECT_EQ(counts.at("tp")[2].item<double>(), 0.5);
+}
+
 // float32 weights reach the device path as they are (its float64 arithmetic widens them exactly):
 // on each path, every task counts them, bad ones (NaN, negative, the negative nearest 0, +inf) and
 // float32's extremes (its largest, its smallest, -0.0) included, exactly as their float64 widening.

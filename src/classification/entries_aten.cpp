@@ -1,11 +1,11 @@
 // Binary and multilabel counting on the ATen path. Each entry (a score or label, its target, its
 // weight) falls into a few buckets (bucketize), and the combination of its buckets, the entry's
-// code, says all that an update needs of it. A table, made once per state and score dtype, gives
-// each code its pieces (put_update.h): the cell it counts in (tn, fp, fn or tp of its label) under
-// each reading of the scores, the spare slot where it is dropped; the tally's place for each kind of
-// bad input it has, the spare slot for each it has not; and two more columns: bad_updates' place
-// where the entry is bad (the spare slot where not), and 0 where the entry is outside [0, 1] (1
-// where not).
+// code, says all that an update needs of it. A table, made once per state, score dtype and weight
+// dtype, gives each code its pieces (put_update.h): the cell it counts in (tn, fp, fn or tp of its
+// label) under each reading of the scores, the spare slot where it is dropped; the tally's place for
+// each kind of bad input it has, the spare slot for each it has not; and two more columns:
+// bad_updates' place where the entry is bad (the spare slot where not), and 0 where the entry is
+// outside [0, 1] (1 where not).
 //
 // Scores are probabilities or logits by the batch (TorchMetrics takes logits where any score is
 // outside [0, 1]; here NaN aside): the table has the cell under both readings, and the update
@@ -212,8 +212,9 @@ Buffers buffers(MetricState& state, const ClassificationBatch& b, const Classifi
                 const Layout& layout, bool adds_places) {
   const auto& t = b.target;
   const int64_t labels = t.dim() == 1 ? 1 : t.size(1), samples = samplewise(o) ? b.samples : 0;
-  const std::vector<int64_t> key{t.size(0), labels, static_cast<int64_t>(b.preds.scalar_type()), b.weight.has_value(),
-                                 samples};
+  // (a multilabel weight is one per row or one per entry: its buckets' shape)
+  const int64_t weight_dims = b.weight ? b.weight->dim() : 0;
+  const std::vector<int64_t> key{t.size(0), labels, static_cast<int64_t>(b.preds.scalar_type()), weight_dims, samples};
   if (key_changed(state, kKey, key)) {
     const auto longs = t.options().dtype(at::kLong);
     const auto counts = longs.dtype(state.count_dtype());

@@ -4,11 +4,11 @@
 // Each row of the batch (its target t and predicted class p) adds pieces to the count buffer, in
 // three groups of three: at p, fp += wrong and tn -= wrong; at t, tp += right, fn += wrong and
 // tn -= 1; at one fixed place, 1 to tn's pending addend (a kept row is a negative of every class:
-// tn takes them all when the state settles, less the classes each row involves, above). Then the
-// tail (put_update.h) and each bad-input kind's flag per row. A dropped row (a bad target or
-// prediction, a bad weight, the ignored class) adds zeros. Positions are the rows' classes plus one
-// base per piece (one add); values are A + B * wrong per piece (one addcmul), times the weight, then
-// zeroed where dropped. The ConfusionMatrix layout adds one piece per row instead, at its cell;
+// tn takes them all when the state settles, less the classes each row involves, above). The update
+// adds the tail (put_update.h) and each bad-input kind's flag per row too. A dropped row (a bad
+// target or prediction, a bad weight, the ignored class) adds zeros. Positions are the rows' classes
+// plus one base per piece (one add); values are A + B * wrong per piece (one addcmul; with top_k > 1,
+// below, summed from copies), times the weight, then zeroed where dropped. The ConfusionMatrix layout adds one piece per row instead, at its cell;
 // without num_classes every piece is at class 0 and the positions never change.
 //
 // The class rows (ClassRows) hold the classes: max writes p (top_k > 1: a stable descending sort
@@ -17,9 +17,12 @@
 // ignored and bad target, each operand a strided view of rows in arithmetic progression. With
 // top_k > 1 the ne compares each of the k best with tc, giving k flags f_i (a row is right where
 // its target is among its k best; p, the best, counts only where it is wrong). The target is at
-// most one of them, so wrong = 1 - k + sum f_i: each piece comes in k copies, copy i adding
-// a_i + B * f_i (a_0 = A + B * (1 - k), the others 0), and the put_ sums them; no op reduces the
-// flags. The values buffer is laid out so that the rows that ne writes are one strided view too.
+// most one of them, so wrong = 1 - k + sum f_i: with integer counts each piece comes in k copies,
+// copy i adding a_i + B * f_i (a_0 = A + B * (1 - k), the others 0), and the put_ sums them; no op
+// reduces the flags. That sum takes B back where it gave it (+1, -1), exact in integers only: float64
+// (weighted) counts would round there, and could overflow, so they take wrong from one amin of the
+// k flags instead, as the ConfusionMatrix layout does, whose cell needs it. The values buffer is
+// laid out so that the rows that ne writes are one strided view too.
 //
 // multidim_average=samplewise counts each sample apart: the pieces go to the rows the state gains
 // for the batch's samples (tp, fp, tn and fn, C each, and tn's pending addend, per sample: a row
@@ -96,13 +99,16 @@ constexpr int64_t kMinLong = std::numeric_limits<int64_t>::min(), kMaxLong = std
 // bad-target flags: the first kind row), with the tail in the gap before the kind rows; then the
 // pieces (all their copies). The put_ region is the tail, the kinds and the pieces, so that
 // samplewise the pieces' rows and the rest are two runs. The ignored rows' zeroing takes the kinds
-// and the pieces as one run of rows. Under the Matrix layout with top_k > 1, wrong (the amin of the
-// k flags) follows.
+// and the pieces as one run of rows. Where top_k > 1 and the pieces have one copy, wrong (the amin
+// of the k flags) follows.
 struct ValuesLayout {
-  int64_t m, pieces, k;
+  int64_t m, pieces, k, copies;
 
-  static ValuesLayout of(int64_t m, CountLayout layout, int64_t k) {
-    return {m, layout == CountLayout::Matrix ? 1 : kGroups * kPiecesPerGroup * k, k};
+  // Each piece's copies: k where the put_ sums wrong from the k flags (integer counts), else 1.
+  static ValuesLayout of(const MetricState& state, int64_t m, CountLayout layout, int64_t k) {
+    if (layout == CountLayout::Matrix) return {m, 1, k, 1};
+    const int64_t copies = at::isFloatingType(state.count_dtype()) ? 1 : k;
+    return {m, kGroups * kPiecesPerGroup * copies, k, copies};
   }
   int64_t compare_stride() const { return m + kTailPieces; }
   int64_t not_ignored() const { return k * compare_stride(); }
@@ -112,7 +118,10 @@ struct ValuesLayout {
   int64_t put_begin() const { return tail(); }
   int64_t put_length() const { return pieces_begin() + pieces * m - put_begin(); }
   int64_t wrong() const { return k == 1 ? 0 : pieces_begin() + pieces * m; }
-  int64_t length() const { return pieces_begin() + pieces * m + (k == 1 ? 0 : m); }
+  bool reduces_flags() const { return k > 1 && copies == 1; }  // an amin writes wrong
+  int64_t length() const { return pieces_begin() + pieces * m + (reduces_flags() ? m : 0); }
+  // the rows the pieces' copies take their flags from: the k flags, or wrong
+  int64_t flags_begin() const { return copies == k ? 0 : wrong(); }
 };
 
 // The spare slot: where a piece goes that counts nothing.
@@ -130,8 +139,8 @@ std::vector<int64_t> piece_bases(const MetricState& state, CountLayout layout) {
           kept, tp, tp};
 }
 
-// The pieces' bases as added to the classes, [pieces, 1]; samplewise [pieces, m], each row's
-// shifted to its sample's row.
+// The pieces' bases as added to the classes, [9, 1] (one per piece, its copies' too); samplewise
+// [9, m], each row's shifted to its sample's row.
 at::Tensor piece_base_tensor(const MetricState& state, const ClassificationOptions& o, CountLayout layout,
                              int64_t m, int64_t samples, const at::TensorOptions& longs) {
   const auto bases = piece_bases(state, layout);
@@ -148,18 +157,18 @@ at::Tensor piece_base_tensor(const MetricState& state, const ClassificationOptio
 const std::vector<double> kA{0, 0, 0, 1, 0, -1, 1, 0, 0};
 const std::vector<double> kB{1, -1, 0, -1, 1, 0, 0, 0, 0};
 
-// The a_i and the B of each piece's k copies, piece by piece ([pieces, k, 1]).
-std::vector<double> copy_offsets(int64_t k) {
+// The a_i and the B of each piece's copies, piece by piece ([9, copies, 1]; one copy: A and B).
+std::vector<double> copy_offsets(int64_t copies) {
   std::vector<double> offsets;
   for (size_t piece = 0; piece < kA.size(); ++piece) {
-    offsets.push_back(kA[piece] + kB[piece] * static_cast<double>(1 - k));
-    offsets.insert(offsets.end(), k - 1, 0.0);
+    offsets.push_back(kA[piece] + kB[piece] * static_cast<double>(1 - copies));
+    offsets.insert(offsets.end(), copies - 1, 0.0);
   }
   return offsets;
 }
-std::vector<double> copy_factors(int64_t k) {
+std::vector<double> copy_factors(int64_t copies) {
   std::vector<double> factors;
-  for (const auto b : kB) factors.insert(factors.end(), k, b);
+  for (const auto b : kB) factors.insert(factors.end(), copies, b);
   return factors;
 }
 
@@ -187,7 +196,7 @@ Buffers buffers(MetricState& state, const ClassificationOptions& o, CountLayout 
                   {m, static_cast<int64_t>(b.preds.scalar_type()), b.weight ? static_cast<int64_t>(b.weight->scalar_type()) : -1,
                    copied, samples})) {
     const auto longs = at::TensorOptions().dtype(at::kLong).device(state.device());
-    const auto v = ValuesLayout::of(m, layout, k);
+    const auto v = ValuesLayout::of(state, m, layout, k);
     // the index: the tail, the kinds' places, the pieces (fixed without num_classes)
     std::vector<int64_t> positions(static_cast<size_t>(v.put_length()), spare(state));
     const auto tail = tail_positions(state, spare(state));
@@ -201,7 +210,7 @@ Buffers buffers(MetricState& state, const ClassificationOptions& o, CountLayout 
     if (o.num_classes() == kUnknownClasses) {
       const auto bases = piece_bases(state, layout);
       const auto first = positions.begin() + (v.pieces_begin() - v.put_begin());
-      for (int64_t p = 0; p < v.pieces; ++p) std::fill_n(first + p * m, m, bases[p / k]);
+      for (int64_t p = 0; p < v.pieces; ++p) std::fill_n(first + p * m, m, bases[p / v.copies]);
     }
     auto values = at::zeros({v.length()}, longs.dtype(state.count_dtype()));
     values[v.tail()].fill_(1);  // the update count's piece
@@ -278,10 +287,11 @@ void finish(MetricState& state, const ClassificationBatch& b, const Classificati
       at::eq_out(cells, buf.dropped, false);
     }
   } else {
-    const auto a = constant(state, kTermA, counts, {v.pieces / v.k, v.k, 1}, [&] { return copy_offsets(v.k); });
-    const auto bb = constant(state, kTermB, counts, {v.pieces / v.k, v.k, 1}, [&] { return copy_factors(v.k); });
-    auto copies = pieces.view({v.pieces / v.k, v.k, m});
-    at::addcmul_out(copies, a, bb, rows_at(buf.values, 0, v.compare_stride(), v.k, m));
+    const auto c = v.copies;
+    const auto a = constant(state, kTermA, counts, {v.pieces / c, c, 1}, [&] { return copy_offsets(c); });
+    const auto bb = constant(state, kTermB, counts, {v.pieces / c, c, 1}, [&] { return copy_factors(c); });
+    auto copies = pieces.view({v.pieces / c, c, m});
+    at::addcmul_out(copies, a, bb, rows_at(buf.values, v.flags_begin(), v.compare_stride(), c, m));
     if (b.weight) pieces.mul_(*b.weight);
     if (can_be_bad) pieces.masked_fill_(buf.dropped, 0);
   }
@@ -331,7 +341,7 @@ void predict(Buffers& buf, const ClassificationBatch& b, at::Tensor nan_flags) {
 void count_unknown_classes(MetricState& state, const ClassificationBatch& b, const ClassificationOptions& o) {
   const int64_t m = b.target.size(0);
   auto buf = buffers(state, o, CountLayout::PerClass, b);
-  const auto v = ValuesLayout::of(m, CountLayout::PerClass, 1);
+  const auto v = ValuesLayout::of(state, m, CountLayout::PerClass, 1);
   const auto flags = rows_at(buf.values, v.kinds(), m, kKinds, m);
   auto wrong = buf.values.narrow(0, v.wrong(), m);
   if (b.scores) predict(buf, b, flags.select(0, 1));
@@ -388,13 +398,13 @@ void write_targets(MetricState& state, const ClassificationBatch& b, const Class
 }
 
 // [p != tc (each of the k best), not ignored, bad target]: one ne into the values' rows that
-// ValuesLayout spaces compare_stride() apart; under the Matrix layout with top_k > 1, one amin of
-// the k flags is wrong (the target is none of the k best), which picks each row's cell.
-void compare_with_targets(const ClassificationOptions& o, CountLayout layout, Buffers& buf, const ValuesLayout& v) {
+// ValuesLayout spaces compare_stride() apart; where the pieces have one copy with top_k > 1, one
+// amin of the k flags is wrong (the target is none of the k best).
+void compare_with_targets(const ClassificationOptions& o, Buffers& buf, const ValuesLayout& v) {
   const int64_t k = o.top_k(), compared = k + 2;
   auto out = rows_at(buf.values, 0, v.compare_stride(), compared, v.m);
   at::ne_out(out, buf.rows.rows(0, 1, compared), buf.rows.rows(RowLayout{k}.target(), 1, compared));
-  if (k > 1 && layout == CountLayout::Matrix) {
+  if (v.reduces_flags()) {
     auto wrong = buf.values.narrow(0, v.wrong(), v.m);
     at::amin_out(wrong, out.narrow(0, 0, k), {0});
   }
@@ -418,9 +428,9 @@ void write_positions(const MetricState& state, const ClassificationOptions& o, C
     return;
   }
   auto positions =
-      buf.index.narrow(0, v.pieces_begin() - v.put_begin(), v.pieces * v.m).view({kGroups, kPiecesPerGroup, r.k, v.m});
+      buf.index.narrow(0, v.pieces_begin() - v.put_begin(), v.pieces * v.m).view({kGroups, kPiecesPerGroup, v.copies, v.m});
   // p, t, 0, the same for every copy
-  const auto groups = buf.rows.rows(0, r.target(), kGroups).view({kGroups, 1, 1, v.m}).expand({-1, -1, r.k, -1});
+  const auto groups = buf.rows.rows(0, r.target(), kGroups).view({kGroups, 1, 1, v.m}).expand({-1, -1, v.copies, -1});
   at::add_out(positions, groups, buf.bases.view({kGroups, kPiecesPerGroup, 1, -1}));
 }
 
@@ -431,11 +441,11 @@ void count_multiclass_on_aten(MetricState& state, const ClassificationBatch& b, 
   if (o.num_classes() == kUnknownClasses) return count_unknown_classes(state, b, o);
   const auto layout = layout_of(state);
   auto buf = buffers(state, o, layout, b);
-  const auto v = ValuesLayout::of(b.target.size(0), layout, o.top_k());
+  const auto v = ValuesLayout::of(state, b.target.size(0), layout, o.top_k());
   const auto flags = rows_at(buf.values, v.kinds(), v.m, kKinds, v.m);
   write_predictions(state, b, o, buf, flags.select(0, 1));
   write_targets(state, b, o, buf);
-  compare_with_targets(o, layout, buf, v);
+  compare_with_targets(o, buf, v);
   if (b.weight) weight_flags(buf, *b.weight, flags.select(0, 2));
   write_positions(state, o, layout, buf, v);
   finish(state, b, o, buf, v, /*can_be_bad=*/true);
