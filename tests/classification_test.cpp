@@ -786,6 +786,26 @@ TEST(ClassificationKernels, WeightedTopKAddsEachWeightOnceOnBothPaths) {
   EXPECT_EQ(counts.at("tp")[2].item<double>(), 0.5);
 }
 
+// An unweighted top_k update sums wrong from k copies of its pieces while they stay small, and takes
+// an amin beyond kMaxCopiedPieces (2^22 pieces: 9 per row and copy): one metric fed small, large and
+// small batches (NaN scores, bad and ignored targets among them) counts as the CPU path does.
+TEST(ClassificationKernels, TopKCountsAlikeWithAndWithoutCopies) {
+  auto gen = testing::generator(27);
+  const int64_t classes = 3;
+  const auto o = Opts::multiclass(classes).top_k(2).ignore_index(0).average(Average::None);
+  StatScores cpu(o), aten(o);
+  for (const int64_t m : {int64_t{100}, int64_t{240000}, int64_t{100}}) {  // 9 * 2 * 240000 > 2^22
+    auto scores = at::randn({m, classes}, gen);
+    scores.index_put_({at::arange(0, m, 97), 1}, kNaN);
+    const auto target = at::randint(-1, classes + 1, {m}, gen);
+    cpu.update(scores, target);
+    ForceAtenPath force;
+    aten.update(scores, target);
+  }
+  EXPECT_TRUE(states_equal(aten.state_dict(), cpu.state_dict()));
+  EXPECT_EQ(aten.bad_input_report().bad_updates, 3);
+}
+
 // float32 weights reach the device path as they are (its float64 arithmetic widens them exactly):
 // on each path, every task counts them, bad ones (NaN, negative, the negative nearest 0, +inf) and
 // float32's extremes (its largest, its smallest, -0.0) included, exactly as their float64 widening.

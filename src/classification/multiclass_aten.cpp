@@ -21,8 +21,9 @@
 // copy i adding a_i + B * f_i (a_0 = A + B * (1 - k), the others 0), and the put_ sums them; no op
 // reduces the flags. That sum takes B back where it gave it (+1, -1), exact in integers only: float64
 // (weighted) counts would round there, and could overflow, so they take wrong from one amin of the
-// k flags instead, as the ConfusionMatrix layout does, whose cell needs it. The values buffer is
-// laid out so that the rows that ne writes are one strided view too.
+// k flags instead, as the ConfusionMatrix layout does, whose cell needs it, and as batches do whose
+// copies would take much memory (kMaxCopiedPieces). The values buffer is laid out so that the rows
+// that ne writes are one strided view too.
 //
 // multidim_average=samplewise counts each sample apart: the pieces go to the rows the state gains
 // for the batch's samples (tp, fp, tn and fn, C each, and tn's pending addend, per sample: a row
@@ -93,6 +94,9 @@ struct ClassRows {
 constexpr int64_t kGroups = 3, kPiecesPerGroup = 3;  // at p, at the target, at a fixed place
 constexpr int64_t kKinds = 3;                          // bad targets, predictions, weights
 constexpr int64_t kMinLong = std::numeric_limits<int64_t>::min(), kMaxLong = std::numeric_limits<int64_t>::max();
+// The most pieces whose copies an update writes (32 MiB of index, as much of values); a larger batch
+// (segmentation scores with top_k > 1) takes one amin instead of k times the memory.
+constexpr int64_t kMaxCopiedPieces = int64_t{1} << 22;
 
 // Where the values buffer holds what, in rows of the batch size m, for top_k = k: the rows that one
 // ne writes, m + kTailPieces apart (each of the k best != t, the not-ignored flags, then the
@@ -104,10 +108,13 @@ constexpr int64_t kMinLong = std::numeric_limits<int64_t>::min(), kMaxLong = std
 struct ValuesLayout {
   int64_t m, pieces, k, copies;
 
-  // Each piece's copies: k where the put_ sums wrong from the k flags (integer counts), else 1.
+  // Each piece's copies: k where the put_ sums wrong from the k flags (integer counts, and pieces
+  // that stay within kMaxCopiedPieces), else 1.
   static ValuesLayout of(const MetricState& state, int64_t m, CountLayout layout, int64_t k) {
     if (layout == CountLayout::Matrix) return {m, 1, k, 1};
-    const int64_t copies = at::isFloatingType(state.count_dtype()) ? 1 : k;
+    const int64_t all_copies = kGroups * kPiecesPerGroup * k * m;
+    const bool copied = !at::isFloatingType(state.count_dtype()) && all_copies <= kMaxCopiedPieces;
+    const int64_t copies = copied ? k : 1;
     return {m, kGroups * kPiecesPerGroup * copies, k, copies};
   }
   int64_t compare_stride() const { return m + kTailPieces; }
@@ -227,6 +234,10 @@ Buffers buffers(MetricState& state, const ClassificationOptions& o, CountLayout 
     const bool masks_wrong = k > 1 && layout == CountLayout::Matrix;
     state.scratch(kWrongMask) = masks_wrong ? at::empty({m}, longs.dtype(at::kBool)) : at::Tensor();
     state.scratch(kBases) = piece_base_tensor(state, o, layout, m, samples, longs);
+    // the pieces' A and B per copy (how many copies follows the batch size)
+    const auto counts = longs.dtype(state.count_dtype());
+    state.scratch(kTermA) = upload(copy_offsets(v.copies), counts).view({-1, v.copies, 1});
+    state.scratch(kTermB) = upload(copy_factors(v.copies), counts).view({-1, v.copies, 1});
   }
   return {ClassRows(state.scratch(kRows), k > 1), state.scratch(kIndex),      state.scratch(kValues),
           state.scratch(kDropped),                state.scratch(kClamped),    state.scratch(kBases),
@@ -275,7 +286,6 @@ void add_pieces(MetricState& state, const ClassificationBatch& b, const Classifi
 void finish(MetricState& state, const ClassificationBatch& b, const ClassificationOptions& o, Buffers& buf,
             const ValuesLayout& v, bool can_be_bad) {
   const auto m = v.m;
-  const auto counts = buf.values.options();
   const auto flags = rows_at(buf.values, v.kinds(), m, kKinds, m);
   auto pieces = rows_at(buf.values, v.pieces_begin(), m, v.pieces, m);
   if (can_be_bad) at::any_out(buf.dropped, flags, 0);
@@ -288,8 +298,8 @@ void finish(MetricState& state, const ClassificationBatch& b, const Classificati
     }
   } else {
     const auto c = v.copies;
-    const auto a = constant(state, kTermA, counts, {v.pieces / c, c, 1}, [&] { return copy_offsets(c); });
-    const auto bb = constant(state, kTermB, counts, {v.pieces / c, c, 1}, [&] { return copy_factors(c); });
+    const auto& a = state.scratch(kTermA);
+    const auto& bb = state.scratch(kTermB);
     auto copies = pieces.view({v.pieces / c, c, m});
     at::addcmul_out(copies, a, bb, rows_at(buf.values, v.flags_begin(), v.compare_stride(), c, m));
     if (b.weight) pieces.mul_(*b.weight);
