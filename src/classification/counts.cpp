@@ -74,7 +74,9 @@ at::Tensor confusion_matrix(const MetricState& state, const ClassificationOption
 }
 
 void count(MetricState& state, const ClassificationOptions& options, const ClassificationBatch& batch) {
-  if (samplewise(options) || !cpu_fast_path_enabled() || !batch.target.is_cpu()) return count_on_aten(state, batch, options);
+  if (samplewise(options) || !cpu_fast_path_enabled() || !batch.target.is_cpu()) {
+    return count_on_aten(state, batch, options);
+  }
   CountSink sink;
   sink.layout = layout_of(state);
   if (sink.layout == CountLayout::Matrix) {

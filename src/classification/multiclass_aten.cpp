@@ -7,9 +7,10 @@
 // tn takes them all when the state settles, less the classes each row involves, above). The update
 // adds the tail (put_update.h) and each bad-input kind's flag per row too. A dropped row (a bad
 // target or prediction, a bad weight, the ignored class) adds zeros. Positions are the rows' classes
-// plus one base per piece (one add); values are A + B * wrong per piece (one addcmul; with top_k > 1,
-// below, summed from copies), times the weight, then zeroed where dropped. The ConfusionMatrix layout adds one piece per row instead, at its cell;
-// without num_classes every piece is at class 0 and the positions never change.
+// plus one base per piece (one add); values are A + B * wrong per piece (one addcmul; with top_k > 1
+// and integer counts, below, the sums of copies), times the weight, then zeroed where dropped. The
+// ConfusionMatrix layout adds one piece per row instead, at its cell; without num_classes every
+// piece is at class 0 and the positions never change.
 //
 // The class rows (ClassRows) hold the classes: max writes p (top_k > 1: a stable descending sort
 // writes the k best classes in order), one clamp writes the target as it is and clamped into range
@@ -199,9 +200,8 @@ Buffers buffers(MetricState& state, const ClassificationOptions& o, CountLayout 
       k > 1 && (b.preds.dim() > 2 || width > b.preds.size(1) || b.preds.stride(1) != 1 || b.preds.stride(0) != width);
   // (the weight flags' row and the dropped rows are written only where an update has them)
   const int64_t samples = samplewise(o) ? b.samples : 0;
-  if (key_changed(state, kKey,
-                  {m, static_cast<int64_t>(b.preds.scalar_type()), b.weight ? static_cast<int64_t>(b.weight->scalar_type()) : -1,
-                   copied, samples})) {
+  const int64_t weight_dtype = b.weight ? static_cast<int64_t>(b.weight->scalar_type()) : -1;
+  if (key_changed(state, kKey, {m, static_cast<int64_t>(b.preds.scalar_type()), weight_dtype, copied, samples})) {
     const auto longs = at::TensorOptions().dtype(at::kLong).device(state.device());
     const auto v = ValuesLayout::of(state, m, layout, k);
     // the index: the tail, the kinds' places, the pieces (fixed without num_classes)
@@ -280,9 +280,9 @@ void add_pieces(MetricState& state, const ClassificationBatch& b, const Classifi
   state.count_buffer().put_(buf.index.narrow(0, 0, rest), values.narrow(0, 0, rest), /*accumulate=*/true);
 }
 
-// The pieces' values (A + B * wrong, in k copies: the sums of a_i + B * f_i; times the weight) and
-// the kinds' flags with the rows that are dropped, or ignored, made zero; and the tail's tally where
-// there is one; then the one put_.
+// The pieces' values (A + B * wrong, or where they have k copies the sums of a_i + B * f_i; times
+// the weight) and the kinds' flags with the rows that are dropped, or ignored, made zero; and the
+// tail's tally where there is one; then the one put_.
 void finish(MetricState& state, const ClassificationBatch& b, const ClassificationOptions& o, Buffers& buf,
             const ValuesLayout& v, bool can_be_bad) {
   const auto m = v.m;
@@ -437,8 +437,8 @@ void write_positions(const MetricState& state, const ClassificationOptions& o, C
     cells.add_(state.offset(1));
     return;
   }
-  auto positions =
-      buf.index.narrow(0, v.pieces_begin() - v.put_begin(), v.pieces * v.m).view({kGroups, kPiecesPerGroup, v.copies, v.m});
+  auto positions = buf.index.narrow(0, v.pieces_begin() - v.put_begin(), v.pieces * v.m)
+                       .view({kGroups, kPiecesPerGroup, v.copies, v.m});
   // p, t, 0, the same for every copy
   const auto groups = buf.rows.rows(0, r.target(), kGroups).view({kGroups, 1, 1, v.m}).expand({-1, -1, v.copies, -1});
   at::add_out(positions, groups, buf.bases.view({kGroups, kPiecesPerGroup, 1, -1}));
