@@ -850,8 +850,7 @@ TEST(ClassificationKernels, Float32WeightsCountAsTheirFloat64WideningOnEachPath)
         EXPECT_EQ(narrow->bad_input_report().bad_updates, 4) << where;
         EXPECT_EQ(narrow->bad_input_report().counts, wide->bad_input_report().counts) << where;
         if (o.task() != Task::Multilabel) {  // four bad weights in each of four updates
-          EXPECT_EQ(narrow->bad_input_report().counts.back().second, 16)
-              << where;
+          EXPECT_EQ(narrow->bad_input_report().counts.back().second, 16) << where;
         }
       }
     }

@@ -105,15 +105,10 @@ TargetBuckets target_buckets(const ClassificationOptions& o) {
 
 // Weights (of their dtype, float64 or float32): negative, finite and not negative, +inf or NaN; one
 // bucket where there are none.
-template <class Float>
-Buckets weight_buckets_of() {
-  return {{-static_cast<double>(std::numeric_limits<Float>::denorm_min()),
-           static_cast<double>(std::numeric_limits<Float>::max())},
-          false};
-}
 Buckets weight_buckets(const c10::optional<at::Tensor>& weight) {
   if (!weight) return {{}, true};
-  return weight->scalar_type() == at::kFloat ? weight_buckets_of<float>() : weight_buckets_of<double>();
+  const auto [below, largest] = good_weight_bounds(weight->scalar_type());
+  return {{below, largest}, false};
 }
 
 // The table's columns: each entry's pieces, the cell it counts in under the probability reading and
@@ -272,7 +267,7 @@ void count_entries_on_aten(MetricState& state, const ClassificationBatch& b, con
   const auto targets = target_buckets(o);
   const auto weights = weight_buckets(b.weight);
   const std::vector<int64_t> table_key{static_cast<int64_t>(b.score_dtype), static_cast<int64_t>(b.preds.scalar_type()),
-                                       b.scores, b.weight ? static_cast<int64_t>(b.weight->scalar_type()) : -1};
+                                       b.scores, weight_dtype_key(b)};
   if (key_changed(state, kTableKey, table_key)) make_table(state, b, o, p, targets, weights, col, adds_places);
   const Layout layout{rows * labels, adds_places ? col.pieces() : col.cell_flags()};
   auto buf = buffers(state, b, o, col, layout, adds_places);

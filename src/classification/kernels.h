@@ -4,7 +4,9 @@
 #include <c10/util/Optional.h>
 
 #include <array>
+#include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <metrics/classification.h>
@@ -39,6 +41,20 @@ inline int64_t counted_classes(const ClassificationOptions& o) {
 /// Whether `o` counts each sample apart (multidim_average=samplewise).
 inline bool samplewise(const ClassificationOptions& o) {
   return o.multidim_average() == MultidimAverage::Samplewise;
+}
+
+/// The bounds of a good weight of `dtype` (float32 or float64): the negative number nearest 0 (a
+/// good weight is above it, -0.0 too) and the largest finite one.
+inline std::pair<double, double> good_weight_bounds(at::ScalarType dtype) {
+  if (dtype == at::kFloat) {
+    return {-static_cast<double>(std::numeric_limits<float>::denorm_min()), std::numeric_limits<float>::max()};
+  }
+  return {-std::numeric_limits<double>::denorm_min(), std::numeric_limits<double>::max()};
+}
+
+/// A batch's weight dtype, or -1 without a weight: part of the keys the ATen paths' buffers are made for.
+inline int64_t weight_dtype_key(const ClassificationBatch& b) {
+  return b.weight ? static_cast<int64_t>(b.weight->scalar_type()) : -1;
 }
 
 /// Checks shapes, dtypes and devices (metadata only) and reshapes into canonical form.

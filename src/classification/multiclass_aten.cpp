@@ -125,6 +125,7 @@ struct ValuesLayout {
   int64_t pieces_begin() const { return kinds() + kKinds * m; }
   int64_t put_begin() const { return tail(); }
   int64_t put_length() const { return pieces_begin() + pieces * m - put_begin(); }
+  int64_t pieces_in_put() const { return pieces_begin() - put_begin(); }  // (and in the index)
   int64_t wrong() const { return k == 1 ? 0 : pieces_begin() + pieces * m; }
   bool reduces_flags() const { return k > 1 && copies == 1; }  // an amin writes wrong
   int64_t length() const { return pieces_begin() + pieces * m + (reduces_flags() ? m : 0); }
@@ -200,8 +201,8 @@ Buffers buffers(MetricState& state, const ClassificationOptions& o, CountLayout 
       k > 1 && (b.preds.dim() > 2 || width > b.preds.size(1) || b.preds.stride(1) != 1 || b.preds.stride(0) != width);
   // (the weight flags' row and the dropped rows are written only where an update has them)
   const int64_t samples = samplewise(o) ? b.samples : 0;
-  const int64_t weight_dtype = b.weight ? static_cast<int64_t>(b.weight->scalar_type()) : -1;
-  if (key_changed(state, kKey, {m, static_cast<int64_t>(b.preds.scalar_type()), weight_dtype, copied, samples})) {
+  if (key_changed(state, kKey,
+                  {m, static_cast<int64_t>(b.preds.scalar_type()), weight_dtype_key(b), copied, samples})) {
     const auto longs = at::TensorOptions().dtype(at::kLong).device(state.device());
     const auto v = ValuesLayout::of(state, m, layout, k);
     // the index: the tail, the kinds' places, the pieces (fixed without num_classes)
@@ -216,7 +217,7 @@ Buffers buffers(MetricState& state, const ClassificationOptions& o, CountLayout 
     }
     if (o.num_classes() == kUnknownClasses) {
       const auto bases = piece_bases(state, layout);
-      const auto first = positions.begin() + (v.pieces_begin() - v.put_begin());
+      const auto first = positions.begin() + v.pieces_in_put();
       for (int64_t p = 0; p < v.pieces; ++p) std::fill_n(first + p * m, m, bases[p / v.copies]);
     }
     auto values = at::zeros({v.length()}, longs.dtype(state.count_dtype()));
@@ -262,9 +263,7 @@ at::Tensor rows_at(const at::Tensor& buffer, int64_t first, int64_t step, int64_
 // The weight flags (NaN, negative and infinite weights: clamping to the largest finite weight of
 // their dtype changes them) into `out`.
 void weight_flags(Buffers& buf, const at::Tensor& w, at::Tensor out) {
-  const double largest = w.scalar_type() == at::kFloat ? std::numeric_limits<float>::max()
-                                                        : std::numeric_limits<double>::max();
-  at::clamp_out(buf.clamped, w, 0, largest);
+  at::clamp_out(buf.clamped, w, 0, good_weight_bounds(w.scalar_type()).second);
   at::ne_out(out, buf.clamped, w);
 }
 
@@ -274,7 +273,7 @@ void add_pieces(MetricState& state, const ClassificationBatch& b, const Classifi
                 const ValuesLayout& v) {
   const auto values = buf.values.narrow(0, v.put_begin(), v.put_length());
   if (!samplewise(o)) return void(state.count_buffer().put_(buf.index, values, /*accumulate=*/true));
-  const auto rest = v.pieces_begin() - v.put_begin(), pieces = v.put_length() - rest;
+  const auto rest = v.pieces_in_put(), pieces = v.put_length() - rest;
   state.grow_rows(b.samples).put_(buf.index.narrow(0, rest, pieces), values.narrow(0, rest, pieces),
                                   /*accumulate=*/true);
   state.count_buffer().put_(buf.index.narrow(0, 0, rest), values.narrow(0, 0, rest), /*accumulate=*/true);
@@ -432,13 +431,13 @@ void write_positions(const MetricState& state, const ClassificationOptions& o, C
       at::ne_out(buf.wrong_mask, buf.values.narrow(0, v.wrong(), v.m), 0);
       at::where_out(pred, buf.wrong_mask, pred, tc);
     }
-    auto cells = buf.index.narrow(0, v.pieces_begin() - v.put_begin(), v.m);
+    auto cells = buf.index.narrow(0, v.pieces_in_put(), v.m);
     at::add_out(cells, pred, tc, o.num_classes());
     cells.add_(state.offset(1));
     return;
   }
-  auto positions = buf.index.narrow(0, v.pieces_begin() - v.put_begin(), v.pieces * v.m)
-                       .view({kGroups, kPiecesPerGroup, v.copies, v.m});
+  auto positions =
+      buf.index.narrow(0, v.pieces_in_put(), v.pieces * v.m).view({kGroups, kPiecesPerGroup, v.copies, v.m});
   // p, t, 0, the same for every copy
   const auto groups = buf.rows.rows(0, r.target(), kGroups).view({kGroups, 1, 1, v.m}).expand({-1, -1, v.copies, -1});
   at::add_out(positions, groups, buf.bases.view({kGroups, kPiecesPerGroup, 1, -1}));
