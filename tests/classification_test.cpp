@@ -786,15 +786,16 @@ TEST(ClassificationKernels, WeightedTopKAddsEachWeightOnceOnBothPaths) {
   EXPECT_EQ(counts.at("tp")[2].item<double>(), 0.5);
 }
 
-// An unweighted top_k update sums wrong from k copies of its pieces while they stay small, and takes
-// an amin beyond kMaxCopiedPieces (2^22 pieces: 9 per row and copy): one metric fed small, large and
-// small batches (NaN scores, bad and ignored targets among them) counts as the CPU path does.
+// An unweighted top_k update adds k + 1 copies of its pieces while they stay small, and sums the
+// flags first (two copies) beyond kMaxCopiedPieces (2^22 pieces: 9 per row and copy): one metric fed
+// small, large and small batches (NaN scores, bad and ignored targets among them) counts as the CPU
+// path does.
 TEST(ClassificationKernels, TopKCountsAlikeWithAndWithoutCopies) {
   auto gen = testing::generator(27);
   const int64_t classes = 3;
   const auto o = Opts::multiclass(classes).top_k(2).ignore_index(0).average(Average::None);
   StatScores cpu(o), aten(o);
-  for (const int64_t m : {int64_t{100}, int64_t{240000}, int64_t{100}}) {  // 9 * 2 * 240000 > 2^22
+  for (const int64_t m : {int64_t{100}, int64_t{240000}, int64_t{100}}) {  // 9 * 3 * 240000 > 2^22
     auto scores = at::randn({m, classes}, gen);
     scores.index_put_({at::arange(0, m, 97), 1}, kNaN);
     const auto target = at::randint(-1, classes + 1, {m}, gen);
@@ -816,41 +817,58 @@ TEST(ClassificationKernels, Float32WeightsCountAsTheirFloat64WideningOnEachPath)
                                                      Limits::infinity(), Limits::max(), Limits::denorm_min(), -0.0f,
                                                      0.0f});
   const int64_t n = 40;
+  // multiclass scores in float64 check float32 weights beside their NaN check on the ATen path, in
+  // float32 a float64 weight apart
   for (const auto& base : {Opts::binary(), Opts::multilabel(4), Opts::multiclass(5), Opts::multiclass(5).top_k(2),
+                           Opts::multiclass(5).top_k(2).ignore_index(1),
                            Opts::multiclass(kUnknownClasses).average(Average::Micro)}) {
     const auto o = Opts(base).weighted(true);
-    for (int matrix = 0; matrix < (o.task() == Task::Multiclass && o.num_classes() > 0 ? 2 : 1); ++matrix) {
-      auto make = [&]() -> std::unique_ptr<ClassificationMetric> {
-        if (matrix) return std::make_unique<ConfusionMatrix>(o);
-        return std::make_unique<StatScores>(o);
-      };
-      for (const bool aten : {false, true}) {
-        auto narrow = make(), wide = make();
+    const bool multiclass = o.task() == Task::Multiclass;
+    for (const auto score_dtype : {at::kFloat, at::kDouble}) {
+      for (int matrix = 0; matrix < (multiclass && o.num_classes() > 0 ? 2 : 1); ++matrix) {
+        auto make = [&]() -> std::unique_ptr<ClassificationMetric> {
+          if (matrix) return std::make_unique<ConfusionMatrix>(o);
+          return std::make_unique<StatScores>(o);
+        };
+        std::unique_ptr<ClassificationMetric> narrow[2] = {make(), make()}, wide[2] = {make(), make()};  // [aten]
         for (int step = 0; step < 4; ++step) {
           at::Tensor preds, target;
-          if (o.task() == Task::Multiclass) {
-            preds = at::randn({n, 5}, gen);
-            target = at::randint(5, {n}, gen, at::kLong);
+          if (multiclass) {  // with a NaN score and targets out of range
+            preds = at::randn({n, 5}, gen, score_dtype);
+            preds[step][step % 5] = std::numeric_limits<double>::quiet_NaN();
+            target = at::randint(-1, 6, {n}, gen, at::kLong);
           } else {
             const auto shape = o.task() == Task::Binary ? std::vector<int64_t>{n} : std::vector<int64_t>{n, 4};
-            preds = at::rand(shape, gen);
+            preds = at::rand(shape, gen, score_dtype);
             target = at::randint(2, shape, gen, at::kLong);
           }
           const bool per_entry = o.task() == Task::Multilabel && step % 2;
           auto weight = per_entry ? at::rand({n, 4}, gen, at::kFloat) : at::rand({n}, gen, at::kFloat);
           weight.view({-1}).narrow(0, 0, hostile.numel()).copy_(hostile);
           weight = weight.view({-1}).index({at::randperm(weight.numel(), gen)}).view(weight.sizes());
-          std::unique_ptr<ForceAtenPath> force;
-          if (aten) force = std::make_unique<ForceAtenPath>();
-          narrow->update(preds, target, weight);
-          wide->update(preds, target, weight.to(at::kDouble));
+          for (const bool aten : {false, true}) {
+            std::unique_ptr<ForceAtenPath> force;
+            if (aten) force = std::make_unique<ForceAtenPath>();
+            narrow[aten]->update(preds, target, weight);
+            wide[aten]->update(preds, target, weight.to(at::kDouble));
+          }
         }
-        const auto where = ::testing::Message() << narrow->options_text() << (aten ? " on the ATen path" : "");
-        EXPECT_TRUE(states_equal(narrow->state_dict(), wide->state_dict())) << where;
-        EXPECT_EQ(narrow->bad_input_report().bad_updates, 4) << where;
-        EXPECT_EQ(narrow->bad_input_report().counts, wide->bad_input_report().counts) << where;
-        if (o.task() != Task::Multilabel) {  // four bad weights in each of four updates
-          EXPECT_EQ(narrow->bad_input_report().counts.back().second, 16) << where;
+        for (const bool aten : {false, true}) {
+          const auto where = ::testing::Message() << narrow[aten]->options_text() << " scores " << score_dtype
+                                                  << (aten ? " on the ATen path" : "");
+          EXPECT_TRUE(states_equal(narrow[aten]->state_dict(), wide[aten]->state_dict())) << where;
+          // across the paths tn aside: the ATen path's takes the kept weights' total less each row's
+          // classes, which loses the small weights beside float32's largest
+          const auto counts = narrow[aten]->stat_counts(), cpu_counts = narrow[false]->stat_counts();
+          EXPECT_TRUE(at::equal(counts.tp, cpu_counts.tp) && at::equal(counts.fp, cpu_counts.fp) &&
+                      at::equal(counts.fn, cpu_counts.fn))
+              << where;
+          EXPECT_EQ(narrow[aten]->bad_input_report().bad_updates, 4) << where;
+          EXPECT_EQ(narrow[aten]->bad_input_report().counts, wide[aten]->bad_input_report().counts) << where;
+          EXPECT_EQ(narrow[aten]->bad_input_report().counts, narrow[false]->bad_input_report().counts) << where;
+          if (o.task() == Task::Binary || (multiclass && !o.ignore_index())) {  // 4 bad weights in each of 4 updates
+            EXPECT_EQ(narrow[aten]->bad_input_report().counts.back().second, 16) << where;
+          }
         }
       }
     }

@@ -6,25 +6,32 @@
 // tn -= 1; at one fixed place, 1 to tn's pending addend (a kept row is a negative of every class:
 // tn takes them all when the state settles, less the classes each row involves, above). The update
 // adds the tail (put_update.h) and each bad-input kind's flag per row too. A dropped row (a bad
-// target or prediction, a bad weight, the ignored class) adds zeros. Positions are the rows' classes
-// plus one base per piece (one add); values are A + B * wrong per piece (one addcmul; with top_k > 1
-// and integer counts, below, the sums of copies), times the weight, then zeroed where dropped. The
-// ConfusionMatrix layout adds one piece per row instead, at its cell; without num_classes every
+// target or prediction, a bad weight) and an ignored one add zeros. Positions are the rows'
+// classes plus one base per piece (one add; the fixed group's never change); all go in one put_.
+// The ConfusionMatrix layout adds one piece per row instead, at its cell; without num_classes every
 // piece is at class 0 and the positions never change.
 //
-// The class rows (ClassRows) hold the classes: max writes p (top_k > 1: a stable descending sort
-// writes the k best classes in order), one clamp writes the target as it is and clamped into range
-// and the constants, so that one ne compares [p, t, t] with [tc, ignore_index, tc]: wrong, not
-// ignored and bad target, each operand a strided view of rows in arithmetic progression. With
-// top_k > 1 the ne compares each of the k best with tc, giving k flags f_i (a row is right where
-// its target is among its k best; p, the best, counts only where it is wrong). The target is at
-// most one of them, so wrong = 1 - k + sum f_i: with integer counts each piece comes in k copies,
-// copy i adding a_i + B * f_i (a_0 = A + B * (1 - k), the others 0), and the put_ sums them; no op
-// reduces the flags. That sum takes B back where it gave it (+1, -1), exact in integers only: float64
-// (weighted) counts would round there, and could overflow, so they take wrong from one amin of the
-// k flags instead, as the ConfusionMatrix layout does, whose cell needs it, and as batches do whose
-// copies would take much memory (kMaxCopiedPieces). The values buffer is laid out so that the rows
-// that ne writes are one strided view too.
+// The flags come in k + 1 blocks (top_k = k), each [bad prediction, bad weight, selected, bad
+// target, not ignored]: block i < k selects the rows whose i-th best is not the target, block k
+// selects none. Two ne write them all: one compares the scores with themselves (NaN), and the
+// weights clamped into their good range (one clamp) with themselves as they are, and one the class
+// rows (ClassRows, written by the max or sort and one clamp) with the target rows (float64
+// weights beside float32 scores take an ne of their own). One
+// reduction over each block's first four gives D_i = dropped or the i-th best missed, D_k =
+// dropped, and the values follow from D alone, with no masking op:
+//   integer counts: a piece is A + B * wrong where kept; the target is at most one of the k best,
+//     so the kept value is a_0 - (A + B) D_k + B sum_i D_i (a_0 = A + B (1 - k)): k + 1 copies of
+//     each piece, one addcmul writing B D_i and a_0 - (A + B) D_k, which the put_ sums (exact in
+//     integers). Batches whose copies would take much memory (kMaxCopiedPieces) sum the D_i first
+//     (two copies).
+//   float64 (weighted) counts: one where writes R_i = 0 where D_i, else the weight: R_k is the
+//     kept weight and R_i (i < k) the kept weight where the target is the i-th best. One mm sums
+//     each piece, (A + B) R_k - B sum_i R_i, before the put_: at most two terms are not zero, and
+//     they are equal or cancel, so the sum is exact, and NaN weights never reach it.
+// Ignored rows are zeroed after (one mul_ by the not-ignored flags). The values buffer is laid out
+// so that every operand above is one strided view: rows m + kTailPieces apart, the tail in the gap
+// before the last block, whose bad-input rows (its selected row is zero) sit right before the
+// pieces.
 //
 // multidim_average=samplewise counts each sample apart: the pieces go to the rows the state gains
 // for the batch's samples (tp, fp, tn and fn, C each, and tn's pending addend, per sample: a row
@@ -49,22 +56,24 @@ namespace {
 // The state's scratch tensors (MetricState::scratch): the update's buffers, made for a batch size
 // (kKey), and constants. (Slots apart from the other ATen paths': they share a state.)
 enum Scratch {
-  kKey = 100, kRows, kIndex, kValues, kDropped, kBestScores, kClamped, kLow, kHigh, kPredLow, kPredHigh, kBases,
-  kTermA, kTermB, kPadded, kEnds, kWrongMask
+  kKey = 100, kRows, kIndex, kValues, kDropped, kSortedScores, kChecked, kWeights, kKeptWeights, kLow, kHigh,
+  kPredLow, kPredHigh, kWeightLow, kWeightHigh, kBases, kTermA, kTermB, kSums, kZero, kOne, kPadded, kWrongMask
 };
 
-// The class rows, each one batch long, for top_k = k.
+// The class rows, each one batch long, for top_k = k. One ne compares, for each block i = 0 .. k,
+// [p_i (t where i = k), tc, t] with [tc (t where i = k), t, ignore_index]: the rows i + j (k + 1)
+// with the rows k + 2 + i + j (k + 1), j = 0, 1, 2.
 struct RowLayout {
   int64_t k;
   // 0 .. k-1: p (argmax, or the predicted labels clamped into range); top_k > 1: the k best classes
-  int64_t target_copy() const { return k; }  // the target as it is (clamped to the int64 range), twice
-  int64_t target() const { return k + 2; }   // the target clamped into [0, C), k times
-  int64_t ignore() const { return 2 * k + 2; }  // ignore_index (0 without one), then tc once more
-  int64_t zero() const { return 2 * k + 4; }    // the position of the fixed pieces' group
-  int64_t pred_copy() const { return 2 * k + 5; }  // the predicted labels as they are
-  int64_t count() const { return 2 * k + 6; }
-  // the columns of the sort's index buffer: num_classes, or more to hold the rows up to zero()
-  int64_t sorted_width(int64_t classes) const { return std::max(classes, zero() + 1); }
+  int64_t first_target() const { return k; }             // the target as it is (clamped to the int64 range)
+  int64_t target() const { return k + 1; }               // the target clamped into [0, C), k + 1 times
+  int64_t unclamped() const { return 2 * k + 2; }        // the target as it is, k + 2 times
+  int64_t ignore() const { return 3 * k + 4; }           // ignore_index (0 without one), k + 1 times
+  int64_t pred_copy() const { return 4 * k + 5; }        // the predicted labels as they are
+  int64_t count() const { return 4 * k + 6; }
+  // the columns of the sort's index buffer: num_classes, or more to hold the rows up to pred_copy()
+  int64_t sorted_width(int64_t classes) const { return std::max(classes, count()); }
 };
 
 // The class rows in their buffer: row-major for top_k 1 (row r at r * m), sample-major for top_k
@@ -84,53 +93,66 @@ struct ClassRows {
         m(sorted ? buffer.size(0) : buffer.size(1)),
         row_stride(sorted ? 1 : m),
         sample_stride(sorted ? buffer.size(1) : 1) {}
-  // `count` rows starting at first, first + step, ...: one strided view
-  at::Tensor rows(int64_t first, int64_t step, int64_t count) const {
-    const auto offset = buffer.storage_offset() + first * row_stride;
-    return buffer.as_strided({count, m}, {step * row_stride, sample_stride}, offset);
+  // blocks x count rows: row first + block * block_step + j * step; one strided view
+  at::Tensor grid(int64_t first, int64_t block_step, int64_t step, int64_t blocks, int64_t count) const {
+    return buffer.as_strided({blocks, count, m}, {block_step * row_stride, step * row_stride, sample_stride},
+                             buffer.storage_offset() + first * row_stride);
   }
-  at::Tensor row(int64_t r) const { return rows(r, 1, 1).select(0, 0); }
+  // `count` rows starting at first, first + step, ...
+  at::Tensor rows(int64_t first, int64_t step, int64_t count) const { return grid(first, 0, step, 1, count)[0]; }
+  at::Tensor row(int64_t r) const { return rows(r, 1, 1)[0]; }
 };
 
 constexpr int64_t kGroups = 3, kPiecesPerGroup = 3;  // at p, at the target, at a fixed place
-constexpr int64_t kKinds = 3;                          // bad targets, predictions, weights
+constexpr int64_t kMovingGroups = 2;                   // at p and at the target: their positions follow the rows
+// A block of flag rows; the first kReducedRows are reduced into D.
+enum BlockRow { kBadPrediction, kBadWeight, kSelected, kBadTarget, kNotIgnored, kBlockRows };
+constexpr int64_t kReducedRows = kNotIgnored;
 constexpr int64_t kMinLong = std::numeric_limits<int64_t>::min(), kMaxLong = std::numeric_limits<int64_t>::max();
 // The most pieces whose copies an update writes (32 MiB of index, as much of values); a larger batch
-// (segmentation scores with top_k > 1) takes one amin instead of k times the memory.
+// (segmentation scores with top_k > 1) sums the D_i first and writes two copies.
 constexpr int64_t kMaxCopiedPieces = int64_t{1} << 22;
 
-// Where the values buffer holds what, in rows of the batch size m, for top_k = k: the rows that one
-// ne writes, m + kTailPieces apart (each of the k best != t, the not-ignored flags, then the
-// bad-target flags: the first kind row), with the tail in the gap before the kind rows; then the
-// pieces (all their copies). The put_ region is the tail, the kinds and the pieces, so that
-// samplewise the pieces' rows and the rest are two runs. The ignored rows' zeroing takes the kinds
-// and the pieces as one run of rows. Where top_k > 1 and the pieces have one copy, wrong (the amin
-// of the k flags) follows.
+// Where the values buffer holds what, in rows of the batch size m, m + kTailPieces apart: the k + 1
+// blocks of flags (kBlockRows each), then the pieces (all their copies). The put_ region runs from
+// the tail (in the gap before the last block) through the last block (its bad-input rows go to the
+// tally, its other rows and the gaps to the spare slot) and the pieces, so that samplewise the
+// pieces and the rest are two runs. The ignored rows' zeroing takes the last block and the pieces
+// as one run of rows.
 struct ValuesLayout {
-  int64_t m, pieces, k, copies;
+  int64_t m, k, copies, pieces;
+  bool integer;  // integer counts (else float64: weighted)
 
-  // Each piece's copies: k where the put_ sums wrong from the k flags (integer counts, and pieces
-  // that stay within kMaxCopiedPieces), else 1.
   static ValuesLayout of(const MetricState& state, int64_t m, CountLayout layout, int64_t k) {
-    if (layout == CountLayout::Matrix) return {m, 1, k, 1};
-    const int64_t all_copies = kGroups * kPiecesPerGroup * k * m;
-    const bool copied = !at::isFloatingType(state.count_dtype()) && all_copies <= kMaxCopiedPieces;
-    const int64_t copies = copied ? k : 1;
-    return {m, kGroups * kPiecesPerGroup * copies, k, copies};
+    const bool integer = !at::isFloatingType(state.count_dtype());
+    if (layout == CountLayout::Matrix) return {m, k, 1, 1, integer};
+    if (!integer) return {m, k, 1, kGroups * kPiecesPerGroup, integer};
+    const bool copied = k == 1 || kGroups * kPiecesPerGroup * (k + 1) * m <= kMaxCopiedPieces;
+    const int64_t copies = copied ? k + 1 : 2;
+    return {m, k, copies, kGroups * kPiecesPerGroup * copies, integer};
   }
-  int64_t compare_stride() const { return m + kTailPieces; }
-  int64_t not_ignored() const { return k * compare_stride(); }
-  int64_t tail() const { return not_ignored() + m; }
-  int64_t kinds() const { return tail() + kTailPieces; }
-  int64_t pieces_begin() const { return kinds() + kKinds * m; }
+  int64_t blocks() const { return k + 1; }
+  int64_t stride() const { return m + kTailPieces; }
+  int64_t last_block() const { return kBlockRows * k; }  // its first row
+  int64_t pieces_row() const { return kBlockRows * blocks(); }
+  int64_t tail() const { return (last_block() - 1) * stride() + m; }
   int64_t put_begin() const { return tail(); }
-  int64_t put_length() const { return pieces_begin() + pieces * m - put_begin(); }
-  int64_t pieces_in_put() const { return pieces_begin() - put_begin(); }  // (and in the index)
-  int64_t wrong() const { return k == 1 ? 0 : pieces_begin() + pieces * m; }
-  bool reduces_flags() const { return k > 1 && copies == 1; }  // an amin writes wrong
-  int64_t length() const { return pieces_begin() + pieces * m + (reduces_flags() ? m : 0); }
-  // the rows the pieces' copies take their flags from: the k flags, or wrong
-  int64_t flags_begin() const { return copies == k ? 0 : wrong(); }
+  int64_t put_end() const { return (pieces_row() + pieces - 1) * stride() + m; }
+  int64_t put_length() const { return put_end() - put_begin(); }
+  int64_t pieces_in_put() const { return pieces_row() * stride() - put_begin(); }  // (and in the index)
+  int64_t length() const { return put_end(); }
+  // the integer copies are B * D_i and a_0 - (A + B) * D_k (k + 1), or a_0 - (A + B) * D_k and B * sum D_i
+  bool sums_selected() const { return integer && copies != k + 1 && pieces != 1; }
+
+  // `count` rows of `buffer` (laid out as this layout says) from row `first`: one strided view
+  at::Tensor rows(const at::Tensor& buffer, int64_t first, int64_t count) const {
+    return buffer.as_strided({count, m}, {stride(), 1}, buffer.storage_offset() + first * stride());
+  }
+  // rows first .. first + count - 1 of every block: [blocks, count, m]
+  at::Tensor blocks_of(const at::Tensor& buffer, int64_t first, int64_t count) const {
+    return buffer.as_strided({blocks(), count, m}, {kBlockRows * stride(), stride(), 1},
+                             buffer.storage_offset() + first * stride());
+  }
 };
 
 // The spare slot: where a piece goes that counts nothing.
@@ -148,47 +170,135 @@ std::vector<int64_t> piece_bases(const MetricState& state, CountLayout layout) {
           kept, tp, tp};
 }
 
-// The pieces' bases as added to the classes, [9, 1] (one per piece, its copies' too); samplewise
-// [9, m], each row's shifted to its sample's row.
-at::Tensor piece_base_tensor(const MetricState& state, const ClassificationOptions& o, CountLayout layout,
-                             int64_t m, int64_t samples, const at::TensorOptions& longs) {
-  const auto bases = piece_bases(state, layout);
-  if (!samplewise(o)) return upload(bases, longs).view({-1, 1});
+// The shift of each row's pieces: samplewise, to its sample's row; else 0.
+std::vector<int64_t> row_shifts(const MetricState& state, const ClassificationOptions& o, int64_t m, int64_t samples) {
+  std::vector<int64_t> shifts(static_cast<size_t>(m), 0);
+  if (!samplewise(o)) return shifts;
   const int64_t per_sample = m / samples;
-  std::vector<int64_t> shifted;
-  for (const auto base : bases) {
-    for (int64_t row = 0; row < m; ++row) shifted.push_back(base + row / per_sample * state.row_width());
-  }
-  return upload(shifted, longs).view({-1, m});
+  for (int64_t row = 0; row < m; ++row) shifts[row] = row / per_sample * state.row_width();
+  return shifts;
 }
 
-// A and B of each piece's value, A + B * wrong, in piece_bases' order.
-const std::vector<double> kA{0, 0, 0, 1, 0, -1, 1, 0, 0};
-const std::vector<double> kB{1, -1, 0, -1, 1, 0, 0, 0, 0};
+// The moving groups' bases as added to the classes, [2, 3, 1, 1]; samplewise [2, 3, 1, m], each
+// row's shifted to its sample's row.
+at::Tensor moving_base_tensor(const MetricState& state, const std::vector<int64_t>& shifts, bool shifted,
+                              const at::TensorOptions& longs) {
+  const auto bases = piece_bases(state, CountLayout::PerClass);
+  const int64_t count = kMovingGroups * kPiecesPerGroup, m = static_cast<int64_t>(shifts.size());
+  if (!shifted) {
+    return upload(std::vector<int64_t>(bases.begin(), bases.begin() + count), longs)
+        .view({kMovingGroups, kPiecesPerGroup, 1, 1});
+  }
+  std::vector<int64_t> values;
+  for (int64_t piece = 0; piece < count; ++piece) {
+    for (const auto shift : shifts) values.push_back(bases[piece] + shift);
+  }
+  return upload(values, longs).view({kMovingGroups, kPiecesPerGroup, 1, m});
+}
 
-// The a_i and the B of each piece's copies, piece by piece ([9, copies, 1]; one copy: A and B).
-std::vector<double> copy_offsets(int64_t copies) {
-  std::vector<double> offsets;
+// The put_ index, laid out as the values' put_ region: the tail's and the kinds' places, the fixed
+// pieces' positions (every piece's without num_classes), the spare slot (samplewise pieces: 0, a
+// place the rows buffer has, adding 0) where nothing counts.
+std::vector<int64_t> put_index(const MetricState& state, const ClassificationOptions& o, CountLayout layout,
+                               const ValuesLayout& v, int64_t samples) {
+  std::vector<int64_t> positions(static_cast<size_t>(v.put_length()), spare(state));
+  const auto slot = [&](int64_t row, int64_t sample) -> int64_t& {
+    return positions[static_cast<size_t>(row * v.stride() + sample - v.put_begin())];
+  };
+  const auto tail = tail_positions(state, spare(state));
+  std::copy(tail.begin(), tail.end(), positions.begin());
+  if (const auto* tally = state.bad_input()) {
+    const auto counts = state.offset(tally->counts_slot());  // in BadInputCounts' order
+    for (const auto& [row, kind] : {std::pair{kBadTarget, 0}, {kBadPrediction, 1}, {kBadWeight, 2}}) {
+      for (int64_t s = 0; s < v.m; ++s) slot(v.last_block() + row, s) = counts + kind;
+    }
+  }
+  if (samplewise(o)) std::fill(positions.begin() + v.pieces_in_put(), positions.end(), 0);
+  if (layout == CountLayout::Matrix) return positions;
+  const auto bases = piece_bases(state, layout);
+  const auto shifts = row_shifts(state, o, v.m, samples);
+  const auto fixed_from = o.num_classes() == kUnknownClasses ? 0 : kMovingGroups * kPiecesPerGroup;
+  for (int64_t row = 0; row < v.pieces; ++row) {
+    const int64_t piece = row / v.copies;
+    if (piece < fixed_from) continue;
+    for (int64_t s = 0; s < v.m; ++s) slot(v.pieces_row() + row, s) = bases[piece] + shifts[s];
+  }
+  return positions;
+}
+
+// A and B of each piece's value where kept, A + B * wrong, in piece_bases' order.
+const std::vector<int64_t> kA{0, 0, 0, 1, 0, -1, 1, 0, 0};
+const std::vector<int64_t> kB{1, -1, 0, -1, 1, 0, 0, 0, 0};
+
+// The integer copies' terms, [9, copies, 1] each: copy = term_a + term_b * D (see the top).
+std::array<std::vector<int64_t>, 2> copy_terms(const ValuesLayout& v) {
+  std::vector<int64_t> term_a, term_b;
   for (size_t piece = 0; piece < kA.size(); ++piece) {
-    offsets.push_back(kA[piece] + kB[piece] * static_cast<double>(1 - copies));
-    offsets.insert(offsets.end(), copies - 1, 0.0);
+    const auto a0 = kA[piece] + kB[piece] * (1 - v.k), kept = -(kA[piece] + kB[piece]);
+    std::vector<std::pair<int64_t, int64_t>> copies(static_cast<size_t>(v.k), {0, kB[piece]});  // B * D_i
+    copies.emplace_back(a0, kept);                                                            // a_0 - (A + B) D_k
+    if (v.sums_selected()) copies = {{a0, kept}, {0, kB[piece]}};                             // ..., B * sum D_i
+    for (const auto& [a, b] : copies) {
+      term_a.push_back(a);
+      term_b.push_back(b);
+    }
   }
-  return offsets;
+  return {term_a, term_b};
 }
-std::vector<double> copy_factors(int64_t copies) {
-  std::vector<double> factors;
-  for (const auto b : kB) factors.insert(factors.end(), copies, b);
-  return factors;
+
+// The float64 pieces' sums over [R_0 .. R_{k-1}, R_k]: [-B ... -B, A + B] per piece, [9, k + 1].
+std::vector<double> kept_weight_sums(int64_t k) {
+  std::vector<double> sums;
+  for (size_t piece = 0; piece < kA.size(); ++piece) {
+    sums.insert(sums.end(), k, static_cast<double>(-kB[piece]));
+    sums.push_back(static_cast<double>(kA[piece] + kB[piece]));
+  }
+  return sums;
+}
+
+// Whether the weights are checked with the scores, by the ne that finds NaN scores: where the
+// scores' dtype holds every weight exactly.
+bool checks_weights_with_scores(const ClassificationBatch& b) {
+  const auto scores = b.preds.scalar_type();
+  return b.weight && b.scores && at::promoteTypes(scores, b.weight->scalar_type()) == scores;
 }
 
 struct Buffers {
   ClassRows rows;
-  at::Tensor index, values, dropped, clamped, bases;
-  // each row's best score (top_k 1), or its scores best first; where sorted, the larger of each
-  // row's first and last (the sort's ends), the padded copy sorted where the scores are not, and
-  // wrong as a mask
-  at::Tensor best_scores, ends, padded, wrong_mask;
+  // D (integer counts: k + 2 rows, the last for sum D_i; float64: bool, k + 1); the kept weights R
+  // [k + 1, m], float64
+  at::Tensor index, values, dropped, kept_weights, bases;
+  // in the scores' dtype: each row's best score (where sorted, the larger of the sort's first and
+  // last), then, where the weights are checked with the scores, the weights clamped into their good
+  // range and as they are: [1 or 3, m]. The weights so, [2, m]: those rows, or float64 rows of
+  // their own
+  at::Tensor checked, weights;
+  // where sorted, the scores best first, and the padded copy sorted where the scores are not;
+  // (ConfusionMatrix) wrong or dropped as a mask
+  at::Tensor sorted_scores, padded, wrong_mask;
 };
+
+// The constants the buffers of a batch shape need: the pieces' terms, the weights' bounds.
+void make_constants(MetricState& state, const ClassificationBatch& b, const ValuesLayout& v,
+                    const at::TensorOptions& longs) {
+  const auto doubles = longs.dtype(at::kDouble);
+  if (v.integer && v.pieces > 1) {
+    const auto terms = copy_terms(v);
+    state.scratch(kTermA) = upload(terms[0], longs).view({-1, v.copies, 1});
+    state.scratch(kTermB) = upload(terms[1], longs).view({-1, v.copies, 1});
+  } else if (!v.integer) {
+    state.scratch(kSums) = upload(kept_weight_sums(v.k), doubles).view({-1, v.blocks()});
+    state.scratch(kZero) = at::zeros({1}, doubles);
+    state.scratch(kOne) = at::ones({1}, doubles);
+  }
+  if (b.weight) {
+    constexpr double kInf = std::numeric_limits<double>::infinity();
+    const auto largest = good_weight_bounds(b.weight->scalar_type()).second;
+    const auto bounds = longs.dtype(checks_weights_with_scores(b) ? b.preds.scalar_type() : at::kDouble);
+    state.scratch(kWeightLow) = upload(std::vector<double>{0, -kInf}, bounds).view({2, 1});
+    state.scratch(kWeightHigh) = upload(std::vector<double>{largest, kInf}, bounds).view({2, 1});
+  }
+}
 
 Buffers buffers(MetricState& state, const ClassificationOptions& o, CountLayout layout, const ClassificationBatch& b) {
   const int64_t m = b.target.size(0), k = o.top_k();
@@ -199,51 +309,40 @@ Buffers buffers(MetricState& state, const ClassificationOptions& o, CountLayout 
   // out as they are)
   const bool copied =
       k > 1 && (b.preds.dim() > 2 || width > b.preds.size(1) || b.preds.stride(1) != 1 || b.preds.stride(0) != width);
-  // (the weight flags' row and the dropped rows are written only where an update has them)
   const int64_t samples = samplewise(o) ? b.samples : 0;
   if (key_changed(state, kKey,
                   {m, static_cast<int64_t>(b.preds.scalar_type()), weight_dtype_key(b), copied, samples})) {
     const auto longs = at::TensorOptions().dtype(at::kLong).device(state.device());
+    const auto doubles = longs.dtype(at::kDouble);
     const auto v = ValuesLayout::of(state, m, layout, k);
-    // the index: the tail, the kinds' places, the pieces (fixed without num_classes)
-    std::vector<int64_t> positions(static_cast<size_t>(v.put_length()), spare(state));
-    const auto tail = tail_positions(state, spare(state));
-    std::copy(tail.begin(), tail.end(), positions.begin());
-    if (const auto* tally = state.bad_input()) {
-      for (int64_t kind = 0; kind < kKinds; ++kind) {
-        std::fill_n(positions.begin() + (v.kinds() - v.put_begin() + kind * m), m,
-                    state.offset(tally->counts_slot()) + kind);
-      }
-    }
-    if (o.num_classes() == kUnknownClasses) {
-      const auto bases = piece_bases(state, layout);
-      const auto first = positions.begin() + v.pieces_in_put();
-      for (int64_t p = 0; p < v.pieces; ++p) std::fill_n(first + p * m, m, bases[p / v.copies]);
-    }
     auto values = at::zeros({v.length()}, longs.dtype(state.count_dtype()));
     values[v.tail()].fill_(1);  // the update count's piece
     state.scratch(kRows) = ClassRows::allocate(m, k, width, longs).buffer;
-    state.scratch(kIndex) = upload(positions, longs);
+    state.scratch(kIndex) = upload(put_index(state, o, layout, v, samples), longs);
     state.scratch(kValues) = values;
-    state.scratch(kDropped) = at::zeros({m}, longs.dtype(at::kBool));
-    state.scratch(kClamped) = b.weight ? at::empty({m}, b.weight->options()) : at::Tensor();
-    state.scratch(kBestScores) = k == 1 ? at::empty({m}, b.preds.options()) : at::empty({m, width}, b.preds.options());
-    state.scratch(kEnds) = k == 1 ? at::Tensor() : at::empty({m}, b.preds.options());
+    state.scratch(kDropped) =
+        v.integer ? at::zeros({v.blocks() + 1, m}, longs) : at::zeros({v.blocks(), m}, longs.dtype(at::kBool));
+    const bool with_scores = checks_weights_with_scores(b);
+    state.scratch(kChecked) = at::empty({with_scores ? 3 : 1, m}, b.preds.options());
+    state.scratch(kWeights) = with_scores ? state.scratch(kChecked).narrow(0, 1, 2)
+                              : b.weight  ? at::empty({2, m}, doubles)
+                                          : at::Tensor();
+    state.scratch(kKeptWeights) = v.integer || v.pieces == 1 ? at::Tensor() : at::empty({v.blocks(), m}, doubles);
+    state.scratch(kSortedScores) = k == 1 ? at::Tensor() : at::empty({m, width}, b.preds.options());
     // the columns past num_classes sort last (after the classes at -inf: a stable sort keeps their order)
     state.scratch(kPadded) =
         copied ? at::full({m, width}, -std::numeric_limits<double>::infinity(), b.preds.options()) : at::Tensor();
     const bool masks_wrong = k > 1 && layout == CountLayout::Matrix;
     state.scratch(kWrongMask) = masks_wrong ? at::empty({m}, longs.dtype(at::kBool)) : at::Tensor();
-    state.scratch(kBases) = piece_base_tensor(state, o, layout, m, samples, longs);
-    // the pieces' A and B per copy (how many copies follows the batch size)
-    const auto counts = longs.dtype(state.count_dtype());
-    state.scratch(kTermA) = upload(copy_offsets(v.copies), counts).view({-1, v.copies, 1});
-    state.scratch(kTermB) = upload(copy_factors(v.copies), counts).view({-1, v.copies, 1});
+    state.scratch(kBases) = layout == CountLayout::Matrix
+                                ? at::Tensor()
+                                : moving_base_tensor(state, row_shifts(state, o, m, samples), samplewise(o), longs);
+    make_constants(state, b, v, longs);
   }
-  return {ClassRows(state.scratch(kRows), k > 1), state.scratch(kIndex),      state.scratch(kValues),
-          state.scratch(kDropped),                state.scratch(kClamped),    state.scratch(kBases),
-          state.scratch(kBestScores),             state.scratch(kEnds),       state.scratch(kPadded),
-          state.scratch(kWrongMask)};
+  return {ClassRows(state.scratch(kRows), k > 1), state.scratch(kIndex),        state.scratch(kValues),
+          state.scratch(kDropped),                state.scratch(kKeptWeights),  state.scratch(kBases),
+          state.scratch(kChecked),                state.scratch(kWeights),      state.scratch(kSortedScores),
+          state.scratch(kPadded),                 state.scratch(kWrongMask)};
 }
 
 // A constant of the state's device, made once from the values `values()` gives (called on the
@@ -254,17 +353,58 @@ at::Tensor constant(MetricState& state, Scratch which, const at::TensorOptions& 
   return state.scratch(which, [&] { return upload(values(), options).view(shape); });
 }
 
-// `count` rows of `buffer` (1-D, rows m long) starting at offsets first, first + step, ...: one
-// strided view.
-at::Tensor rows_at(const at::Tensor& buffer, int64_t first, int64_t step, int64_t count, int64_t m) {
-  return buffer.as_strided({count, m}, {step, 1}, buffer.storage_offset() + first);
+// The weights clamped into their good range and as they are (one clamp), and their flags (NaN,
+// negative and infinite weights: the clamp changes them) into every block, unless the scores'
+// NaN check writes them.
+void check_weights(MetricState& state, const ClassificationBatch& b, Buffers& buf, const ValuesLayout& v) {
+  const auto& w = *b.weight;
+  at::clamp_out(buf.weights, w.unsqueeze(0).expand({2, v.m}), state.scratch(kWeightLow), state.scratch(kWeightHigh));
+  if (checks_weights_with_scores(b)) return;
+  auto flags = v.blocks_of(buf.values, kBadWeight, 1).select(1, 0);
+  at::ne_out(flags, buf.weights[0].expand({v.blocks(), v.m}), buf.weights[1].expand({v.blocks(), v.m}));
 }
 
-// The weight flags (NaN, negative and infinite weights: clamping to the largest finite weight of
-// their dtype changes them) into `out`.
-void weight_flags(Buffers& buf, const at::Tensor& w, at::Tensor out) {
-  at::clamp_out(buf.clamped, w, 0, good_weight_bounds(w.scalar_type()).second);
-  at::ne_out(out, buf.clamped, w);
+// D: each block's first rows reduced (dropped, or dropped or the i-th best missed). Where no row
+// can be dropped and the counts are integers, the selected rows are D as they are.
+at::Tensor reduce_flags(Buffers& buf, const ValuesLayout& v, bool can_be_bad) {
+  const auto flags = v.blocks_of(buf.values, 0, kReducedRows);
+  if (!can_be_bad && v.integer) return flags.select(1, kSelected);
+  auto dropped = buf.dropped.narrow(0, 0, v.blocks());
+  if (v.integer) {
+    at::amax_out(dropped, flags, {1});
+  } else {
+    at::any_out(dropped, flags, 1);
+  }
+  return dropped;
+}
+
+// The weights (1 without a weight), [m] or [1].
+at::Tensor weights_or_one(MetricState& state, const ClassificationBatch& b, const Buffers& buf) {
+  return b.weight ? buf.weights[1] : state.scratch(kOne);
+}
+
+// The pieces' values from D (see the top): the cells' where the layout is the ConfusionMatrix's.
+void write_values(MetricState& state, const ClassificationBatch& b, Buffers& buf, const ValuesLayout& v,
+                  const at::Tensor& dropped) {
+  auto pieces = v.rows(buf.values, v.pieces_row(), v.pieces);
+  if (v.pieces == 1) {  // a matrix cell: its weight, or 1, where kept
+    auto cells = pieces[0];
+    const auto kept = dropped[v.k];
+    if (v.integer) return void(at::eq_out(cells, kept, 0));
+    return void(at::where_out(cells, kept, state.scratch(kZero), weights_or_one(state, b, buf)));
+  }
+  if (!v.integer) {
+    at::where_out(buf.kept_weights, dropped, state.scratch(kZero), weights_or_one(state, b, buf));
+    return void(at::mm_out(pieces, state.scratch(kSums), buf.kept_weights));
+  }
+  auto selected = dropped;
+  if (v.sums_selected()) {
+    auto sums = buf.dropped[v.k + 1];
+    at::sum_out(sums, dropped.narrow(0, 0, v.k), {0});
+    selected = buf.dropped.narrow(0, v.k, 2);
+  }
+  auto copies = pieces.view({-1, v.copies, v.m});
+  at::addcmul_out(copies, state.scratch(kTermA), state.scratch(kTermB), selected);
 }
 
 // The one put_ of the tail, the kinds' flags and the pieces into the count buffer; samplewise, the
@@ -279,39 +419,18 @@ void add_pieces(MetricState& state, const ClassificationBatch& b, const Classifi
   state.count_buffer().put_(buf.index.narrow(0, 0, rest), values.narrow(0, 0, rest), /*accumulate=*/true);
 }
 
-// The pieces' values (A + B * wrong, or where they have k copies the sums of a_i + B * f_i; times
-// the weight) and the kinds' flags with the rows that are dropped, or ignored, made zero; and the
-// tail's tally where there is one; then the one put_.
+// The pieces' values, the ignored rows made zero (their pieces and their kinds' flags), the tail's
+// tally where there is one; then the one put_.
 void finish(MetricState& state, const ClassificationBatch& b, const ClassificationOptions& o, Buffers& buf,
-            const ValuesLayout& v, bool can_be_bad) {
-  const auto m = v.m;
-  const auto flags = rows_at(buf.values, v.kinds(), m, kKinds, m);
-  auto pieces = rows_at(buf.values, v.pieces_begin(), m, v.pieces, m);
-  if (can_be_bad) at::any_out(buf.dropped, flags, 0);
-  if (v.pieces == 1) {
-    auto cells = pieces.select(0, 0);  // a matrix cell: its weight, or 1, where kept
-    if (b.weight) {
-      cells.copy_(*b.weight).masked_fill_(buf.dropped, 0);  // (not a product: a dropped weight may be NaN)
-    } else {
-      at::eq_out(cells, buf.dropped, false);
-    }
-  } else {
-    const auto c = v.copies;
-    const auto& a = state.scratch(kTermA);
-    const auto& bb = state.scratch(kTermB);
-    auto copies = pieces.view({v.pieces / c, c, m});
-    at::addcmul_out(copies, a, bb, rows_at(buf.values, v.flags_begin(), v.compare_stride(), c, m));
-    if (b.weight) pieces.mul_(*b.weight);
-    if (can_be_bad) pieces.masked_fill_(buf.dropped, 0);
-  }
+            const ValuesLayout& v, const at::Tensor& dropped, bool can_be_bad) {
+  write_values(state, b, buf, v, dropped);
   if (o.ignore_index()) {
-    // an ignored row counts nothing and is never bad: the pieces' rows and the kinds' rows
-    rows_at(buf.values, v.kinds(), m, kKinds + v.pieces, m).mul_(buf.values.narrow(0, v.not_ignored(), m));
+    v.rows(buf.values, v.last_block(), kBlockRows + v.pieces).mul_(v.rows(buf.values, kNotIgnored, 1));
   }
   if (state.bad_input()) {
     if (can_be_bad) {
       auto bad_updates = buf.values[v.tail() + 2];
-      at::amax_out(bad_updates, flags, {0, 1});
+      at::amax_out(bad_updates, v.rows(buf.values, v.last_block(), kReducedRows), {0, 1});
     }
     count_since_bad(state, buf.values[v.tail() + 1]);
   }
@@ -325,12 +444,13 @@ at::Tensor as_rows_of(const at::Tensor& rows, const at::Tensor& scores) {
 }
 
 // The predicted classes into row 0 (where sorted, the k best into rows 0 .. k-1, in order, ties
-// to the lower class as argmax takes the first maximum), and the flags of the rows that hold a NaN
-// score into `nan_flags`. max gives NaN in such a row; a descending sort puts NaN first, but CUDA's
-// radix sorts order NaN by its bits and put a NaN with the sign bit set last (below -inf, the
-// padding's too), so the larger of the sort's two ends is the NaN.
-void predict(Buffers& buf, const ClassificationBatch& b, at::Tensor nan_flags) {
-  auto best = buf.best_scores;
+// to the lower class as argmax takes the first maximum), and into every block the flags of the
+// rows that hold a NaN score, then (where checked with the scores) of the bad weights: one ne
+// compares [best, clamped weights] with [best, weights]. max gives NaN in such a row; a descending
+// sort puts NaN first, but CUDA's radix sorts order NaN by its bits and put a NaN with the sign bit
+// set last (below -inf, the padding's too), so the larger of the sort's two ends is the NaN.
+void predict(Buffers& buf, const ClassificationBatch& b, const ValuesLayout& v) {
+  auto best = buf.checked[0];
   if (!buf.rows.sorted) {
     auto pred = buf.rows.row(0);
     auto best_rows = as_rows_of(best, b.preds), pred_rows = as_rows_of(pred, b.preds);
@@ -338,11 +458,14 @@ void predict(Buffers& buf, const ClassificationBatch& b, at::Tensor nan_flags) {
   } else {
     if (buf.padded.defined()) buf.padded.narrow(1, 0, b.preds.size(-1)).view(b.preds.sizes()).copy_(b.preds);
     const auto& scores = buf.padded.defined() ? buf.padded : b.preds;
-    at::sort_out(best, buf.rows.buffer, scores, /*stable=*/true, 1, /*descending=*/true);
-    at::maximum_out(buf.ends, best.select(1, 0), best.select(1, best.size(1) - 1));
-    best = buf.ends;
+    auto& sorted = buf.sorted_scores;
+    at::sort_out(sorted, buf.rows.buffer, scores, /*stable=*/true, 1, /*descending=*/true);
+    at::maximum_out(best, sorted.select(1, 0), sorted.select(1, sorted.size(1) - 1));
   }
-  at::ne_out(nan_flags, best, best);
+  const int64_t checked = checks_weights_with_scores(b) ? 2 : 1, m = v.m, offset = buf.checked.storage_offset();
+  auto flags = v.blocks_of(buf.values, kBadPrediction, checked);
+  at::ne_out(flags, buf.checked.as_strided({v.blocks(), checked, m}, {0, m, 1}, offset),
+             buf.checked.as_strided({v.blocks(), checked, m}, {0, 2 * m, 1}, offset));
 }
 
 // Without num_classes: one class, labels compared as they are; targets are never bad, predictions
@@ -351,23 +474,24 @@ void count_unknown_classes(MetricState& state, const ClassificationBatch& b, con
   const int64_t m = b.target.size(0);
   auto buf = buffers(state, o, CountLayout::PerClass, b);
   const auto v = ValuesLayout::of(state, m, CountLayout::PerClass, 1);
-  const auto flags = rows_at(buf.values, v.kinds(), m, kKinds, m);
-  auto wrong = buf.values.narrow(0, v.wrong(), m);
-  if (b.scores) predict(buf, b, flags.select(0, 1));
+  if (b.weight) check_weights(state, b, buf, v);
+  if (b.scores) predict(buf, b, v);
+  auto wrong = v.rows(buf.values, kSelected, 1)[0];  // the first block's
   at::ne_out(wrong, b.scores ? buf.rows.row(0) : b.preds, b.target);
   if (o.ignore_index()) {
-    auto not_ignored = buf.values.narrow(0, v.not_ignored(), m);
+    auto not_ignored = v.rows(buf.values, kNotIgnored, 1)[0];
     at::ne_out(not_ignored, b.target, *o.ignore_index());
   }
-  if (b.weight) weight_flags(buf, *b.weight, flags.select(0, 2));
-  finish(state, b, o, buf, v, b.scores || b.weight);
+  const bool can_be_bad = b.scores || b.weight;
+  finish(state, b, o, buf, v, reduce_flags(buf, v, can_be_bad), can_be_bad);
 }
 
-// The predicted classes, and the bad-prediction flags into `flags` (NaN scores, or labels out of
-// range: the labels are written clamped into range and as they are).
+// The predicted classes, and the bad-prediction flags into every block (NaN scores, or labels out
+// of range: the labels are written clamped into range and as they are).
 void write_predictions(MetricState& state, const ClassificationBatch& b, const ClassificationOptions& o, Buffers& buf,
-                       at::Tensor flags) {
-  if (b.scores) return predict(buf, b, flags);
+                       const ValuesLayout& v) {
+  if (b.scores) return predict(buf, b, v);
+  auto flags = v.blocks_of(buf.values, kBadPrediction, 1).select(1, 0);
   const auto longs = buf.index.options();
   const auto low = constant(state, kPredLow, longs, {2, 1}, [] { return std::vector<int64_t>{0, kMinLong}; });
   const auto high = constant(state, kPredHigh, longs, {2, 1}, [&] {
@@ -376,29 +500,30 @@ void write_predictions(MetricState& state, const ClassificationBatch& b, const C
   const auto copy = RowLayout{o.top_k()}.pred_copy();
   auto out = buf.rows.rows(0, copy, 2);
   at::clamp_out(out, b.preds.unsqueeze(0).expand({2, buf.rows.m}), low, high);
-  at::ne_out(flags, buf.rows.row(copy), buf.rows.row(0));
+  at::ne_out(flags, buf.rows.row(copy).expand(flags.sizes()), buf.rows.row(0).expand(flags.sizes()));
 }
 
-// The bounds ([low, high]) of the clamp that writes the rows from target_copy() to zero(): the
-// target as it is (twice), clamped into range (k times), ignore_index (between equal bounds), clamped
-// into range once more, then 0 (between equal bounds).
+// The bounds ([low, high]) of the clamp that writes the rows from first_target() to pred_copy():
+// the target as it is, clamped into range (k + 1 times), as it is (k + 2 times), then ignore_index
+// (between equal bounds, k + 1 times).
 std::array<std::vector<int64_t>, 2> target_bounds(const ClassificationOptions& o) {
   const RowLayout r{o.top_k()};
-  const int64_t first = r.target_copy(), count = r.zero() + 1 - first;
-  std::vector<int64_t> low(count, 0), high(count, o.num_classes() - 1);
-  for (const auto row : {first, first + 1}) {
-    low[row - first] = kMinLong;
-    high[row - first] = kMaxLong;
+  const int64_t first = r.first_target(), count = r.pred_copy() - first;
+  std::vector<int64_t> low(count, kMinLong), high(count, kMaxLong);
+  for (auto row = r.target(); row < r.unclamped(); ++row) {
+    low[row - first] = 0;
+    high[row - first] = o.num_classes() - 1;
   }
-  low[r.ignore() - first] = high[r.ignore() - first] = o.ignore_index().value_or(0);
-  low[r.zero() - first] = high[r.zero() - first] = 0;
+  for (auto row = r.ignore(); row < r.pred_copy(); ++row) {
+    low[row - first] = high[row - first] = o.ignore_index().value_or(0);
+  }
   return {low, high};
 }
 
-// The rows from target_copy() to zero(), in one clamp between per-row bounds (target_bounds).
+// The rows from first_target() to pred_copy(), in one clamp between per-row bounds (target_bounds).
 void write_targets(MetricState& state, const ClassificationBatch& b, const ClassificationOptions& o, Buffers& buf) {
   const RowLayout r{o.top_k()};
-  const int64_t first = r.target_copy(), count = r.zero() + 1 - first;
+  const int64_t first = r.first_target(), count = r.pred_copy() - first;
   const auto longs = buf.index.options();
   const auto low = constant(state, kLow, longs, {count, 1}, [&] { return target_bounds(o)[0]; });
   const auto high = constant(state, kHigh, longs, {count, 1}, [&] { return target_bounds(o)[1]; });
@@ -406,29 +531,25 @@ void write_targets(MetricState& state, const ClassificationBatch& b, const Class
   at::clamp_out(out, b.target.unsqueeze(0).expand({count, buf.rows.m}), low, high);
 }
 
-// [p != tc (each of the k best), not ignored, bad target]: one ne into the values' rows that
-// ValuesLayout spaces compare_stride() apart; where the pieces have one copy with top_k > 1, one
-// amin of the k flags is wrong (the target is none of the k best).
+// Every block's [selected, bad target, not ignored] in one ne (RowLayout).
 void compare_with_targets(const ClassificationOptions& o, Buffers& buf, const ValuesLayout& v) {
-  const int64_t k = o.top_k(), compared = k + 2;
-  auto out = rows_at(buf.values, 0, v.compare_stride(), compared, v.m);
-  at::ne_out(out, buf.rows.rows(0, 1, compared), buf.rows.rows(RowLayout{k}.target(), 1, compared));
-  if (v.reduces_flags()) {
-    auto wrong = buf.values.narrow(0, v.wrong(), v.m);
-    at::amin_out(wrong, out.narrow(0, 0, k), {0});
-  }
+  const RowLayout r{o.top_k()};
+  constexpr int64_t kCompared = 3;
+  auto out = v.blocks_of(buf.values, kSelected, kCompared);
+  at::ne_out(out, buf.rows.grid(0, 1, r.target(), v.blocks(), kCompared),
+             buf.rows.grid(r.target() + 1, 1, r.target(), v.blocks(), kCompared));
 }
 
-// The pieces' positions: each group's class plus its pieces' bases (a matrix cell: target * C + p
-// + base, p the target where the row is right).
+// The pieces' positions: the moving groups' classes plus their pieces' bases (a matrix cell:
+// target * C + p + base, p the target where the row is right; any cell where it is dropped).
 void write_positions(const MetricState& state, const ClassificationOptions& o, CountLayout layout, Buffers& buf,
-                     const ValuesLayout& v) {
+                     const ValuesLayout& v, const at::Tensor& dropped) {
   const RowLayout r{o.top_k()};
   const auto tc = buf.rows.row(r.target());
   if (layout == CountLayout::Matrix) {
     auto pred = buf.rows.row(0);
     if (r.k > 1) {
-      at::ne_out(buf.wrong_mask, buf.values.narrow(0, v.wrong(), v.m), 0);
+      at::all_out(buf.wrong_mask, dropped.narrow(0, 0, r.k), 0);  // wrong, or dropped
       at::where_out(pred, buf.wrong_mask, pred, tc);
     }
     auto cells = buf.index.narrow(0, v.pieces_in_put(), v.m);
@@ -436,11 +557,13 @@ void write_positions(const MetricState& state, const ClassificationOptions& o, C
     cells.add_(state.offset(1));
     return;
   }
-  auto positions =
-      buf.index.narrow(0, v.pieces_in_put(), v.pieces * v.m).view({kGroups, kPiecesPerGroup, v.copies, v.m});
-  // p, t, 0, the same for every copy
-  const auto groups = buf.rows.rows(0, r.target(), kGroups).view({kGroups, 1, 1, v.m}).expand({-1, -1, v.copies, -1});
-  at::add_out(positions, groups, buf.bases.view({kGroups, kPiecesPerGroup, 1, -1}));
+  const auto c = v.copies;
+  auto positions = buf.index.as_strided({kMovingGroups, kPiecesPerGroup, c, v.m},
+                                        {kPiecesPerGroup * c * v.stride(), c * v.stride(), v.stride(), 1},
+                                        buf.index.storage_offset() + v.pieces_in_put());
+  // p and t, the same for every copy
+  const auto groups = buf.rows.rows(0, r.target(), kMovingGroups).view({kMovingGroups, 1, 1, v.m});
+  at::add_out(positions, groups.expand({-1, kPiecesPerGroup, c, -1}), buf.bases);
 }
 
 }  // namespace
@@ -451,13 +574,13 @@ void count_multiclass_on_aten(MetricState& state, const ClassificationBatch& b, 
   const auto layout = layout_of(state);
   auto buf = buffers(state, o, layout, b);
   const auto v = ValuesLayout::of(state, b.target.size(0), layout, o.top_k());
-  const auto flags = rows_at(buf.values, v.kinds(), v.m, kKinds, v.m);
-  write_predictions(state, b, o, buf, flags.select(0, 1));
+  if (b.weight) check_weights(state, b, buf, v);
+  write_predictions(state, b, o, buf, v);
   write_targets(state, b, o, buf);
   compare_with_targets(o, buf, v);
-  if (b.weight) weight_flags(buf, *b.weight, flags.select(0, 2));
-  write_positions(state, o, layout, buf, v);
-  finish(state, b, o, buf, v, /*can_be_bad=*/true);
+  const auto dropped = reduce_flags(buf, v, /*can_be_bad=*/true);
+  write_positions(state, o, layout, buf, v, dropped);
+  finish(state, b, o, buf, v, dropped, /*can_be_bad=*/true);
 }
 
 }  // namespace metrics::detail

@@ -155,8 +155,8 @@ def test_measure_finds_an_argument_that_changes_between_updates():
 
 
 def test_top_k_sums_copies_of_small_batches_and_reduces_the_flags_of_large_ones():
-    """An unweighted top_k update adds k copies of its pieces (no op reduces the k flags) while they
-    stay within 2^22 (9 per row and copy); a larger batch takes one amin instead of k times the memory."""
+    """An unweighted top_k update adds k + 1 copies of its pieces (no op sums the k flags) while they
+    stay within 2^22 (9 per row and copy); a larger batch sums them first (one sum) and adds two."""
     import nosync_metrics as nm
 
     make = launch_bench.collection(nm, "Multiclass", num_classes=3, top_k=2)
@@ -165,7 +165,7 @@ def test_top_k_sums_copies_of_small_batches_and_reduces_the_flags_of_large_ones(
         inputs = lambda: (launch_bench.meta(m, 3), launch_bench.meta(m, dtype=torch.int64))  # noqa: E731
         return launch_bench.measure(launch_bench.Config(f"top_k=2, {m} rows", make, inputs, 12))
 
-    small, large = measured_rows(128), measured_rows(240000)  # 9 * 2 * 240000 > 2^22
+    small, large = measured_rows(128), measured_rows(240000)  # 9 * 3 * 240000 > 2^22
     assert small["error"] is None and large["error"] is None
-    assert "aten.amin.out" not in small["ops"] and "aten.amin.out" in large["ops"]
+    assert "aten.sum.IntList_out" not in small["ops"] and "aten.sum.IntList_out" in large["ops"]
     assert large["launching"] == [n + 1 for n in small["launching"]]
