@@ -786,25 +786,27 @@ TEST(ClassificationKernels, WeightedTopKAddsEachWeightOnceOnBothPaths) {
   EXPECT_EQ(counts.at("tp")[2].item<double>(), 0.5);
 }
 
-// An unweighted top_k update adds k + 1 copies of its pieces while they stay small, and sums the
-// flags first (two copies) beyond kMaxCopiedPieces (2^22 pieces: 9 per row and copy): one metric fed
-// small, large and small batches (NaN scores, bad and ignored targets among them) counts as the CPU
-// path does.
+// An unweighted update adds k + 1 copies of its pieces (top_k = k) while they stay within
+// kMaxCopiedPieces (2^22 pieces: 9 per row and copy), and one copy with the dropped rows masked
+// beyond: one metric fed small, large and small batches (NaN scores, bad and ignored targets among
+// them) counts as the CPU path does, top_k 1 and 2.
 TEST(ClassificationKernels, TopKCountsAlikeWithAndWithoutCopies) {
   auto gen = testing::generator(27);
   const int64_t classes = 3;
-  const auto o = Opts::multiclass(classes).top_k(2).ignore_index(0).average(Average::None);
-  StatScores cpu(o), aten(o);
-  for (const int64_t m : {int64_t{100}, int64_t{240000}, int64_t{100}}) {  // 9 * 3 * 240000 > 2^22
-    auto scores = at::randn({m, classes}, gen);
-    scores.index_put_({at::arange(0, m, 97), 1}, kNaN);
-    const auto target = at::randint(-1, classes + 1, {m}, gen);
-    cpu.update(scores, target);
-    ForceAtenPath force;
-    aten.update(scores, target);
+  for (const int64_t k : {1, 2}) {
+    const auto o = Opts::multiclass(classes).top_k(k).ignore_index(0).average(Average::None);
+    StatScores cpu(o), aten(o);
+    for (const int64_t m : {int64_t{100}, int64_t{240000}, int64_t{100}}) {  // 9 * 2 * 240000 > 2^22
+      auto scores = at::randn({m, classes}, gen);
+      scores.index_put_({at::arange(0, m, 97), 1}, kNaN);
+      const auto target = at::randint(-1, classes + 1, {m}, gen);
+      cpu.update(scores, target);
+      ForceAtenPath force;
+      aten.update(scores, target);
+    }
+    EXPECT_TRUE(states_equal(aten.state_dict(), cpu.state_dict())) << "top_k " << k;
+    EXPECT_EQ(aten.bad_input_report().bad_updates, 3) << "top_k " << k;
   }
-  EXPECT_TRUE(states_equal(aten.state_dict(), cpu.state_dict()));
-  EXPECT_EQ(aten.bad_input_report().bad_updates, 3);
 }
 
 // float32 weights reach the device path as they are (its float64 arithmetic widens them exactly):

@@ -22,8 +22,9 @@
 //   integer counts: a piece is A + B * wrong where kept; the target is at most one of the k best,
 //     so the kept value is a_0 - (A + B) D_k + B sum_i D_i (a_0 = A + B (1 - k)): k + 1 copies of
 //     each piece, one addcmul writing B D_i and a_0 - (A + B) D_k, which the put_ sums (exact in
-//     integers). Batches whose copies would take much memory (kMaxCopiedPieces) sum the D_i first
-//     (two copies).
+//     integers). Batches whose copies would take much memory (kMaxCopiedPieces: segmentation scores)
+//     write one copy, A + B * wrong, and zero the dropped rows after (one op more; top_k > 1 two:
+//     wrong is every D_i).
 //   float64 (weighted) counts: one where writes R_i = 0 where D_i, else the weight: R_k is the
 //     kept weight and R_i (i < k) the kept weight where the target is the i-th best. One mm sums
 //     each piece, (A + B) R_k - B sum_i R_i, before the put_: at most two terms are not zero, and
@@ -110,7 +111,7 @@ enum BlockRow { kBadPrediction, kBadWeight, kSelected, kBadTarget, kNotIgnored, 
 constexpr int64_t kReducedRows = kNotIgnored;
 constexpr int64_t kMinLong = std::numeric_limits<int64_t>::min(), kMaxLong = std::numeric_limits<int64_t>::max();
 // The most pieces whose copies an update writes (32 MiB of index, as much of values); a larger batch
-// (segmentation scores with top_k > 1) sums the D_i first and writes two copies.
+// (segmentation scores) writes one copy and masks the dropped rows.
 constexpr int64_t kMaxCopiedPieces = int64_t{1} << 22;
 
 // Where the values buffer holds what, in rows of the batch size m, m + kTailPieces apart: the k + 1
@@ -127,8 +128,7 @@ struct ValuesLayout {
     const bool integer = !at::isFloatingType(state.count_dtype());
     if (layout == CountLayout::Matrix) return {m, k, 1, 1, integer};
     if (!integer) return {m, k, 1, kGroups * kPiecesPerGroup, integer};
-    const bool copied = k == 1 || kGroups * kPiecesPerGroup * (k + 1) * m <= kMaxCopiedPieces;
-    const int64_t copies = copied ? k + 1 : 2;
+    const int64_t copies = kGroups * kPiecesPerGroup * (k + 1) * m <= kMaxCopiedPieces ? k + 1 : 1;
     return {m, k, copies, kGroups * kPiecesPerGroup * copies, integer};
   }
   int64_t blocks() const { return k + 1; }
@@ -141,8 +141,10 @@ struct ValuesLayout {
   int64_t put_length() const { return put_end() - put_begin(); }
   int64_t pieces_in_put() const { return pieces_row() * stride() - put_begin(); }  // (and in the index)
   int64_t length() const { return put_end(); }
-  // the integer copies are B * D_i and a_0 - (A + B) * D_k (k + 1), or a_0 - (A + B) * D_k and B * sum D_i
-  bool sums_selected() const { return integer && copies != k + 1 && pieces != 1; }
+  // integer counts with one copy (large batches): A + B * wrong, the dropped rows zeroed after
+  bool masks_dropped() const { return integer && copies == 1 && pieces != 1; }
+  // D as int64 (an amax) where integer counts take it as the copies' factors, else as a bool mask
+  bool counts_dropped() const { return integer && !masks_dropped(); }
 
   // `count` rows of `buffer` (laid out as this layout says) from row `first`: one strided view
   at::Tensor rows(const at::Tensor& buffer, int64_t first, int64_t count) const {
@@ -230,14 +232,15 @@ std::vector<int64_t> put_index(const MetricState& state, const ClassificationOpt
 const std::vector<int64_t> kA{0, 0, 0, 1, 0, -1, 1, 0, 0};
 const std::vector<int64_t> kB{1, -1, 0, -1, 1, 0, 0, 0, 0};
 
-// The integer copies' terms, [9, copies, 1] each: copy = term_a + term_b * D (see the top).
+// The integer copies' terms, [9, copies, 1] each: copy = term_a + term_b * D (see the top), or
+// with one copy term_a + term_b * wrong.
 std::array<std::vector<int64_t>, 2> copy_terms(const ValuesLayout& v) {
   std::vector<int64_t> term_a, term_b;
   for (size_t piece = 0; piece < kA.size(); ++piece) {
     const auto a0 = kA[piece] + kB[piece] * (1 - v.k), kept = -(kA[piece] + kB[piece]);
     std::vector<std::pair<int64_t, int64_t>> copies(static_cast<size_t>(v.k), {0, kB[piece]});  // B * D_i
     copies.emplace_back(a0, kept);                                                            // a_0 - (A + B) D_k
-    if (v.sums_selected()) copies = {{a0, kept}, {0, kB[piece]}};                             // ..., B * sum D_i
+    if (v.copies == 1) copies = {{kA[piece], kB[piece]}};                                      // A + B * wrong
     for (const auto& [a, b] : copies) {
       term_a.push_back(a);
       term_b.push_back(b);
@@ -265,8 +268,7 @@ bool checks_weights_with_scores(const ClassificationBatch& b) {
 
 struct Buffers {
   ClassRows rows;
-  // D (integer counts: k + 2 rows, the last for sum D_i; float64: bool, k + 1); the kept weights R
-  // [k + 1, m], float64
+  // D [k + 1, m] (int64 where the copies take it, else bool); the kept weights R [k + 1, m], float64
   at::Tensor index, values, dropped, kept_weights, bases;
   // in the scores' dtype: each row's best score (where sorted, the larger of the sort's first and
   // last), then, where the weights are checked with the scores, the weights clamped into their good
@@ -274,7 +276,7 @@ struct Buffers {
   // their own
   at::Tensor checked, weights;
   // where sorted, the scores best first, and the padded copy sorted where the scores are not;
-  // (ConfusionMatrix) wrong or dropped as a mask
+  // wrong (or dropped) as a mask where top_k > 1 needs it (ConfusionMatrix, one copy)
   at::Tensor sorted_scores, padded, wrong_mask;
 };
 
@@ -320,8 +322,7 @@ Buffers buffers(MetricState& state, const ClassificationOptions& o, CountLayout 
     state.scratch(kRows) = ClassRows::allocate(m, k, width, longs).buffer;
     state.scratch(kIndex) = upload(put_index(state, o, layout, v, samples), longs);
     state.scratch(kValues) = values;
-    state.scratch(kDropped) =
-        v.integer ? at::zeros({v.blocks() + 1, m}, longs) : at::zeros({v.blocks(), m}, longs.dtype(at::kBool));
+    state.scratch(kDropped) = at::zeros({v.blocks(), m}, v.counts_dropped() ? longs : longs.dtype(at::kBool));
     const bool with_scores = checks_weights_with_scores(b);
     state.scratch(kChecked) = at::empty({with_scores ? 3 : 1, m}, b.preds.options());
     state.scratch(kWeights) = with_scores ? state.scratch(kChecked).narrow(0, 1, 2)
@@ -332,7 +333,7 @@ Buffers buffers(MetricState& state, const ClassificationOptions& o, CountLayout 
     // the columns past num_classes sort last (after the classes at -inf: a stable sort keeps their order)
     state.scratch(kPadded) =
         copied ? at::full({m, width}, -std::numeric_limits<double>::infinity(), b.preds.options()) : at::Tensor();
-    const bool masks_wrong = k > 1 && layout == CountLayout::Matrix;
+    const bool masks_wrong = k > 1 && (layout == CountLayout::Matrix || v.masks_dropped());
     state.scratch(kWrongMask) = masks_wrong ? at::empty({m}, longs.dtype(at::kBool)) : at::Tensor();
     state.scratch(kBases) = layout == CountLayout::Matrix
                                 ? at::Tensor()
@@ -365,12 +366,12 @@ void check_weights(MetricState& state, const ClassificationBatch& b, Buffers& bu
 }
 
 // D: each block's first rows reduced (dropped, or dropped or the i-th best missed). Where no row
-// can be dropped and the counts are integers, the selected rows are D as they are.
+// can be dropped and the copies take D, the selected rows are D as they are.
 at::Tensor reduce_flags(Buffers& buf, const ValuesLayout& v, bool can_be_bad) {
   const auto flags = v.blocks_of(buf.values, 0, kReducedRows);
-  if (!can_be_bad && v.integer) return flags.select(1, kSelected);
-  auto dropped = buf.dropped.narrow(0, 0, v.blocks());
-  if (v.integer) {
+  if (!can_be_bad && v.counts_dropped()) return flags.select(1, kSelected);
+  auto& dropped = buf.dropped;
+  if (v.counts_dropped()) {
     at::amax_out(dropped, flags, {1});
   } else {
     at::any_out(dropped, flags, 1);
@@ -397,14 +398,15 @@ void write_values(MetricState& state, const ClassificationBatch& b, Buffers& buf
     at::where_out(buf.kept_weights, dropped, state.scratch(kZero), weights_or_one(state, b, buf));
     return void(at::mm_out(pieces, state.scratch(kSums), buf.kept_weights));
   }
-  auto selected = dropped;
-  if (v.sums_selected()) {
-    auto sums = buf.dropped[v.k + 1];
-    at::sum_out(sums, dropped.narrow(0, 0, v.k), {0});
-    selected = buf.dropped.narrow(0, v.k, 2);
-  }
   auto copies = pieces.view({-1, v.copies, v.m});
-  at::addcmul_out(copies, state.scratch(kTermA), state.scratch(kTermB), selected);
+  if (!v.masks_dropped()) return void(at::addcmul_out(copies, state.scratch(kTermA), state.scratch(kTermB), dropped));
+  auto wrong = dropped[0];  // where kept: the best missed (top_k > 1: every one of the k)
+  if (v.k > 1) {
+    at::all_out(buf.wrong_mask, dropped.narrow(0, 0, v.k), 0);
+    wrong = buf.wrong_mask;
+  }
+  at::addcmul_out(copies, state.scratch(kTermA), state.scratch(kTermB), wrong);
+  pieces.masked_fill_(dropped[v.k], 0);
 }
 
 // The one put_ of the tail, the kinds' flags and the pieces into the count buffer; samplewise, the

@@ -154,18 +154,19 @@ def test_measure_finds_an_argument_that_changes_between_updates():
                                           f"('aten.add_.Tensor', ({scalar}, {scalar}), (('alpha', 3),))")
 
 
-def test_top_k_sums_copies_of_small_batches_and_reduces_the_flags_of_large_ones():
-    """An unweighted top_k update adds k + 1 copies of its pieces (no op sums the k flags) while they
-    stay within 2^22 (9 per row and copy); a larger batch sums them first (one sum) and adds two."""
+def test_copies_of_small_batches_and_masks_of_large_ones():
+    """An unweighted update adds k + 1 copies of its pieces (top_k = k; no op masks the dropped rows)
+    while they stay within 2^22 (9 per row and copy); a larger batch adds one copy, A + B * wrong,
+    and masks the dropped rows (one op more; top_k > 1 two: wrong is every flag)."""
     import nosync_metrics as nm
 
-    make = launch_bench.collection(nm, "Multiclass", num_classes=3, top_k=2)
-
-    def measured_rows(m):
+    def measured_rows(k, m):
+        make = launch_bench.collection(nm, "Multiclass", num_classes=3, top_k=k)
         inputs = lambda: (launch_bench.meta(m, 3), launch_bench.meta(m, dtype=torch.int64))  # noqa: E731
-        return launch_bench.measure(launch_bench.Config(f"top_k=2, {m} rows", make, inputs, 12))
+        return launch_bench.measure(launch_bench.Config(f"top_k={k}, {m} rows", make, inputs, 12))
 
-    small, large = measured_rows(128), measured_rows(240000)  # 9 * 3 * 240000 > 2^22
-    assert small["error"] is None and large["error"] is None
-    assert "aten.sum.IntList_out" not in small["ops"] and "aten.sum.IntList_out" in large["ops"]
-    assert large["launching"] == [n + 1 for n in small["launching"]]
+    for k, more in ((1, ["aten.masked_fill_.Scalar"]), (2, ["aten.all.out", "aten.masked_fill_.Scalar"])):
+        small, large = measured_rows(k, 128), measured_rows(k, 240000)  # 9 * 2 * 240000 > 2^22
+        assert small["error"] is None and large["error"] is None
+        assert not set(more) & set(small["ops"]) and set(more) <= set(large["ops"])
+        assert large["launching"] == [n + len(more) for n in small["launching"]]
