@@ -76,9 +76,7 @@ struct Predictions {
 Predictions predictions(const ClassificationBatch& b, const ClassificationOptions& o) {
   if (!b.scores) return {false, {}, {{0, 1, 2}, true}};
   const auto c = score_cutoffs(o.threshold(), b.score_dtype);
-  const double below_zero = b.preds.scalar_type() == at::kFloat
-                                ? -static_cast<double>(std::numeric_limits<float>::denorm_min())
-                                : -std::numeric_limits<double>::denorm_min();
+  const double below_zero = negative_nearest_zero(b.preds.scalar_type());
   return {true, c, of({below_zero, c.probability, c.logit, 1.0, std::numeric_limits<double>::infinity()}, false)};
 }
 

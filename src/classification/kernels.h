@@ -43,13 +43,19 @@ inline bool samplewise(const ClassificationOptions& o) {
   return o.multidim_average() == MultidimAverage::Samplewise;
 }
 
-/// The bounds of a good weight of `dtype` (float32 or float64): the negative number nearest 0 (a
-/// good weight is above it, -0.0 too) and the largest finite one.
+/// The negative number of `dtype` (float32 or float64) nearest 0: a value above it is not negative
+/// (-0.0 too).
+inline double negative_nearest_zero(at::ScalarType dtype) {
+  if (dtype == at::kFloat) return -static_cast<double>(std::numeric_limits<float>::denorm_min());
+  return -std::numeric_limits<double>::denorm_min();
+}
+
+/// The bounds of a good weight of `dtype` (float32 or float64): negative_nearest_zero (a good
+/// weight is above it) and the largest finite one.
 inline std::pair<double, double> good_weight_bounds(at::ScalarType dtype) {
-  if (dtype == at::kFloat) {
-    return {-static_cast<double>(std::numeric_limits<float>::denorm_min()), std::numeric_limits<float>::max()};
-  }
-  return {-std::numeric_limits<double>::denorm_min(), std::numeric_limits<double>::max()};
+  const double largest =
+      dtype == at::kFloat ? std::numeric_limits<float>::max() : std::numeric_limits<double>::max();
+  return {negative_nearest_zero(dtype), largest};
 }
 
 /// A batch's weight dtype, or -1 without a weight: part of the keys the ATen paths' buffers are made for.

@@ -202,7 +202,7 @@ at::Tensor moving_base_tensor(const MetricState& state, const std::vector<int64_
 // pieces' positions (every piece's without num_classes), the spare slot (samplewise pieces: 0, a
 // place the rows buffer has, adding 0) where nothing counts.
 std::vector<int64_t> put_index(const MetricState& state, const ClassificationOptions& o, CountLayout layout,
-                               const ValuesLayout& v, int64_t samples) {
+                               const ValuesLayout& v, const std::vector<int64_t>& shifts) {
   std::vector<int64_t> positions(static_cast<size_t>(v.put_length()), spare(state));
   const auto slot = [&](int64_t row, int64_t sample) -> int64_t& {
     return positions[static_cast<size_t>(row * v.stride() + sample - v.put_begin())];
@@ -218,7 +218,6 @@ std::vector<int64_t> put_index(const MetricState& state, const ClassificationOpt
   if (samplewise(o)) std::fill(positions.begin() + v.pieces_in_put(), positions.end(), 0);
   if (layout == CountLayout::Matrix) return positions;
   const auto bases = piece_bases(state, layout);
-  const auto shifts = row_shifts(state, o, v.m, samples);
   const auto fixed_from = o.num_classes() == kUnknownClasses ? 0 : kMovingGroups * kPiecesPerGroup;
   for (int64_t row = 0; row < v.pieces; ++row) {
     const int64_t piece = row / v.copies;
@@ -237,10 +236,11 @@ const std::vector<int64_t> kB{1, -1, 0, -1, 1, 0, 0, 0, 0};
 std::array<std::vector<int64_t>, 2> copy_terms(const ValuesLayout& v) {
   std::vector<int64_t> term_a, term_b;
   for (size_t piece = 0; piece < kA.size(); ++piece) {
-    const auto a0 = kA[piece] + kB[piece] * (1 - v.k), kept = -(kA[piece] + kB[piece]);
-    std::vector<std::pair<int64_t, int64_t>> copies(static_cast<size_t>(v.k), {0, kB[piece]});  // B * D_i
-    copies.emplace_back(a0, kept);                                                            // a_0 - (A + B) D_k
-    if (v.copies == 1) copies = {{kA[piece], kB[piece]}};                                      // A + B * wrong
+    std::vector<std::pair<int64_t, int64_t>> copies{{kA[piece], kB[piece]}};  // A + B * wrong
+    if (v.copies > 1) {
+      copies.assign(static_cast<size_t>(v.k), {0, kB[piece]});                          // B * D_i
+      copies.emplace_back(kA[piece] + kB[piece] * (1 - v.k), -(kA[piece] + kB[piece]));  // a_0 - (A + B) D_k
+    }
     for (const auto& [a, b] : copies) {
       term_a.push_back(a);
       term_b.push_back(b);
@@ -320,7 +320,8 @@ Buffers buffers(MetricState& state, const ClassificationOptions& o, CountLayout 
     auto values = at::zeros({v.length()}, longs.dtype(state.count_dtype()));
     values[v.tail()].fill_(1);  // the update count's piece
     state.scratch(kRows) = ClassRows::allocate(m, k, width, longs).buffer;
-    state.scratch(kIndex) = upload(put_index(state, o, layout, v, samples), longs);
+    const auto shifts = row_shifts(state, o, m, samples);
+    state.scratch(kIndex) = upload(put_index(state, o, layout, v, shifts), longs);
     state.scratch(kValues) = values;
     state.scratch(kDropped) = at::zeros({v.blocks(), m}, v.counts_dropped() ? longs : longs.dtype(at::kBool));
     const bool with_scores = checks_weights_with_scores(b);
@@ -337,7 +338,7 @@ Buffers buffers(MetricState& state, const ClassificationOptions& o, CountLayout 
     state.scratch(kWrongMask) = masks_wrong ? at::empty({m}, longs.dtype(at::kBool)) : at::Tensor();
     state.scratch(kBases) = layout == CountLayout::Matrix
                                 ? at::Tensor()
-                                : moving_base_tensor(state, row_shifts(state, o, m, samples), samplewise(o), longs);
+                                : moving_base_tensor(state, shifts, samplewise(o), longs);
     make_constants(state, b, v, longs);
   }
   return {ClassRows(state.scratch(kRows), k > 1), state.scratch(kIndex),        state.scratch(kValues),
@@ -379,6 +380,14 @@ at::Tensor reduce_flags(Buffers& buf, const ValuesLayout& v, bool can_be_bad) {
   return dropped;
 }
 
+// Where each row is wrong (its k best all miss the target) or dropped: D_0 for top_k 1, else
+// every D_i (one all).
+at::Tensor wrong_or_dropped(Buffers& buf, const ValuesLayout& v, const at::Tensor& dropped) {
+  if (v.k == 1) return dropped[0];
+  at::all_out(buf.wrong_mask, dropped.narrow(0, 0, v.k), 0);
+  return buf.wrong_mask;
+}
+
 // The weights (1 without a weight), [m] or [1].
 at::Tensor weights_or_one(MetricState& state, const ClassificationBatch& b, const Buffers& buf) {
   return b.weight ? buf.weights[1] : state.scratch(kOne);
@@ -400,12 +409,7 @@ void write_values(MetricState& state, const ClassificationBatch& b, Buffers& buf
   }
   auto copies = pieces.view({-1, v.copies, v.m});
   if (!v.masks_dropped()) return void(at::addcmul_out(copies, state.scratch(kTermA), state.scratch(kTermB), dropped));
-  auto wrong = dropped[0];  // where kept: the best missed (top_k > 1: every one of the k)
-  if (v.k > 1) {
-    at::all_out(buf.wrong_mask, dropped.narrow(0, 0, v.k), 0);
-    wrong = buf.wrong_mask;
-  }
-  at::addcmul_out(copies, state.scratch(kTermA), state.scratch(kTermB), wrong);
+  at::addcmul_out(copies, state.scratch(kTermA), state.scratch(kTermB), wrong_or_dropped(buf, v, dropped));
   pieces.masked_fill_(dropped[v.k], 0);
 }
 
@@ -550,10 +554,7 @@ void write_positions(const MetricState& state, const ClassificationOptions& o, C
   const auto tc = buf.rows.row(r.target());
   if (layout == CountLayout::Matrix) {
     auto pred = buf.rows.row(0);
-    if (r.k > 1) {
-      at::all_out(buf.wrong_mask, dropped.narrow(0, 0, r.k), 0);  // wrong, or dropped
-      at::where_out(pred, buf.wrong_mask, pred, tc);
-    }
+    if (r.k > 1) at::where_out(pred, wrong_or_dropped(buf, v, dropped), pred, tc);
     auto cells = buf.index.narrow(0, v.pieces_in_put(), v.m);
     at::add_out(cells, pred, tc, o.num_classes());
     cells.add_(state.offset(1));
