@@ -622,9 +622,11 @@ TEST(ClassificationKernels, CpuAndAtenPathsAgreeOnBinaryAndMultilabelStreams) {
         const auto o = Opts(base).ignore_index(ignore).weighted(weighted);
         ConfusionMatrix cpu(o), aten(o);
         for (int64_t n : {0, 1, 7, 8, 9, 31, 33, 1000}) {
-          for (int trial = 0; trial < 6; ++trial) {
+          for (int trial = 0; trial < 8; ++trial) {
             const auto shape = o.task() == Task::Binary ? std::vector<int64_t>{n} : std::vector<int64_t>{n, o.num_classes()};
             auto preds = trial % 2 ? at::randn(shape, gen) * 3 : at::rand(shape, gen);
+            if (trial >= 6) preds = at::randint(2, shape, gen, at::kLong);  // labels
+            if (trial == 7 && n > 3) preds.view({-1})[1] = 2, preds.view({-1})[2] = -1;
             auto target = at::randint(2, shape, gen, at::kLong);
             auto flat_p = preds.view({-1});
             auto flat_t = target.view({-1});

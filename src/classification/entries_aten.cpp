@@ -229,7 +229,10 @@ Buffers buffers(MetricState& state, const ClassificationBatch& b, const Classifi
     pieces.narrow(1, 0, 1).fill_(1);  // labels: I is 1, the probability reading's cell counts
     state.scratch(kValues) = values;
     state.scratch(kLabels) = adds_places ? cell_places(state, b, o, longs) : at::Tensor();
-    state.scratch(kReadings) = b.weight ? at::empty({Columns::kCells}, counts) : at::Tensor();
+    // labels: I is 1, so the readings are A + B, made once here
+    state.scratch(kReadings) = !b.weight  ? at::Tensor()
+                               : b.scores ? at::empty({Columns::kCells}, counts)
+                                          : state.scratch(kReadingsA) + state.scratch(kReadingsB);
   }
   return {state.scratch(kScoreBuckets), state.scratch(kTargetBuckets), state.scratch(kWeightBuckets),
           state.scratch(kCodes),        state.scratch(kLooked),        state.scratch(kIndex),
@@ -308,7 +311,7 @@ void count_entries_on_aten(MetricState& state, const ClassificationBatch& b, con
     if (b.scores) at::addcmul_out(cells, a.expand_as(cells), bb, inside);
   } else {
     auto readings = buf.readings;
-    b.scores ? at::addcmul_out(readings, a, bb, inside) : readings.copy_(a + bb);
+    if (b.scores) at::addcmul_out(readings, a, bb, inside);
     const auto w = b.weight->dim() < t.dim() ? b.weight->view({rows, 1, 1}) : b.weight->view({rows, labels, 1});
     at::mul_out(cells, w.expand({rows, labels, 1}), readings);
   }
