@@ -11,12 +11,13 @@
 // The ConfusionMatrix layout adds one piece per row instead, at its cell; without num_classes every
 // piece is at class 0 and the positions never change.
 //
-// The flags come in k + 1 blocks (top_k = k), each [bad prediction, bad weight, selected, bad
+// The flags come in k + 1 blocks (top_k = k), each [bad weight, bad prediction, selected, bad
 // target, not ignored]: block i < k selects the rows whose i-th best is not the target, block k
-// selects none. Two ne write them all: one compares the scores with themselves (NaN), and the
-// weights clamped into their good range (one clamp) with themselves as they are, and one the class
-// rows (ClassRows, written by the max or sort and one clamp) with the target rows (float64
-// weights beside float32 scores take an ne of their own). One
+// selects none. Two ne write them all: one compares the weights clamped into their good range (one
+// clamp) with themselves as they are, and the scores with themselves (NaN), and one the class rows
+// (RowLayout: written by the max or sort and one clamp, or by the labels' clamp and the target's,
+// the labels checked there too) with each other (float64 weights beside float32 scores, and
+// weights beside labels, take an ne of their own). One
 // reduction over each block's first four gives D_i = dropped or the i-th best missed, D_k =
 // dropped, and the values follow from D alone, with no masking op:
 //   integer counts: a piece is A + B * wrong where kept; the target is at most one of the k best,
@@ -44,6 +45,7 @@
 #include <algorithm>
 #include <array>
 #include <limits>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -61,19 +63,47 @@ enum Scratch {
   kPredLow, kPredHigh, kWeightLow, kWeightHigh, kBases, kTermA, kTermB, kSums, kZero, kOne, kPadded, kWrongMask
 };
 
-// The class rows, each one batch long, for top_k = k. One ne compares, for each block i = 0 .. k,
-// [p_i (t where i = k), tc, t] with [tc (t where i = k), t, ignore_index]: the rows i + j (k + 1)
-// with the rows k + 2 + i + j (k + 1), j = 0, 1, 2.
+// A block of flag rows; the first kReducedRows are reduced into D.
+enum BlockRow { kBadWeight, kBadPrediction, kSelected, kBadTarget, kNotIgnored, kBlockRows };
+constexpr int64_t kReducedRows = kNotIgnored;
+
+// What a class row holds: the predicted classes (max or sort), or the labels or the target, as
+// they are, clamped into [0, C), or ignore_index (0 without one): a clamp's bounds.
+enum class RowKind { kPredicted, kAsIs, kClamped, kIgnore };
+
+// The class rows, each one batch long, for top_k = k, and the ne that compares them: for each
+// block i = 0 .. k and level j, row left(i, j) = i + j * step() with row left(i, j) + right(),
+// into the block's row first_level() + j.
+//   scores: levels [selected, bad target, not ignored]: [p_i (t where i = k), tc, t] with
+//     [tc (t where i = k), t, ignore_index]; the predicted classes first, written by the max or
+//     the sort.
+//   labels (top_k 1): a level before, bad prediction: [p, p, tc, t] with [label, label, ...] (the
+//     label clamped into range and as it is), all written by two clamps, of the labels and the
+//     target; so one ne checks the labels too.
 struct RowLayout {
   int64_t k;
-  // 0 .. k-1: p (argmax, or the predicted labels clamped into range); top_k > 1: the k best classes
-  int64_t first_target() const { return k; }             // the target as it is (clamped to the int64 range)
-  int64_t target() const { return k + 1; }               // the target clamped into [0, C), k + 1 times
-  int64_t unclamped() const { return 2 * k + 2; }        // the target as it is, k + 2 times
-  int64_t ignore() const { return 3 * k + 4; }           // ignore_index (0 without one), k + 1 times
-  int64_t pred_copy() const { return 4 * k + 5; }        // the predicted labels as they are
-  int64_t count() const { return 4 * k + 6; }
-  // the columns of the sort's index buffer: num_classes, or more to hold the rows up to pred_copy()
+  bool labels;
+  int64_t levels() const { return labels ? 4 : 3; }
+  BlockRow first_level() const { return labels ? kBadPrediction : kSelected; }
+  int64_t step() const { return labels ? 4 : k + 1; }
+  int64_t right() const { return labels ? 2 : k + 2; }
+  int64_t first_target() const { return labels ? 5 : k; }  // the rows before hold the predictions
+  int64_t target() const { return labels ? 6 : k + 1; }     // tc, the moving group's class
+  std::vector<RowKind> kinds() const {
+    using K = RowKind;
+    if (labels) {
+      return {K::kClamped, K::kClamped, K::kAsIs,  K::kAsIs,  K::kClamped, K::kAsIs,   K::kClamped, K::kAsIs,
+              K::kClamped, K::kClamped, K::kAsIs,  K::kAsIs,  K::kAsIs,    K::kAsIs,   K::kIgnore,  K::kIgnore};
+    }
+    std::vector<K> kinds(static_cast<size_t>(k), K::kPredicted);
+    kinds.push_back(K::kAsIs);
+    kinds.insert(kinds.end(), k + 1, K::kClamped);
+    kinds.insert(kinds.end(), k + 2, K::kAsIs);
+    kinds.insert(kinds.end(), k + 1, K::kIgnore);
+    return kinds;
+  }
+  int64_t count() const { return static_cast<int64_t>(kinds().size()); }
+  // the columns of the sort's index buffer: num_classes, or more to hold the class rows
   int64_t sorted_width(int64_t classes) const { return std::max(classes, count()); }
 };
 
@@ -85,8 +115,8 @@ struct ClassRows {
   bool sorted;
   int64_t m, row_stride, sample_stride;
 
-  static ClassRows allocate(int64_t m, int64_t k, int64_t width, const at::TensorOptions& longs) {
-    return {k > 1 ? at::zeros({m, width}, longs) : at::zeros({RowLayout{k}.count(), m}, longs), k > 1};
+  static ClassRows allocate(int64_t m, const RowLayout& r, int64_t width, const at::TensorOptions& longs) {
+    return {r.k > 1 ? at::zeros({m, width}, longs) : at::zeros({r.count(), m}, longs), r.k > 1};
   }
   ClassRows(at::Tensor b, bool sorted_columns)
       : buffer(std::move(b)),
@@ -106,9 +136,6 @@ struct ClassRows {
 
 constexpr int64_t kGroups = 3, kPiecesPerGroup = 3;  // at p, at the target, at a fixed place
 constexpr int64_t kMovingGroups = 2;                   // at p and at the target: their positions follow the rows
-// A block of flag rows; the first kReducedRows are reduced into D.
-enum BlockRow { kBadPrediction, kBadWeight, kSelected, kBadTarget, kNotIgnored, kBlockRows };
-constexpr int64_t kReducedRows = kNotIgnored;
 constexpr int64_t kMinLong = std::numeric_limits<int64_t>::min(), kMaxLong = std::numeric_limits<int64_t>::max();
 // The most pieces whose copies an update writes (32 MiB of index, as much of values); a larger batch
 // (segmentation scores) writes one copy and masks the dropped rows.
@@ -270,9 +297,9 @@ struct Buffers {
   ClassRows rows;
   // D [k + 1, m] (int64 where the copies take it, else bool); the kept weights R [k + 1, m], float64
   at::Tensor index, values, dropped, kept_weights, bases;
-  // in the scores' dtype: each row's best score (where sorted, the larger of the sort's first and
-  // last), then, where the weights are checked with the scores, the weights clamped into their good
-  // range and as they are: [1 or 3, m]. The weights so, [2, m]: those rows, or float64 rows of
+  // in the scores' dtype: where the weights are checked with the scores, the weights clamped into
+  // their good range and as they are, then each row's best score (where sorted, the larger of the
+  // sort's first and last): [3 or 1, m]. The weights so, [2, m]: those rows, or float64 rows of
   // their own
   at::Tensor checked, weights;
   // where sorted, the scores best first, and the padded copy sorted where the scores are not;
@@ -280,10 +307,30 @@ struct Buffers {
   at::Tensor sorted_scores, padded, wrong_mask;
 };
 
-// The constants the buffers of a batch shape need: the pieces' terms, the weights' bounds.
-void make_constants(MetricState& state, const ClassificationBatch& b, const ValuesLayout& v,
-                    const at::TensorOptions& longs) {
+// The bounds of the clamp that writes the class rows first .. first + count - 1, [count, 1] each.
+std::pair<at::Tensor, at::Tensor> clamp_bounds(const ClassificationOptions& o, const RowLayout& r, int64_t first,
+                                               int64_t count, const at::TensorOptions& longs) {
+  std::vector<int64_t> low, high;
+  const auto kinds = r.kinds();
+  for (auto row = first; row < first + count; ++row) {
+    const auto kind = kinds[static_cast<size_t>(row)];
+    const auto ignore = o.ignore_index().value_or(0);
+    low.push_back(kind == RowKind::kClamped ? 0 : kind == RowKind::kIgnore ? ignore : kMinLong);
+    high.push_back(kind == RowKind::kClamped ? o.num_classes() - 1 : kind == RowKind::kIgnore ? ignore : kMaxLong);
+  }
+  return {upload(low, longs).view({count, 1}), upload(high, longs).view({count, 1})};
+}
+
+// The constants the buffers of a batch shape need: the clamps' bounds, the pieces' terms, the
+// weights' bounds.
+void make_constants(MetricState& state, const ClassificationOptions& o, const RowLayout& r,
+                    const ClassificationBatch& b, const ValuesLayout& v, const at::TensorOptions& longs) {
   const auto doubles = longs.dtype(at::kDouble);
+  std::tie(state.scratch(kLow), state.scratch(kHigh)) =
+      clamp_bounds(o, r, r.first_target(), r.count() - r.first_target(), longs);
+  if (r.labels) {
+    std::tie(state.scratch(kPredLow), state.scratch(kPredHigh)) = clamp_bounds(o, r, 0, r.first_target(), longs);
+  }
   if (v.integer && v.pieces > 1) {
     const auto terms = copy_terms(v);
     state.scratch(kTermA) = upload(terms[0], longs).view({-1, v.copies, 1});
@@ -302,9 +349,9 @@ void make_constants(MetricState& state, const ClassificationBatch& b, const Valu
   }
 }
 
-Buffers buffers(MetricState& state, const ClassificationOptions& o, CountLayout layout, const ClassificationBatch& b) {
-  const int64_t m = b.target.size(0), k = o.top_k();
-  const RowLayout r{k};
+Buffers buffers(MetricState& state, const ClassificationOptions& o, const RowLayout& r, CountLayout layout,
+                const ClassificationBatch& b) {
+  const int64_t m = b.target.size(0), k = r.k;
   const auto width = r.sorted_width(o.num_classes());
   // the scores are sorted from a copy where the sort's buffers are wider than they, or they are
   // strided or keep extra dimensions (a sort writes into its outputs only where its input is laid
@@ -319,14 +366,14 @@ Buffers buffers(MetricState& state, const ClassificationOptions& o, CountLayout 
     const auto v = ValuesLayout::of(state, m, layout, k);
     auto values = at::zeros({v.length()}, longs.dtype(state.count_dtype()));
     values[v.tail()].fill_(1);  // the update count's piece
-    state.scratch(kRows) = ClassRows::allocate(m, k, width, longs).buffer;
+    state.scratch(kRows) = ClassRows::allocate(m, r, width, longs).buffer;
     const auto shifts = row_shifts(state, o, m, samples);
     state.scratch(kIndex) = upload(put_index(state, o, layout, v, shifts), longs);
     state.scratch(kValues) = values;
     state.scratch(kDropped) = at::zeros({v.blocks(), m}, v.counts_dropped() ? longs : longs.dtype(at::kBool));
     const bool with_scores = checks_weights_with_scores(b);
     state.scratch(kChecked) = at::empty({with_scores ? 3 : 1, m}, b.preds.options());
-    state.scratch(kWeights) = with_scores ? state.scratch(kChecked).narrow(0, 1, 2)
+    state.scratch(kWeights) = with_scores ? state.scratch(kChecked).narrow(0, 0, 2)
                               : b.weight  ? at::empty({2, m}, doubles)
                                           : at::Tensor();
     state.scratch(kKeptWeights) = v.integer || v.pieces == 1 ? at::Tensor() : at::empty({v.blocks(), m}, doubles);
@@ -339,20 +386,12 @@ Buffers buffers(MetricState& state, const ClassificationOptions& o, CountLayout 
     state.scratch(kBases) = layout == CountLayout::Matrix
                                 ? at::Tensor()
                                 : moving_base_tensor(state, shifts, samplewise(o), longs);
-    make_constants(state, b, v, longs);
+    make_constants(state, o, r, b, v, longs);
   }
   return {ClassRows(state.scratch(kRows), k > 1), state.scratch(kIndex),        state.scratch(kValues),
           state.scratch(kDropped),                state.scratch(kKeptWeights),  state.scratch(kBases),
           state.scratch(kChecked),                state.scratch(kWeights),      state.scratch(kSortedScores),
           state.scratch(kPadded),                 state.scratch(kWrongMask)};
-}
-
-// A constant of the state's device, made once from the values `values()` gives (called on the
-// first update only).
-template <class Make>
-at::Tensor constant(MetricState& state, Scratch which, const at::TensorOptions& options, at::IntArrayRef shape,
-                    Make values) {
-  return state.scratch(which, [&] { return upload(values(), options).view(shape); });
 }
 
 // The weights clamped into their good range and as they are (one clamp), and their flags (NaN,
@@ -451,12 +490,12 @@ at::Tensor as_rows_of(const at::Tensor& rows, const at::Tensor& scores) {
 
 // The predicted classes into row 0 (where sorted, the k best into rows 0 .. k-1, in order, ties
 // to the lower class as argmax takes the first maximum), and into every block the flags of the
-// rows that hold a NaN score, then (where checked with the scores) of the bad weights: one ne
-// compares [best, clamped weights] with [best, weights]. max gives NaN in such a row; a descending
+// rows that hold a NaN score, after (where checked with the scores) those of the bad weights: one
+// ne compares [clamped weights, best] with [weights, best]. max gives NaN in such a row; a descending
 // sort puts NaN first, but CUDA's radix sorts order NaN by its bits and put a NaN with the sign bit
 // set last (below -inf, the padding's too), so the larger of the sort's two ends is the NaN.
 void predict(Buffers& buf, const ClassificationBatch& b, const ValuesLayout& v) {
-  auto best = buf.checked[0];
+  auto best = buf.checked[buf.checked.size(0) - 1];
   if (!buf.rows.sorted) {
     auto pred = buf.rows.row(0);
     auto best_rows = as_rows_of(best, b.preds), pred_rows = as_rows_of(pred, b.preds);
@@ -468,17 +507,17 @@ void predict(Buffers& buf, const ClassificationBatch& b, const ValuesLayout& v) 
     at::sort_out(sorted, buf.rows.buffer, scores, /*stable=*/true, 1, /*descending=*/true);
     at::maximum_out(best, sorted.select(1, 0), sorted.select(1, sorted.size(1) - 1));
   }
-  const int64_t checked = checks_weights_with_scores(b) ? 2 : 1, m = v.m, offset = buf.checked.storage_offset();
-  auto flags = v.blocks_of(buf.values, kBadPrediction, checked);
-  at::ne_out(flags, buf.checked.as_strided({v.blocks(), checked, m}, {0, m, 1}, offset),
-             buf.checked.as_strided({v.blocks(), checked, m}, {0, 2 * m, 1}, offset));
+  const int64_t checked = buf.checked.size(0) == 1 ? 1 : 2, m = v.m, offset = buf.checked.storage_offset();
+  auto flags = v.blocks_of(buf.values, checked == 1 ? kBadPrediction : kBadWeight, checked);
+  at::ne_out(flags, buf.checked.as_strided({v.blocks(), checked, m}, {0, 2 * m, 1}, offset),
+             buf.checked.as_strided({v.blocks(), checked, m}, {0, m, 1}, offset + (checked - 1) * m));
 }
 
 // Without num_classes: one class, labels compared as they are; targets are never bad, predictions
 // only where scores are NaN.
 void count_unknown_classes(MetricState& state, const ClassificationBatch& b, const ClassificationOptions& o) {
   const int64_t m = b.target.size(0);
-  auto buf = buffers(state, o, CountLayout::PerClass, b);
+  auto buf = buffers(state, o, RowLayout{1, !b.scores}, CountLayout::PerClass, b);
   const auto v = ValuesLayout::of(state, m, CountLayout::PerClass, 1);
   if (b.weight) check_weights(state, b, buf, v);
   if (b.scores) predict(buf, b, v);
@@ -492,65 +531,32 @@ void count_unknown_classes(MetricState& state, const ClassificationBatch& b, con
   finish(state, b, o, buf, v, reduce_flags(buf, v, can_be_bad), can_be_bad);
 }
 
-// The predicted classes, and the bad-prediction flags into every block (NaN scores, or labels out
-// of range: the labels are written clamped into range and as they are).
-void write_predictions(MetricState& state, const ClassificationBatch& b, const ClassificationOptions& o, Buffers& buf,
+// The predicted classes, and (scores) the bad-prediction flags into every block; labels are written
+// into the rows before first_target(), clamped into range and as they are (their ne is the targets').
+void write_predictions(MetricState& state, const ClassificationBatch& b, const RowLayout& r, Buffers& buf,
                        const ValuesLayout& v) {
   if (b.scores) return predict(buf, b, v);
-  auto flags = v.blocks_of(buf.values, kBadPrediction, 1).select(1, 0);
-  const auto longs = buf.index.options();
-  const auto low = constant(state, kPredLow, longs, {2, 1}, [] { return std::vector<int64_t>{0, kMinLong}; });
-  const auto high = constant(state, kPredHigh, longs, {2, 1}, [&] {
-    return std::vector<int64_t>{o.num_classes() - 1, kMaxLong};
-  });
-  const auto copy = RowLayout{o.top_k()}.pred_copy();
-  auto out = buf.rows.rows(0, copy, 2);
-  at::clamp_out(out, b.preds.unsqueeze(0).expand({2, buf.rows.m}), low, high);
-  at::ne_out(flags, buf.rows.row(copy).expand(flags.sizes()), buf.rows.row(0).expand(flags.sizes()));
+  auto out = buf.rows.rows(0, 1, r.first_target());
+  at::clamp_out(out, b.preds.unsqueeze(0).expand(out.sizes()), state.scratch(kPredLow), state.scratch(kPredHigh));
 }
 
-// The bounds ([low, high]) of the clamp that writes the rows from first_target() to pred_copy():
-// the target as it is, clamped into range (k + 1 times), as it is (k + 2 times), then ignore_index
-// (between equal bounds, k + 1 times).
-std::array<std::vector<int64_t>, 2> target_bounds(const ClassificationOptions& o) {
-  const RowLayout r{o.top_k()};
-  const int64_t first = r.first_target(), count = r.pred_copy() - first;
-  std::vector<int64_t> low(count, kMinLong), high(count, kMaxLong);
-  for (auto row = r.target(); row < r.unclamped(); ++row) {
-    low[row - first] = 0;
-    high[row - first] = o.num_classes() - 1;
-  }
-  for (auto row = r.ignore(); row < r.pred_copy(); ++row) {
-    low[row - first] = high[row - first] = o.ignore_index().value_or(0);
-  }
-  return {low, high};
+// The rows from first_target() on, in one clamp between per-row bounds (RowLayout::kinds).
+void write_targets(MetricState& state, const ClassificationBatch& b, const RowLayout& r, Buffers& buf) {
+  auto out = buf.rows.rows(r.first_target(), 1, r.count() - r.first_target());
+  at::clamp_out(out, b.target.unsqueeze(0).expand(out.sizes()), state.scratch(kLow), state.scratch(kHigh));
 }
 
-// The rows from first_target() to pred_copy(), in one clamp between per-row bounds (target_bounds).
-void write_targets(MetricState& state, const ClassificationBatch& b, const ClassificationOptions& o, Buffers& buf) {
-  const RowLayout r{o.top_k()};
-  const int64_t first = r.first_target(), count = r.pred_copy() - first;
-  const auto longs = buf.index.options();
-  const auto low = constant(state, kLow, longs, {count, 1}, [&] { return target_bounds(o)[0]; });
-  const auto high = constant(state, kHigh, longs, {count, 1}, [&] { return target_bounds(o)[1]; });
-  auto out = buf.rows.rows(first, 1, count);
-  at::clamp_out(out, b.target.unsqueeze(0).expand({count, buf.rows.m}), low, high);
-}
-
-// Every block's [selected, bad target, not ignored] in one ne (RowLayout).
-void compare_with_targets(const ClassificationOptions& o, Buffers& buf, const ValuesLayout& v) {
-  const RowLayout r{o.top_k()};
-  constexpr int64_t kCompared = 3;
-  auto out = v.blocks_of(buf.values, kSelected, kCompared);
-  at::ne_out(out, buf.rows.grid(0, 1, r.target(), v.blocks(), kCompared),
-             buf.rows.grid(r.target() + 1, 1, r.target(), v.blocks(), kCompared));
+// Every block's levels (RowLayout) in one ne.
+void compare_with_targets(const RowLayout& r, Buffers& buf, const ValuesLayout& v) {
+  auto out = v.blocks_of(buf.values, r.first_level(), r.levels());
+  at::ne_out(out, buf.rows.grid(0, 1, r.step(), v.blocks(), r.levels()),
+             buf.rows.grid(r.right(), 1, r.step(), v.blocks(), r.levels()));
 }
 
 // The pieces' positions: the moving groups' classes plus their pieces' bases (a matrix cell:
 // target * C + p + base, p the target where the row is right; any cell where it is dropped).
-void write_positions(const MetricState& state, const ClassificationOptions& o, CountLayout layout, Buffers& buf,
-                     const ValuesLayout& v, const at::Tensor& dropped) {
-  const RowLayout r{o.top_k()};
+void write_positions(const MetricState& state, const ClassificationOptions& o, const RowLayout& r, CountLayout layout,
+                     Buffers& buf, const ValuesLayout& v, const at::Tensor& dropped) {
   const auto tc = buf.rows.row(r.target());
   if (layout == CountLayout::Matrix) {
     auto pred = buf.rows.row(0);
@@ -575,14 +581,15 @@ void count_multiclass_on_aten(MetricState& state, const ClassificationBatch& b, 
   register_missing_meta_kernels();
   if (o.num_classes() == kUnknownClasses) return count_unknown_classes(state, b, o);
   const auto layout = layout_of(state);
-  auto buf = buffers(state, o, layout, b);
-  const auto v = ValuesLayout::of(state, b.target.size(0), layout, o.top_k());
+  const RowLayout r{o.top_k(), !b.scores};
+  auto buf = buffers(state, o, r, layout, b);
+  const auto v = ValuesLayout::of(state, b.target.size(0), layout, r.k);
   if (b.weight) check_weights(state, b, buf, v);
-  write_predictions(state, b, o, buf, v);
-  write_targets(state, b, o, buf);
-  compare_with_targets(o, buf, v);
+  write_predictions(state, b, r, buf, v);
+  write_targets(state, b, r, buf);
+  compare_with_targets(r, buf, v);
   const auto dropped = reduce_flags(buf, v, /*can_be_bad=*/true);
-  write_positions(state, o, layout, buf, v, dropped);
+  write_positions(state, o, r, layout, buf, v, dropped);
   finish(state, b, o, buf, v, dropped, /*can_be_bad=*/true);
 }
 
