@@ -746,6 +746,17 @@ TEST(ClassificationKernels, DevicePathEdgesMatchTheCpuPath) {
   const auto scores = floats({kInf, kInf, kInf, kInf, kInf, 0, -kInf, -kInf, -kInf, 1, kInf, kInf, -kInf, -kInf, 5})
                           .view({5, 3});
   both(Opts::multiclass(3).top_k(2).average(Average::None), {{scores, longs({2, 1, 2, 2, 1})}});
+  // labels and scores lay the class rows out differently (the labels' range check is a level of the
+  // class ne): one metric fed both in turns, labels out of range and ignored rows among them
+  const auto three = floats({.1, .7, .2, .8, .1, .1, .3, .3, .4}).view({3, 3});
+  const std::vector<std::pair<at::Tensor, at::Tensor>> turns{{three, longs({1, 0, 2})},
+                                                             {longs({2, 5, 1}), longs({2, 0, 0})},
+                                                             {three, longs({0, 7, 2})},
+                                                             {longs({0, -1, 2}), longs({1, 2, 2})}};
+  for (const auto& o : {Opts::multiclass(3).ignore_index(1).average(Average::None),
+                        Opts::multiclass(3).ignore_index(1).average(Average::None).weighted(true)}) {
+    both(o, turns, o.weighted() ? c10::optional<at::Tensor>(values({1, 2, kNaN})) : c10::nullopt);
+  }
 }
 
 // Weighted (float64) counts with top_k > 1 add each row's weight once on the device path, as the
