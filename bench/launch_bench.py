@@ -38,12 +38,19 @@ capture and torch.compile need to replay an update correctly.
 
 The budget (launching ops per update: 10 for an aggregator, 12 for a collection) is reported, not
 checked. A few forward() rows (calling the metric, as Lightning modules do: it accumulates and
-computes the batch's values) have no budget; they are counted to watch them. TorchMetrics 1.6 figures were counted the same way, on meta, and are quoted from issue 11.
+computes the batch's values) have no budget; they are counted to watch them. TorchMetrics 1.6
+figures were counted the same way, on meta, and are quoted from issue 11.
+
+Under the table, the sweep: every collection the classification options make (per task: weights,
+ignore_index, top_k, average, labels or scores, a ConfusionMatrix), measured and checked (--check)
+as the rows are, summed up in a few lines: the most launching ops per task and each collection over
+budget.
 """
 
 import argparse
 import dataclasses
 import functools
+import itertools
 import json
 import math
 import sys
@@ -237,6 +244,7 @@ class Config:
     budget: Optional[int]  # None: no budget (forward)
     grows: bool = False  # the state gains rows each update (samplewise): each update writes further on
     call: str = "update"  # or "forward": accumulates and computes the batch's value
+    sweep: bool = False  # one of the sweep's: summed up under the table, not a row of it
 
     @property
     def reference(self) -> Optional[str]:
@@ -343,11 +351,68 @@ def forward_configs(nm):
     return [Config(name, make, inputs, None, call="forward") for name, make, inputs in rows]
 
 
+def sweep_collection(nm, task, matrix, **options):
+    """A maker of the collection of `task`'s Accuracy, Precision, Recall and F1Score made with
+    `options`, and (`matrix`) its ConfusionMatrix, made with those it takes."""
+    def make():
+        metrics = [getattr(nm, task + name)(**options) for name in ("Accuracy", "Precision", "Recall", "F1Score")]
+        if matrix:
+            taken = {k: v for k, v in options.items() if k not in ("average", "top_k")}
+            metrics.append(getattr(nm, task + "ConfusionMatrix")(**taken))
+        return nm.MetricCollection(metrics)
+    return make
+
+
+def sweep_name(task, options, labels, weighted, matrix, shape):
+    """As the table's rows are named: "multiclass C=1000 micro top_k=5 weighted, scores + weight (128, 1000)"."""
+    short = {"num_classes": "C=", "num_labels": "L=", "average": ""}
+    words = [task] + [f"{short.get(k, k + '=')}{v}" for k, v in options.items()] + (["weighted"] if weighted else [])
+    words += ["+ ConfusionMatrix"] if matrix else []
+    return f"{' '.join(words)}, {'labels' if labels else 'scores'}{' + weight' if weighted else ''} {shape}"
+
+
+def sweep_configs(nm):
+    """Every collection the options make, per task: weights, ignore_index, top_k (multiclass),
+    average, labels or scores, with and without a ConfusionMatrix (it has no top_k: it joins top_k 1
+    only). The table's rows pick some; the sweep sums them all up under it, and the tests check
+    each like a row."""
+    configs = []
+    tasks = [("multiclass", "Multiclass", dict(num_classes=1000), (128, 1000), (1, 5), ("macro", "micro")),
+             ("binary", "Binary", {}, (4096,), (1,), (None,)),
+             ("multilabel", "Multilabel", dict(num_labels=100), (128, 100), (1,), ("macro", "micro"))]
+    for name, task, sizes, shape, top_ks, averages in tasks:
+        target_shape = shape[:1] if name == "multiclass" else shape
+        for weighted, ignore, labels, matrix, top_k, average in itertools.product(
+                (False, True), (None, 0 if name == "multiclass" else -1), (False, True), (False, True), top_ks,
+                averages):
+            if top_k > 1 and (labels or matrix):
+                continue
+            options = dict(sizes)
+            options.update({k: v for k, v in (("average", average), ("top_k", top_k), ("ignore_index", ignore))
+                            if v is not None and (k != "top_k" or v > 1)})
+            preds = (target_shape, torch.int64) if labels else (shape, torch.float32)
+
+            def inputs(preds=preds, target_shape=target_shape, weighted=weighted):
+                return ((meta(*preds[0], dtype=preds[1]), meta(*target_shape, dtype=torch.int64))
+                        + ((meta(target_shape[0]),) if weighted else ()))
+            make = sweep_collection(nm, task, matrix, weighted=weighted, **options)
+            configs.append(Config(sweep_name(name, options, labels, weighted, matrix, tuple(preds[0])), make,
+                                  inputs, COLLECTION_BUDGET, sweep=True))
+    return configs
+
+
 def configurations():
-    """Every configuration measured (the tests check each one); imports nosync_metrics."""
+    """Every configuration of the table (the tests check each one); imports nosync_metrics."""
     import nosync_metrics as nm
 
     return aggregator_configs(nm) + collection_configs(nm) + forward_configs(nm)
+
+
+def sweep_configurations():
+    """The sweep's configurations (the tests check each one too); imports nosync_metrics."""
+    import nosync_metrics as nm
+
+    return sweep_configs(nm)
 
 
 # ---------------------------------------------------------------- measuring
@@ -394,7 +459,7 @@ def measure(config):
 
 
 def measure_all():
-    return [measure(config) for config in configurations()]
+    return [dict(measure(config), sweep=config.sweep) for config in configurations() + sweep_configurations()]
 
 
 def problems(results):
@@ -432,10 +497,32 @@ def table_row(r):
             f"{r['reference'] or ''} |")
 
 
+def sweep_summary(swept):
+    """The sweep's results in a few lines: how many, the most launching ops per task, the problems
+    and the collections over budget."""
+    if not swept:
+        return ""
+    most = {}
+    for r in swept:
+        task = r["configuration"].split()[0].rstrip(",")
+        most[task] = max(most.get(task, 0), max(r["launching"] or [0]))
+    over = [r for r in swept if not r["error"] and not r["budget_met"]]
+    lines = [f"Sweep: {len(swept)} collections (every task with and without weights, ignore_index, a "
+             "ConfusionMatrix; labels and scores; top_k 1 and 5 and macro and micro averages where the task "
+             f"has them): {len(problems(swept))} with an error, a sync-class op or an update that is not "
+             "replay-invariant; the most launching ops per update: "
+             + ", ".join(f"{task} {n}" for task, n in most.items())
+             + f"; {len(over)} over the budget of {COLLECTION_BUDGET}" + (":" if over else ".")]
+    lines += [f"- {r['configuration']}: {count_cell(r['launching'])}" for r in over]
+    return "\n".join(lines)
+
+
 def markdown_table(results):
     lines = ["| configuration | launching ops per update | sync-class ops | replay-invariant | budget met | "
              "TorchMetrics 1.6 |", "|---|---:|---:|---|---|---|"]
-    return "\n".join(lines + [table_row(r) for r in results])
+    table = "\n".join(lines + [table_row(r) for r in results if not r.get("sweep")])
+    summary = sweep_summary([r for r in results if r.get("sweep")])
+    return table + ("\n\n" + summary if summary else "")
 
 
 def main():

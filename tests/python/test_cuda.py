@@ -660,7 +660,7 @@ def test_a_collection_updated_by_keyword_in_a_cuda_graph_replays_like_eager_upda
 
 # -------------------------------------------------------------- every launch_bench configuration
 
-UPDATE_CONFIGS = [c for c in launch_bench.configurations() if c.call == "update"]
+UPDATE_CONFIGS = [c for c in launch_bench.configurations() + launch_bench.sweep_configurations() if c.call == "update"]
 
 
 def counts_bad_input(config):

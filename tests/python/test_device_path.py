@@ -1,7 +1,7 @@
-"""The device path, on meta tensors: every update of bench/launch_bench.py's configurations is
-replay-invariant (two consecutive updates dispatch the same ops with the same arguments, as CUDA-graph
-capture and torch.compile need) and dispatches no sync-class op; and the launch counter itself counts
-right on hand-made ATen sequences."""
+"""The device path, on meta tensors: every update of bench/launch_bench.py's configurations (its
+table's and its sweep's) is replay-invariant (two consecutive updates dispatch the same ops with the
+same arguments, as CUDA-graph capture and torch.compile need) and dispatches no sync-class op; and the
+launch counter itself counts right on hand-made ATen sequences."""
 
 import contextlib
 
@@ -10,7 +10,7 @@ import torch
 
 import launch_bench
 
-CONFIGS = launch_bench.configurations()
+CONFIGS = launch_bench.configurations() + launch_bench.sweep_configurations()
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=[c.name for c in CONFIGS])
