@@ -244,7 +244,7 @@ class Config:
     budget: Optional[int]  # None: no budget (forward)
     grows: bool = False  # the state gains rows each update (samplewise): each update writes further on
     call: str = "update"  # or "forward": accumulates and computes the batch's value
-    sweep: bool = False  # one of the sweep's: summed up under the table, not a row of it
+    sweep: bool = False  # one of the sweep's, not a row of the table: summed up under it
 
     @property
     def reference(self) -> Optional[str]:
@@ -372,10 +372,10 @@ def sweep_name(task, options, labels, weighted, matrix, shape):
 
 
 def sweep_configs(nm):
-    """Every collection the options make, per task: weights, ignore_index, top_k (multiclass),
-    average, labels or scores, with and without a ConfusionMatrix (it has no top_k: it joins top_k 1
-    only). The table's rows pick some; the sweep sums them all up under it, and the tests check
-    each like a row."""
+    """The collections the options make, per task: weights, ignore_index (0, so that random targets
+    hit it), top_k (multiclass), average, labels or scores, with and without a ConfusionMatrix (it has
+    no top_k: it joins top_k 1 only); num_classes=None and samplewise are the table's rows alone. The
+    table's rows pick some; the sweep sums them all up under it, and the tests check each like a row."""
     configs = []
     tasks = [("multiclass", "Multiclass", dict(num_classes=1000), (128, 1000), (1, 5), ("macro", "micro")),
              ("binary", "Binary", {}, (4096,), (1,), (None,)),
@@ -383,7 +383,7 @@ def sweep_configs(nm):
     for name, task, sizes, shape, top_ks, averages in tasks:
         target_shape = shape[:1] if name == "multiclass" else shape
         for weighted, ignore, labels, matrix, top_k, average in itertools.product(
-                (False, True), (None, 0 if name == "multiclass" else -1), (False, True), (False, True), top_ks,
+                (False, True), (None, 0), (False, True), (False, True), top_ks,
                 averages):
             if top_k > 1 and (labels or matrix):
                 continue
@@ -396,8 +396,9 @@ def sweep_configs(nm):
                 return ((meta(*preds[0], dtype=preds[1]), meta(*target_shape, dtype=torch.int64))
                         + ((meta(target_shape[0]),) if weighted else ()))
             make = sweep_collection(nm, task, matrix, weighted=weighted, **options)
-            configs.append(Config(sweep_name(name, options, labels, weighted, matrix, tuple(preds[0])), make,
-                                  inputs, COLLECTION_BUDGET, sweep=True))
+            shown = tuple(target_shape[:1]) if weighted else tuple(preds[0])  # as the table's rows
+            configs.append(Config(sweep_name(name, options, labels, weighted, matrix, shown), make, inputs,
+                                  COLLECTION_BUDGET, sweep=True))
     return configs
 
 
@@ -408,11 +409,13 @@ def configurations():
     return aggregator_configs(nm) + collection_configs(nm) + forward_configs(nm)
 
 
-def sweep_configurations():
-    """The sweep's configurations (the tests check each one too); imports nosync_metrics."""
+def sweep_configurations(with_table_rows=False):
+    """The sweep's configurations (the tests check each one too), less those the table has (by name)
+    unless `with_table_rows`; imports nosync_metrics."""
     import nosync_metrics as nm
 
-    return sweep_configs(nm)
+    rows = {c.name for c in configurations()}
+    return [c for c in sweep_configs(nm) if with_table_rows or c.name not in rows]
 
 
 # ---------------------------------------------------------------- measuring
@@ -459,7 +462,10 @@ def measure(config):
 
 
 def measure_all():
-    return [dict(measure(config), sweep=config.sweep) for config in configurations() + sweep_configurations()]
+    """The table's results, then the sweep's; each says whether it is of the sweep ("swept": some
+    table rows are too) and a row of the table ("sweep": false)."""
+    swept = {c.name for c in sweep_configurations(with_table_rows=True)}
+    return [dict(measure(c), sweep=c.sweep, swept=c.name in swept) for c in configurations() + sweep_configurations()]
 
 
 def problems(results):
@@ -521,7 +527,7 @@ def markdown_table(results):
     lines = ["| configuration | launching ops per update | sync-class ops | replay-invariant | budget met | "
              "TorchMetrics 1.6 |", "|---|---:|---:|---|---|---|"]
     table = "\n".join(lines + [table_row(r) for r in results if not r.get("sweep")])
-    summary = sweep_summary([r for r in results if r.get("sweep")])
+    summary = sweep_summary([r for r in results if r.get("swept")])
     return table + ("\n\n" + summary if summary else "")
 
 

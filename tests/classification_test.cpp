@@ -756,6 +756,13 @@ TEST(ClassificationKernels, DevicePathEdgesMatchTheCpuPath) {
   for (const auto& o : {Opts::multiclass(3).ignore_index(1).average(Average::None),
                         Opts::multiclass(3).ignore_index(1).average(Average::None).weighted(true)}) {
     both(o, turns, o.weighted() ? c10::optional<at::Tensor>(values({1, 2, kNaN})) : c10::nullopt);
+    ConfusionMatrix cpu(o), aten(o);  // the Matrix layout
+    for (const auto& [preds, target] : turns) {
+      cpu.update(preds, target);
+      ForceAtenPath force;
+      aten.update(preds, target);
+    }
+    EXPECT_TRUE(states_equal(aten.state_dict(), cpu.state_dict())) << "ConfusionMatrix(" << cpu.options_text() << ")";
   }
 }
 
