@@ -383,13 +383,16 @@ def sweep_configs(nm):
     for name, task, sizes, shape, top_ks, averages in tasks:
         target_shape = shape[:1] if name == "multiclass" else shape
         for weighted, ignore, labels, matrix, top_k, average in itertools.product(
-                (False, True), (None, 0), (False, True), (False, True), top_ks,
-                averages):
+                (False, True), (None, 0), (False, True), (False, True), top_ks, averages):
             if top_k > 1 and (labels or matrix):
                 continue
             options = dict(sizes)
-            options.update({k: v for k, v in (("average", average), ("top_k", top_k), ("ignore_index", ignore))
-                            if v is not None and (k != "top_k" or v > 1)})
+            if average:
+                options["average"] = average
+            if top_k > 1:
+                options["top_k"] = top_k
+            if ignore is not None:
+                options["ignore_index"] = ignore
             preds = (target_shape, torch.int64) if labels else (shape, torch.float32)
 
             def inputs(preds=preds, target_shape=target_shape, weighted=weighted):

@@ -312,9 +312,9 @@ std::pair<at::Tensor, at::Tensor> clamp_bounds(const ClassificationOptions& o, c
                                                int64_t count, const at::TensorOptions& longs) {
   std::vector<int64_t> low, high;
   const auto kinds = r.kinds();
+  const auto ignore = o.ignore_index().value_or(0);
   for (auto row = first; row < first + count; ++row) {
     const auto kind = kinds[static_cast<size_t>(row)];
-    const auto ignore = o.ignore_index().value_or(0);
     low.push_back(kind == RowKind::kClamped ? 0 : kind == RowKind::kIgnore ? ignore : kMinLong);
     high.push_back(kind == RowKind::kClamped ? o.num_classes() - 1 : kind == RowKind::kIgnore ? ignore : kMaxLong);
   }
@@ -352,7 +352,7 @@ void make_constants(MetricState& state, const ClassificationOptions& o, const Ro
 Buffers buffers(MetricState& state, const ClassificationOptions& o, const RowLayout& r, CountLayout layout,
                 const ClassificationBatch& b) {
   const int64_t m = b.target.size(0), k = r.k;
-  const auto width = r.sorted_width(o.num_classes());
+  const auto width = k > 1 ? r.sorted_width(o.num_classes()) : 0;  // (the sort's buffers alone have it)
   // the scores are sorted from a copy where the sort's buffers are wider than they, or they are
   // strided or keep extra dimensions (a sort writes into its outputs only where its input is laid
   // out as they are)
@@ -540,9 +540,10 @@ void write_predictions(MetricState& state, const ClassificationBatch& b, const R
   at::clamp_out(out, b.preds.unsqueeze(0).expand(out.sizes()), state.scratch(kPredLow), state.scratch(kPredHigh));
 }
 
-// The rows from first_target() on, in one clamp between per-row bounds (RowLayout::kinds).
+// The rows from first_target() on, in one clamp between per-row bounds (RowLayout::kinds: as many
+// as the bounds have).
 void write_targets(MetricState& state, const ClassificationBatch& b, const RowLayout& r, Buffers& buf) {
-  auto out = buf.rows.rows(r.first_target(), 1, r.count() - r.first_target());
+  auto out = buf.rows.rows(r.first_target(), 1, state.scratch(kLow).size(0));
   at::clamp_out(out, b.target.unsqueeze(0).expand(out.sizes()), state.scratch(kLow), state.scratch(kHigh));
 }
 
