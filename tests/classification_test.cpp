@@ -520,6 +520,7 @@ TEST(ClassificationMerge, RefusesEveryOptionThatChangesMeaning) {
 // ---------------------------------------------------------------- CPU kernels vs brute force
 
 using detail::cpu::Isa;
+using detail::cpu::Thresholds;
 
 std::vector<Isa> vector_isas() {
   std::vector<Isa> isas;
@@ -575,15 +576,17 @@ TEST(ClassificationKernels, CountLabelsMatchesBruteForceOnEveryWidthAndIsa) {
     for (int64_t rows : {0, 1, 7, 8, 9, 31, 33, 100}) {
       for (int64_t stride : {lanes, int64_t{3}, int64_t{17}, int64_t{100}}) {
         for (int64_t width : {int64_t{0}, int64_t{1}, std::min(stride, lanes) - 1, std::min(stride, lanes)}) {
-          for (int trial = 0; trial < 7; ++trial) {
-            const auto [preds, target] = kernel_batch(rows, stride, width, trial, gen);
+          for (int trial = 0; trial < 14; ++trial) {
+            // odd trials count under thresholds[0] alone: the sums' [1] stay 0
+            const auto counted = trial % 2 ? Thresholds::First : Thresholds::Both;
+            const auto [preds, target] = kernel_batch(rows, stride, width, trial / 2, gen);
             std::vector<int64_t> sums(5 * lanes, 0), expected(5 * lanes, 0);
             const auto at = [&](std::vector<int64_t>& v) {
               int64_t* p = v.data();
               return detail::cpu::LabelSums{p, {p + lanes, p + 2 * lanes}, {p + 3 * lanes, p + 4 * lanes}};
             };
             const auto scan = detail::cpu::count_labels(preds.data_ptr<float>(), target.data_ptr<int64_t>(), rows,
-                                                        stride, width, thresholds, isa, at(sums));
+                                                        stride, width, thresholds, isa, at(sums), counted);
             bool clean = true, logits = false;
             const auto e = at(expected);
             for (int64_t r = 0; r < rows; ++r) {
@@ -593,14 +596,15 @@ TEST(ClassificationKernels, CountLabelsMatchesBruteForceOnEveryWidthAndIsa) {
                 clean = clean && (t == 0 || t == 1) && std::isfinite(x);
                 logits = logits || x < 0 || x > 1;
                 e.positives[l] += t;
-                for (int k = 0; k < 2; ++k) {
+                for (int k = 0; k < (counted == Thresholds::Both ? 2 : 1); ++k) {
                   e.predicted[k][l] += x > thresholds[k];
                   e.both[k][l] += (x > thresholds[k]) * t;
                 }
               }
             }
             const auto where = ::testing::Message() << "isa=" << static_cast<int>(isa) << " rows=" << rows
-                                                    << " stride=" << stride << " width=" << width << " trial=" << trial;
+                                                    << " stride=" << stride << " width=" << width << " trial=" << trial
+                                                    << " counted=" << static_cast<int>(counted);
             EXPECT_EQ(scan.clean, clean) << where;
             if (!clean) continue;
             EXPECT_EQ(scan.logits, logits) << where;
@@ -622,10 +626,13 @@ TEST(ClassificationKernels, CpuAndAtenPathsAgreeOnBinaryAndMultilabelStreams) {
         const auto o = Opts(base).ignore_index(ignore).weighted(weighted);
         ConfusionMatrix cpu(o), aten(o);
         for (int64_t n : {0, 1, 7, 8, 9, 31, 33, 1000}) {
-          for (int trial = 0; trial < 8; ++trial) {
+          for (int trial = 0; trial < 10; ++trial) {
             const auto shape = o.task() == Task::Binary ? std::vector<int64_t>{n} : std::vector<int64_t>{n, o.num_classes()};
-            auto preds = trial % 2 ? at::randn(shape, gen) * 3 : at::rand(shape, gen);
-            if (trial >= 6) preds = at::randint(2, shape, gen, at::kLong);  // labels
+            auto preds = trial % 2 && trial < 8 ? at::randn(shape, gen) * 3 : at::rand(shape, gen);
+            if (trial == 6 || trial == 7) preds = at::randint(2, shape, gen, at::kLong);  // labels
+            // logits in the last label alone (past the kernels' first block), or in the first alone
+            if (trial == 8 && n > 0) preds.select(-1, preds.size(-1) - 1).mul_(5);
+            if (trial == 9 && n > 0) preds.select(-1, 0).sub_(1);
             if (trial == 7 && n > 3) preds.view({-1})[1] = 2, preds.view({-1})[2] = -1;
             auto target = at::randint(2, shape, gen, at::kLong);
             auto flat_p = preds.view({-1});

@@ -33,8 +33,8 @@ METRICS_TARGET_AVX512 void add_lanes_avx512(__m512i lanes, int64_t width, int64_
 // Row by row over 16 labels: the int64 targets' low halves as 16 int32 lanes are 0 or 1 in a
 // clean batch, so positives and true positives are sums of them (under the prediction mask for
 // the latter); an OR of all target bits finds the batch unclean. No branch depends on the data.
-// `full`: all 16 lanes, read without masks.
-template <bool full>
+// `full`: all 16 lanes, read without masks; `both`: both thresholds counted, else thresholds[0].
+template <bool full, bool both>
 METRICS_TARGET_AVX512 LabelScan count_avx512(const float* preds, const int64_t* target, int64_t rows,
                                              int64_t stride, int64_t width, const float (&thresholds)[2],
                                              const LabelSums& sums) {
@@ -58,16 +58,20 @@ METRICS_TARGET_AVX512 LabelScan count_avx512(const float* preds, const int64_t* 
     const __mmask16 yes0 = _mm512_mask_cmp_ps_mask(lanes, x, probability, _CMP_GT_OQ);
     predicted0 = _mm512_mask_sub_epi32(predicted0, yes0, predicted0, minus_one);
     both0 = _mm512_mask_add_epi32(both0, yes0, both0, t32);
-    const __mmask16 yes1 = _mm512_mask_cmp_ps_mask(lanes, x, logit, _CMP_GT_OQ);
-    predicted1 = _mm512_mask_sub_epi32(predicted1, yes1, predicted1, minus_one);
-    both1 = _mm512_mask_add_epi32(both1, yes1, both1, t32);
+    if constexpr (both) {
+      const __mmask16 yes1 = _mm512_mask_cmp_ps_mask(lanes, x, logit, _CMP_GT_OQ);
+      predicted1 = _mm512_mask_sub_epi32(predicted1, yes1, predicted1, minus_one);
+      both1 = _mm512_mask_add_epi32(both1, yes1, both1, t32);
+    }
     lo = _mm512_min_ps(lo, x), hi = _mm512_max_ps(hi, x), sum = _mm512_add_ps(sum, x);
   }
   add_lanes_avx512(positives, width, sums.positives);
   add_lanes_avx512(predicted0, width, sums.predicted[0]);
   add_lanes_avx512(both0, width, sums.both[0]);
-  add_lanes_avx512(predicted1, width, sums.predicted[1]);
-  add_lanes_avx512(both1, width, sums.both[1]);
+  if constexpr (both) {
+    add_lanes_avx512(predicted1, width, sums.predicted[1]);
+    add_lanes_avx512(both1, width, sums.both[1]);
+  }
   const bool targets_clean = _mm512_test_epi64_mask(bits, _mm512_set1_epi64(~int64_t{1})) == 0;
   return scan_of(targets_clean, _mm512_reduce_min_ps(lo), _mm512_reduce_max_ps(hi), _mm512_reduce_add_ps(sum));
 }
@@ -88,6 +92,7 @@ METRICS_TARGET_AVX2 float lane_fold(__m256 v, float (*fold)(float, float)) {
 
 // As count_avx512, over 8 labels. The targets' low halves are gathered with a shuffle, which
 // leaves them in the order 0 1 4 5 2 3 6 7, and a permute of 64-bit pairs, which restores it.
+template <bool both>
 METRICS_TARGET_AVX2 LabelScan count_avx2(const float* preds, const int64_t* target, int64_t rows, int64_t stride,
                                          int64_t width, const float (&thresholds)[2], const LabelSums& sums) {
   const __m256i lanes = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(width)),
@@ -110,16 +115,20 @@ METRICS_TARGET_AVX2 LabelScan count_avx2(const float* preds, const int64_t* targ
     const __m256i yes0 = _mm256_and_si256(_mm256_castps_si256(_mm256_cmp_ps(x, probability, _CMP_GT_OQ)), lanes);
     predicted0 = _mm256_sub_epi32(predicted0, yes0);
     both0 = _mm256_add_epi32(both0, _mm256_and_si256(yes0, t32));
-    const __m256i yes1 = _mm256_and_si256(_mm256_castps_si256(_mm256_cmp_ps(x, logit, _CMP_GT_OQ)), lanes);
-    predicted1 = _mm256_sub_epi32(predicted1, yes1);
-    both1 = _mm256_add_epi32(both1, _mm256_and_si256(yes1, t32));
+    if constexpr (both) {
+      const __m256i yes1 = _mm256_and_si256(_mm256_castps_si256(_mm256_cmp_ps(x, logit, _CMP_GT_OQ)), lanes);
+      predicted1 = _mm256_sub_epi32(predicted1, yes1);
+      both1 = _mm256_add_epi32(both1, _mm256_and_si256(yes1, t32));
+    }
     lo = _mm256_min_ps(lo, x), hi = _mm256_max_ps(hi, x), sum = _mm256_add_ps(sum, x);
   }
   add_lanes_avx2(positives, width, sums.positives);
   add_lanes_avx2(predicted0, width, sums.predicted[0]);
   add_lanes_avx2(both0, width, sums.both[0]);
-  add_lanes_avx2(predicted1, width, sums.predicted[1]);
-  add_lanes_avx2(both1, width, sums.both[1]);
+  if constexpr (both) {
+    add_lanes_avx2(predicted1, width, sums.predicted[1]);
+    add_lanes_avx2(both1, width, sums.both[1]);
+  }
   const bool targets_clean = _mm256_testz_si256(bits, _mm256_set1_epi64x(~int64_t{1}));
   return scan_of(targets_clean, lane_fold(lo, [](float a, float b) { return std::min(a, b); }),
                  lane_fold(hi, [](float a, float b) { return std::max(a, b); }),
@@ -128,12 +137,15 @@ METRICS_TARGET_AVX2 LabelScan count_avx2(const float* preds, const int64_t* targ
 
 #endif  // METRICS_HAS_X86
 
+template <bool both>
 LabelScan count_chunk(const float* preds, const int64_t* target, int64_t rows, int64_t stride, int64_t width,
                       const float (&thresholds)[2], Isa isa, const LabelSums& sums) {
 #ifdef METRICS_HAS_X86
-  if (isa == Isa::Avx512 && width == 16) return count_avx512<true>(preds, target, rows, stride, width, thresholds, sums);
-  if (isa == Isa::Avx512) return count_avx512<false>(preds, target, rows, stride, width, thresholds, sums);
-  if (isa == Isa::Avx2) return count_avx2(preds, target, rows, stride, width, thresholds, sums);
+  if (isa == Isa::Avx512 && width == 16) {
+    return count_avx512<true, both>(preds, target, rows, stride, width, thresholds, sums);
+  }
+  if (isa == Isa::Avx512) return count_avx512<false, both>(preds, target, rows, stride, width, thresholds, sums);
+  if (isa == Isa::Avx2) return count_avx2<both>(preds, target, rows, stride, width, thresholds, sums);
 #endif
   TORCH_INTERNAL_ASSERT(false, "count_labels: no vector kernel for this instruction set");
 }
@@ -143,14 +155,15 @@ LabelScan count_chunk(const float* preds, const int64_t* target, int64_t rows, i
 int64_t label_lanes(Isa isa) { return isa == Isa::Avx512 ? 16 : 8; }
 
 LabelScan count_labels(const float* preds, const int64_t* target, int64_t rows, int64_t stride, int64_t width,
-                       const float (&thresholds)[2], Isa isa, const LabelSums& sums) {
+                       const float (&thresholds)[2], Isa isa, const LabelSums& sums, Thresholds counted) {
   TORCH_INTERNAL_ASSERT(width >= 0 && width <= label_lanes(isa));
   LabelScan scan;
   if (width == 0) return scan;  // nothing to read (an empty tensor's data pointer may be null)
   for (int64_t start = 0; start < rows; start += kRowChunk) {
     const int64_t offset = start * stride;
-    const auto part = count_chunk(preds + offset, target + offset, std::min(kRowChunk, rows - start), stride, width,
-                                  thresholds, isa, sums);
+    const auto chunk = counted == Thresholds::Both ? count_chunk<true> : count_chunk<false>;
+    const auto part =
+        chunk(preds + offset, target + offset, std::min(kRowChunk, rows - start), stride, width, thresholds, isa, sums);
     scan = {scan.clean && part.clean, scan.logits || part.logits};
   }
   return scan;

@@ -2,8 +2,8 @@
 
 // Vector kernels (AVX2 and AVX-512) of the binary and multilabel CPU path, for unweighted float32
 // scores and int64 targets. One pass counts each label under both thresholds the batch may need
-// (TorchMetrics decides per batch whether scores are probabilities or logits) and finds the
-// scores' range, which decides it. They count clean batches only (finite scores, targets 0 or 1)
+// (TorchMetrics decides per batch whether scores are probabilities or logits), or under the one
+// already chosen, and finds the scores' range, which decides it. They count clean batches only (finite scores, targets 0 or 1)
 // and say when a batch is not; the scalar loop in classification_cpu.cpp judges those entry by
 // entry.
 
@@ -25,6 +25,10 @@ struct LabelSums {
   int64_t* both[2];
 };
 
+/// Which thresholds count_labels counts under: both, or thresholds[0] alone (into the sums' [0]),
+/// once the batch has shown which one it takes.
+enum class Thresholds { Both, First };
+
 /// What count_labels saw: whether every target was 0 or 1 and every score finite (if not, the
 /// sums mean nothing), and whether a score lies outside [0, 1] (the batch is then logits).
 struct LabelScan {
@@ -34,8 +38,10 @@ struct LabelScan {
 
 /// Adds to `sums`[0, width) the labels [0, width) of `rows` rows, row r at preds + r * stride and
 /// target + r * stride; width <= label_lanes(isa). A score counts as predicted when it is greater
-/// than the threshold: thresholds[0] (probabilities) or thresholds[1] (logits).
+/// than the threshold: thresholds[0] (probabilities) or thresholds[1] (logits); `counted` says
+/// whether both are counted or thresholds[0] alone (sums.predicted[1] and sums.both[1] untouched).
 LabelScan count_labels(const float* preds, const int64_t* target, int64_t rows, int64_t stride, int64_t width,
-                       const float (&thresholds)[2], Isa isa, const LabelSums& sums);
+                       const float (&thresholds)[2], Isa isa, const LabelSums& sums,
+                       Thresholds counted = Thresholds::Both);
 
 }  // namespace metrics::detail::cpu
