@@ -626,11 +626,12 @@ TEST(ClassificationKernels, CpuAndAtenPathsAgreeOnBinaryAndMultilabelStreams) {
         const auto o = Opts(base).ignore_index(ignore).weighted(weighted);
         ConfusionMatrix cpu(o), aten(o);
         for (int64_t n : {0, 1, 7, 8, 9, 31, 33, 1000}) {
-          for (int trial = 0; trial < 10; ++trial) {
+          for (int trial = 0; trial < 12; ++trial) {
             const auto shape = o.task() == Task::Binary ? std::vector<int64_t>{n} : std::vector<int64_t>{n, o.num_classes()};
             auto preds = trial % 2 && trial < 8 ? at::randn(shape, gen) * 3 : at::rand(shape, gen);
             if (trial == 6 || trial == 7) preds = at::randint(2, shape, gen, at::kLong);  // labels
-            // logits in the last label alone (past the kernels' first block), or in the first alone
+            // logits in the last label alone (with 37 labels, past the kernels' first block), or in
+            // the first alone
             if (trial == 8 && n > 0) preds.select(-1, preds.size(-1) - 1).mul_(5);
             if (trial == 9 && n > 0) preds.select(-1, 0).sub_(1);
             if (trial == 7 && n > 3) preds.view({-1})[1] = 2, preds.view({-1})[2] = -1;
@@ -639,6 +640,9 @@ TEST(ClassificationKernels, CpuAndAtenPathsAgreeOnBinaryAndMultilabelStreams) {
             auto flat_t = target.view({-1});
             if (trial == 2 && n > 3) flat_t[1] = 2, flat_t[2] = -1, flat_t[3] = int64_t{1} << 32;
             if (trial == 3 && n > 3) flat_p[1] = NAN, flat_p[2] = INFINITY, flat_p[3] = -INFINITY;
+            // a bad entry in the last entry alone (with 37 labels, past the kernels' first block)
+            if (trial == 10 && n > 0) flat_t[-1] = 2;
+            if (trial == 11 && n > 0) flat_p[-1] = NAN;
             if (trial == 4) preds = preds.to(at::kDouble);
             c10::optional<at::Tensor> weight;
             if (weighted) weight = at::rand({n}, gen, at::kDouble);

@@ -305,7 +305,8 @@ bool count_clean_multilabel(const float* preds, const int64_t* target, int64_t r
 
 // Unweighted float32 scores, with the vector kernels: a clean batch (finite scores, every target
 // 0 or 1, so none is the ignore_index) has no bad entry, and each label's four cells follow from
-// three counts. Any other batch returns false with the state untouched, for the scalar loop.
+// three counts. Any other batch, and a clean one whose logits show only past the first block of
+// labels, returns false with the state untouched, for the scalar loop.
 bool count_clean_entries(const ClassificationBatch& batch, const ClassificationOptions& o, CountSink& sink) {
   const Isa isa = best_isa();
   const auto ignore = o.ignore_index();

@@ -3,9 +3,9 @@
 // Vector kernels (AVX2 and AVX-512) of the binary and multilabel CPU path, for unweighted float32
 // scores and int64 targets. One pass counts each label under both thresholds the batch may need
 // (TorchMetrics decides per batch whether scores are probabilities or logits), or under the one
-// already chosen, and finds the scores' range, which decides it. They count clean batches only (finite scores, targets 0 or 1)
-// and say when a batch is not; the scalar loop in classification_cpu.cpp judges those entry by
-// entry.
+// already chosen, and finds the scores' range, which decides it. They count clean batches only
+// (finite scores, targets 0 or 1) and say when a batch is not; the scalar loop in
+// classification_cpu.cpp judges those entry by entry.
 
 #include <cstdint>
 
@@ -16,9 +16,9 @@ namespace metrics::detail::cpu {
 /// The most labels one count_labels call takes: the lanes of one vector, 16 (AVX-512) or 8 (AVX2).
 int64_t label_lanes(Isa isa);
 
-/// Per-label sums count_labels adds to: entries whose target is 1; and, for the probability
-/// threshold [0] and the logit threshold [1], entries scored above it and entries that are both
-/// (the true positives).
+/// Per-label sums count_labels adds to: entries whose target is 1; and, for thresholds[0] and
+/// thresholds[1] (the probability and the logit threshold; where one is counted alone, the one
+/// chosen), entries scored above it and entries that are both (the true positives).
 struct LabelSums {
   int64_t* positives;
   int64_t* predicted[2];
@@ -39,7 +39,8 @@ struct LabelScan {
 /// Adds to `sums`[0, width) the labels [0, width) of `rows` rows, row r at preds + r * stride and
 /// target + r * stride; width <= label_lanes(isa). A score counts as predicted when it is greater
 /// than the threshold: thresholds[0] (probabilities) or thresholds[1] (logits); `counted` says
-/// whether both are counted or thresholds[0] alone (sums.predicted[1] and sums.both[1] untouched).
+/// whether both are counted or thresholds[0] alone, which the caller sets to the threshold it chose
+/// (sums.predicted[1] and sums.both[1] untouched).
 LabelScan count_labels(const float* preds, const int64_t* target, int64_t rows, int64_t stride, int64_t width,
                        const float (&thresholds)[2], Isa isa, const LabelSums& sums,
                        Thresholds counted = Thresholds::Both);
