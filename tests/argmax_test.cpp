@@ -21,14 +21,15 @@ TEST(Argmax, MatchesTorchOnRandomRowsTiesInfinitiesAndNaN) {
   auto gen = testing::generator(3);
   for (auto isa : {ArgmaxIsa::Scalar, ArgmaxIsa::Avx2, ArgmaxIsa::Avx512}) {
     if (!isa_available(isa)) continue;
-    for (int64_t n = 1; n <= 300; n += (n < 70 ? 1 : 23)) {
-      for (int trial = 0; trial < 6; ++trial) {
+    for (int64_t n = 1; n <= 1100; n += (n < 70 ? 1 : n < 300 ? 23 : 97)) {
+      for (int trial = 0; trial < 7; ++trial) {
         auto row = at::randn({n}, gen);
         if (trial == 1) row = row.round();                 // many ties
         if (trial == 2) row.fill_(-std::numeric_limits<float>::infinity());
         if (trial == 3) row[n - 1] = 100.0;                // the maximum in the tail
         if (trial == 4) row[(n * 7) / 11] = std::numeric_limits<float>::quiet_NaN();
         if (trial == 5) row.fill_(0.0), row[n / 2] = -0.0;  // signed zeros tie
+        if (trial == 6) row[n - 1] = 100.0, row[(n * 3) / 5] = 100.0;  // tied maxima, in other lanes and blocks
         expect_like_torch(row, isa);
       }
     }

