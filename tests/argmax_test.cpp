@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include <limits>
+#include <vector>
 
 #include "../src/classification/argmax_cpu.h"
 #include "test_support.h"
@@ -21,8 +22,10 @@ TEST(Argmax, MatchesTorchOnRandomRowsTiesInfinitiesAndNaN) {
   auto gen = testing::generator(3);
   for (auto isa : {ArgmaxIsa::Scalar, ArgmaxIsa::Avx2, ArgmaxIsa::Avx512}) {
     if (!isa_available(isa)) continue;
-    for (int64_t n = 1; n <= 1100; n += (n < 70 ? 1 : n < 300 ? 23 : 97)) {
-      for (int trial = 0; trial < 7; ++trial) {
+    std::vector<int64_t> lengths = {96, 128, 1024};  // long rows whose last block is full
+    for (int64_t n = 1; n <= 1100; n += (n < 70 ? 1 : n < 300 ? 23 : 97)) lengths.push_back(n);
+    for (const int64_t n : lengths) {
+      for (int trial = 0; trial < 9; ++trial) {
         auto row = at::randn({n}, gen);
         if (trial == 1) row = row.round();                 // many ties
         if (trial == 2) row.fill_(-std::numeric_limits<float>::infinity());
@@ -30,6 +33,9 @@ TEST(Argmax, MatchesTorchOnRandomRowsTiesInfinitiesAndNaN) {
         if (trial == 4) row[(n * 7) / 11] = std::numeric_limits<float>::quiet_NaN();
         if (trial == 5) row.fill_(0.0), row[n / 2] = -0.0;  // signed zeros tie
         if (trial == 6) row[n - 1] = 100.0, row[(n * 3) / 5] = 100.0;  // tied maxima, in other lanes and blocks
+        // a NaN with the sign bit set, last (in the short rows' overlap, the long rows' tail)
+        if (trial == 7) row[n - 1] = -std::numeric_limits<float>::quiet_NaN();
+        if (trial == 8) row[(n * 2) / 3] = std::numeric_limits<float>::infinity(), row[n - 1] = row[(n * 2) / 3];
         expect_like_torch(row, isa);
       }
     }

@@ -109,7 +109,7 @@ __attribute__((target("avx2"))) int64_t first_argmax_avx2(const float* x, int64_
     const int lane = __builtin_ctz(holders);
     const int64_t first = blocks_at[lane] * kBlock + lane;
     // the lane's first element equal to the maximum in that block, without a branch; reads stay
-    // below n (a padded lane never holds the maximum: the block's real elements reached it)
+    // below n (where that block is the padded last one, its real elements reached the maximum)
     unsigned hits = 0;
     for (int j = 0; j < 4; ++j) {
       const int64_t i = first + 8 * j;

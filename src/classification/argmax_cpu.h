@@ -5,7 +5,7 @@
 namespace metrics::detail::cpu {
 
 /// Index of the first maximum of x[0, n) (torch.argmax's choice among ties), or -1 when any
-/// element is NaN. Uses AVX2 when the CPU has it.
+/// element is NaN. Uses AVX-512 or AVX2 when the CPU has it.
 int64_t first_argmax(const float* x, int64_t n);
 int64_t first_argmax(const double* x, int64_t n);
 
