@@ -34,6 +34,27 @@ int64_t first_argmax_scalar(const T* x, int64_t n) {
 }
 
 #ifdef METRICS_HAS_X86
+// Among the lanes that hold the overall maximum `value`, the first index equal to it: a lane's
+// candidates are its elements in the four vectors of the first block where it reached the
+// maximum. Without a branch on the data; reads stay below n (where that block is the padded last
+// one, its real elements reached the maximum).
+int64_t first_holder_index(const float* x, int64_t n, const int32_t* blocks_at, unsigned holders, int lanes,
+                           float value) {
+  const int64_t block = 4 * lanes;
+  int64_t index = n;
+  for (; holders != 0; holders &= holders - 1) {
+    const int lane = __builtin_ctz(holders);
+    const int64_t first = blocks_at[lane] * block + lane;
+    unsigned hits = 0;
+    for (int j = 0; j < 4; ++j) {
+      const int64_t i = first + lanes * j;
+      hits |= static_cast<unsigned>(i < n && x[std::min(i, n - 1)] == value) << j;
+    }
+    index = std::min<int64_t>(index, first + lanes * __builtin_ctz(hits));
+  }
+  return index;
+}
+
 // Eight floats from p, the lanes from `left` on (none when left >= 8) -inf, never read.
 __attribute__((target("avx2"))) __m256 load_padded(const float* p, int64_t left) {
   const __m256 lowest = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
@@ -103,21 +124,8 @@ __attribute__((target("avx2"))) int64_t first_argmax_avx2(const float* x, int64_
   const float value = _mm256_cvtss_f32(best);
   alignas(32) int32_t blocks_at[8];
   _mm256_store_si256(reinterpret_cast<__m256i*>(blocks_at), at);
-  int64_t index = n;
-  unsigned holders = _mm256_movemask_ps(_mm256_cmp_ps(m, best, _CMP_EQ_OQ));
-  for (; holders != 0; holders &= holders - 1) {
-    const int lane = __builtin_ctz(holders);
-    const int64_t first = blocks_at[lane] * kBlock + lane;
-    // the lane's first element equal to the maximum in that block, without a branch; reads stay
-    // below n (where that block is the padded last one, its real elements reached the maximum)
-    unsigned hits = 0;
-    for (int j = 0; j < 4; ++j) {
-      const int64_t i = first + 8 * j;
-      hits |= static_cast<unsigned>(i < n && x[std::min(i, n - 1)] == value) << j;
-    }
-    index = std::min<int64_t>(index, first + 8 * __builtin_ctz(hits));
-  }
-  return index;
+  const unsigned holders = _mm256_movemask_ps(_mm256_cmp_ps(m, best, _CMP_EQ_OQ));
+  return first_holder_index(x, n, blocks_at, holders, 8, value);
 }
 
 // One pass over blocks of 64. The four vectors of a block are reduced with vmaxps; each lane
@@ -163,19 +171,8 @@ __attribute__((target("avx512f"))) int64_t first_argmax_avx512(const float* x, i
   const float best = _mm512_reduce_max_ps(m);
   alignas(64) int32_t blocks_at[16];
   _mm512_store_si512(blocks_at, at);
-  unsigned holders = _mm512_cmp_ps_mask(m, _mm512_set1_ps(best), _CMP_EQ_OQ);
-  int64_t index = n;
-  for (; holders != 0; holders &= holders - 1) {
-    const int lane = __builtin_ctz(holders);
-    for (int j = 0; j < 4; ++j) {
-      const int64_t i = blocks_at[lane] * kBlock + 16 * j + lane;
-      if (i < n && x[i] == best) {
-        index = std::min(index, i);
-        break;
-      }
-    }
-  }
-  return index;
+  const unsigned holders = _mm512_cmp_ps_mask(m, _mm512_set1_ps(best), _CMP_EQ_OQ);
+  return first_holder_index(x, n, blocks_at, holders, 16, best);
 }
 #endif
 
