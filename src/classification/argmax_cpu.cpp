@@ -59,7 +59,7 @@ __attribute__((target("avx2"))) __m256 max_of_lanes(__m256 m) {
 
 // Keeps a block's four vectors in registers: GCC otherwise folds their loads into the max and the
 // NaN compare that use them, reading each one twice, and the loads were the bound (32 rows of 4096
-// scores in L2 on a Zen 4: AVX-512 3.9 µs with, 2.7 µs without the second reads; AVX2 5.8, 3.9).
+// scores in L2 on a Zen 4: AVX-512 3.6 µs with, 2.6 µs without the second reads; AVX2 5.7, 3.9).
 // (One per vector width: clang checks an asm operand's size against its own function's target.)
 __attribute__((target("avx2"), always_inline)) inline void keep_in_registers(__m256& a0, __m256& a1, __m256& a2,
                                                                               __m256& a3) {
