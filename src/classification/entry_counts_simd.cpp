@@ -46,6 +46,7 @@ METRICS_TARGET_AVX512 LabelScan count_avx512(const float* preds, const int64_t* 
   __m512i positives = _mm512_setzero_si512(), bits = positives;
   __m512i predicted0 = positives, both0 = positives, predicted1 = positives, both1 = positives;
   __m512 lo = _mm512_set1_ps(kInf), hi = _mm512_set1_ps(-kInf), sum = _mm512_setzero_ps();
+#pragma GCC unroll 2
   for (int64_t r = 0; r < rows; ++r) {
     const float* p = preds + r * stride;
     const int64_t* t = target + r * stride;
@@ -92,7 +93,7 @@ METRICS_TARGET_AVX2 float lane_fold(__m256 v, float (*fold)(float, float)) {
 
 // As count_avx512, over 8 labels. The targets' low halves are gathered with a shuffle, which
 // leaves them in the order 0 1 4 5 2 3 6 7, and a permute of 64-bit pairs, which restores it.
-template <bool both>
+template <bool full, bool both>
 METRICS_TARGET_AVX2 LabelScan count_avx2(const float* preds, const int64_t* target, int64_t rows, int64_t stride,
                                          int64_t width, const float (&thresholds)[2], const LabelSums& sums) {
   const __m256i lanes = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(width)),
@@ -103,20 +104,24 @@ METRICS_TARGET_AVX2 LabelScan count_avx2(const float* preds, const int64_t* targ
   __m256i positives = _mm256_setzero_si256(), bits = positives;
   __m256i predicted0 = positives, both0 = positives, predicted1 = positives, both1 = positives;
   __m256 lo = _mm256_set1_ps(kInf), hi = _mm256_set1_ps(-kInf), sum = _mm256_setzero_ps();
+#pragma GCC unroll 2
   for (int64_t r = 0; r < rows; ++r) {
-    const __m256 x = _mm256_maskload_ps(preds + r * stride, lanes);
+    const float* p = preds + r * stride;
     const auto* t = reinterpret_cast<const long long*>(target + r * stride);
-    const __m256i t0 = _mm256_maskload_epi64(t, low), t1 = _mm256_maskload_epi64(t + 4, high);
+    const __m256 x = full ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, lanes);
+    const __m256i t0 = full ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t)) : _mm256_maskload_epi64(t, low);
+    const __m256i t1 =
+        full ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t + 4)) : _mm256_maskload_epi64(t + 4, high);
     const __m256 pairs = _mm256_shuffle_ps(_mm256_castsi256_ps(t0), _mm256_castsi256_ps(t1), _MM_SHUFFLE(2, 0, 2, 0));
     const __m256i t32 = _mm256_permute4x64_epi64(_mm256_castps_si256(pairs), _MM_SHUFFLE(3, 1, 2, 0));
     bits = _mm256_or_si256(bits, _mm256_or_si256(t0, t1));
     positives = _mm256_add_epi32(positives, t32);
-    // A predicted lane is all ones: -1.
-    const __m256i yes0 = _mm256_and_si256(_mm256_castps_si256(_mm256_cmp_ps(x, probability, _CMP_GT_OQ)), lanes);
+    // A predicted lane is all ones: -1. (Lanes past the width count zeros, which no sum takes.)
+    const __m256i yes0 = _mm256_castps_si256(_mm256_cmp_ps(x, probability, _CMP_GT_OQ));
     predicted0 = _mm256_sub_epi32(predicted0, yes0);
     both0 = _mm256_add_epi32(both0, _mm256_and_si256(yes0, t32));
     if constexpr (both) {
-      const __m256i yes1 = _mm256_and_si256(_mm256_castps_si256(_mm256_cmp_ps(x, logit, _CMP_GT_OQ)), lanes);
+      const __m256i yes1 = _mm256_castps_si256(_mm256_cmp_ps(x, logit, _CMP_GT_OQ));
       predicted1 = _mm256_sub_epi32(predicted1, yes1);
       both1 = _mm256_add_epi32(both1, _mm256_and_si256(yes1, t32));
     }
@@ -141,11 +146,14 @@ template <bool both>
 LabelScan count_chunk(const float* preds, const int64_t* target, int64_t rows, int64_t stride, int64_t width,
                       const float (&thresholds)[2], Isa isa, const LabelSums& sums) {
 #ifdef METRICS_HAS_X86
-  if (isa == Isa::Avx512 && width == 16) {
-    return count_avx512<true, both>(preds, target, rows, stride, width, thresholds, sums);
+  if (isa == Isa::Avx512) {
+    const auto kernel = width == 16 ? count_avx512<true, both> : count_avx512<false, both>;
+    return kernel(preds, target, rows, stride, width, thresholds, sums);
   }
-  if (isa == Isa::Avx512) return count_avx512<false, both>(preds, target, rows, stride, width, thresholds, sums);
-  if (isa == Isa::Avx2) return count_avx2<both>(preds, target, rows, stride, width, thresholds, sums);
+  if (isa == Isa::Avx2) {
+    const auto kernel = width == 8 ? count_avx2<true, both> : count_avx2<false, both>;
+    return kernel(preds, target, rows, stride, width, thresholds, sums);
+  }
 #endif
   TORCH_INTERNAL_ASSERT(false, "count_labels: no vector kernel for this instruction set");
 }
