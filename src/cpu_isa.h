@@ -6,10 +6,13 @@
 
 #if defined(__x86_64__) || defined(_M_X64)
 // GCC 12's avx512fintrin.h trips -Wmaybe-uninitialized and -Wuninitialized on its own
-// _mm512_undefined_* (GCC bug 105593), which -Werror would turn into a build failure.
+// _mm512_undefined_* (GCC bug 105593), which -Werror would turn into a build failure. (Clang
+// knows no -Wmaybe-uninitialized.)
 #pragma GCC diagnostic push
+#ifndef __clang__
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 #include <immintrin.h>
 #pragma GCC diagnostic pop
 #define METRICS_HAS_X86 1

@@ -11,7 +11,7 @@
 namespace metrics::detail::cpu {
 namespace {
 
-void expect_like_torch(const at::Tensor& row, ArgmaxIsa isa) {
+void expect_like_torch(const at::Tensor& row, Isa isa) {
   const auto* x = row.data_ptr<float>();
   const int64_t n = row.numel();
   const int64_t expected = at::isnan(row).any().item<bool>() ? -1 : row.argmax().item<int64_t>();
@@ -20,7 +20,7 @@ void expect_like_torch(const at::Tensor& row, ArgmaxIsa isa) {
 
 TEST(Argmax, MatchesTorchOnRandomRowsTiesInfinitiesAndNaN) {
   auto gen = testing::generator(3);
-  for (auto isa : {ArgmaxIsa::Scalar, ArgmaxIsa::Avx2, ArgmaxIsa::Avx512}) {
+  for (auto isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
     if (!isa_available(isa)) continue;
     std::vector<int64_t> lengths = {96, 128, 1024};  // long rows whose last block is full
     for (int64_t n = 1; n <= 1100; n += (n < 70 ? 1 : n < 300 ? 23 : 97)) lengths.push_back(n);

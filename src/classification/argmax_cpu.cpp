@@ -4,16 +4,6 @@
 #include <cmath>
 #include <limits>
 
-#if defined(__x86_64__) || defined(_M_X64)
-// GCC 12's avx512fintrin.h trips -Wmaybe-uninitialized on its own _mm512_undefined_* (GCC bug
-// 105593), which -Werror would turn into a build failure.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-#define METRICS_HAS_X86 1
-#endif
-
 namespace metrics::detail::cpu {
 namespace {
 
@@ -51,7 +41,7 @@ int64_t first_holder_index(const float* x, const int32_t* starts, unsigned holde
 }
 
 // The maximum of m's lanes, in every lane.
-__attribute__((target("avx2"))) __m256 max_of_lanes(__m256 m) {
+METRICS_TARGET_AVX2 __m256 max_of_lanes(__m256 m) {
   const __m256 halves = _mm256_max_ps(m, _mm256_permute2f128_ps(m, m, 1));
   const __m256 pairs = _mm256_max_ps(halves, _mm256_permute_ps(halves, 0b01001110));
   return _mm256_max_ps(pairs, _mm256_permute_ps(pairs, 0b10110001));
@@ -61,11 +51,11 @@ __attribute__((target("avx2"))) __m256 max_of_lanes(__m256 m) {
 // NaN compare that use them, reading each one twice, and the loads were the bound (32 rows of 4096
 // scores in L2 on a Zen 4: AVX-512 3.6 µs with, 2.6 µs without the second reads; AVX2 5.7, 3.9).
 // (One per vector width: clang checks an asm operand's size against its own function's target.)
-__attribute__((target("avx2"), always_inline)) inline void keep_in_registers(__m256& a0, __m256& a1, __m256& a2,
+METRICS_TARGET_AVX2 __attribute__((always_inline)) inline void keep_in_registers(__m256& a0, __m256& a1, __m256& a2,
                                                                               __m256& a3) {
   asm("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3));
 }
-__attribute__((target("avx512f"), always_inline)) inline void keep_in_registers(__m512& a0, __m512& a1, __m512& a2,
+METRICS_TARGET_AVX512 __attribute__((always_inline)) inline void keep_in_registers(__m512& a0, __m512& a1, __m512& a2,
                                                                                  __m512& a3) {
   asm("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3));
 }
@@ -73,14 +63,14 @@ __attribute__((target("avx512f"), always_inline)) inline void keep_in_registers(
 // 8 <= n < 32: four vectors at 0, 8, 16 and n - 8, each moved back to end by n (overlaps repeat
 // elements, which changes nothing), and the first element equal to the maximum from their masks.
 // (No array of vectors: GCC keeps one indexed by n on the stack and copies it.)
-__attribute__((target("avx2"))) int64_t first_argmax_short_avx2(const float* x, int64_t n) {
+METRICS_TARGET_AVX2 int64_t first_argmax_short_avx2(const float* x, int64_t n) {
   const int64_t o1 = std::min<int64_t>(8, n - 8), o2 = std::min<int64_t>(16, n - 8), o3 = n - 8;
   const __m256 v0 = _mm256_loadu_ps(x), v1 = _mm256_loadu_ps(x + o1);
   const __m256 v2 = _mm256_loadu_ps(x + o2), v3 = _mm256_loadu_ps(x + o3);
   const __m256 nan = _mm256_or_ps(_mm256_cmp_ps(v0, v1, _CMP_UNORD_Q), _mm256_cmp_ps(v2, v3, _CMP_UNORD_Q));
   if (_mm256_movemask_ps(nan) != 0) return -1;
   const __m256 best = max_of_lanes(_mm256_max_ps(_mm256_max_ps(v0, v1), _mm256_max_ps(v2, v3)));
-  const auto hits_of = [&](__m256 a) __attribute__((target("avx2"))) {
+  const auto hits_of = [&](__m256 a) METRICS_TARGET_AVX2 {
     return static_cast<uint64_t>(_mm256_movemask_ps(_mm256_cmp_ps(a, best, _CMP_EQ_OQ)));
   };
   return __builtin_ctzll(hits_of(v0) | hits_of(v1) << o1 | hits_of(v2) << o2 | hits_of(v3) << o3);
@@ -92,7 +82,7 @@ __attribute__((target("avx2"))) int64_t first_argmax_short_avx2(const float* x, 
 // four candidates. (The earlier two-pass version, a max then a scan for the first equal element,
 // spent a third of its time in the scan: 128 rows of 1000 scores took 16 µs against 11.6 µs for
 // this one, on a Zen 3.)
-__attribute__((target("avx2"))) int64_t first_argmax_avx2(const float* x, int64_t n) {
+METRICS_TARGET_AVX2 int64_t first_argmax_avx2(const float* x, int64_t n) {
   constexpr int64_t kBlock = 32;
   if (n < 8) return first_argmax_scalar(x, n);
   if (n < kBlock) return first_argmax_short_avx2(x, n);
@@ -100,7 +90,7 @@ __attribute__((target("avx2"))) int64_t first_argmax_avx2(const float* x, int64_
   __m256i at = _mm256_setzero_si256(), start = _mm256_setzero_si256();
   const __m256i step = _mm256_set1_epi32(kBlock);
   __m256 nan = _mm256_setzero_ps();
-  const auto take_block = [&](const float* p) __attribute__((target("avx2"))) {
+  const auto take_block = [&](const float* p) METRICS_TARGET_AVX2 {
     __m256 a0 = _mm256_loadu_ps(p), a1 = _mm256_loadu_ps(p + 8), a2 = _mm256_loadu_ps(p + 16), a3 = _mm256_loadu_ps(p + 24);
     keep_in_registers(a0, a1, a2, a3);
     const __m256 top = _mm256_max_ps(_mm256_max_ps(a0, a1), _mm256_max_ps(a2, a3));
@@ -130,14 +120,14 @@ __attribute__((target("avx2"))) int64_t first_argmax_avx2(const float* x, int64_
 // rather than one per vector. At the end, among the lanes that hold the overall maximum, the four
 // candidates of the recorded block are looked up in order: the smallest such index is torch's
 // first-index-wins answer. NaNs are caught by an unordered-compare mask on the side.
-__attribute__((target("avx512f"))) int64_t first_argmax_avx512(const float* x, int64_t n) {
+METRICS_TARGET_AVX512 int64_t first_argmax_avx512(const float* x, int64_t n) {
   constexpr int64_t kBlock = 64;
   if (n < kBlock) return first_argmax_avx2(x, n);
   __m512 m = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   __m512i at = _mm512_setzero_si512(), start = _mm512_setzero_si512();
   const __m512i step = _mm512_set1_epi32(kBlock);
   __mmask16 nan = 0;
-  const auto take_block = [&](const float* p) __attribute__((target("avx512f"))) {
+  const auto take_block = [&](const float* p) METRICS_TARGET_AVX512 {
     __m512 a0 = _mm512_loadu_ps(p), a1 = _mm512_loadu_ps(p + 16), a2 = _mm512_loadu_ps(p + 32), a3 = _mm512_loadu_ps(p + 48);
     keep_in_registers(a0, a1, a2, a3);
     const __m512 top = _mm512_max_ps(_mm512_max_ps(a0, a1), _mm512_max_ps(a2, a3));
@@ -161,30 +151,17 @@ __attribute__((target("avx512f"))) int64_t first_argmax_avx512(const float* x, i
 }
 #endif
 
-ArgmaxIsa best_isa() {
-#ifdef METRICS_HAS_X86
-  if (__builtin_cpu_supports("avx512f")) return ArgmaxIsa::Avx512;
-  if (__builtin_cpu_supports("avx2")) return ArgmaxIsa::Avx2;
-#endif
-  return ArgmaxIsa::Scalar;
-}
-
 }  // namespace
 
-int64_t first_argmax(const float* x, int64_t n) {
-  static const ArgmaxIsa isa = best_isa();
-  return first_argmax_with(x, n, isa);
-}
+int64_t first_argmax(const float* x, int64_t n) { return first_argmax_with(x, n, best_isa()); }
 
-bool isa_available(ArgmaxIsa isa) { return static_cast<int>(isa) <= static_cast<int>(best_isa()); }
-
-int64_t first_argmax_with(const float* x, int64_t n, ArgmaxIsa isa) {
-  if (n > std::numeric_limits<int32_t>::max()) isa = ArgmaxIsa::Scalar;  // the vector kernels' lanes hold int32 starts
+int64_t first_argmax_with(const float* x, int64_t n, Isa isa) {
+  if (n > std::numeric_limits<int32_t>::max()) isa = Isa::Scalar;  // the vector kernels' lanes hold int32 starts
   switch (isa) {
 #ifdef METRICS_HAS_X86
-    case ArgmaxIsa::Avx512:
+    case Isa::Avx512:
       return first_argmax_avx512(x, n);
-    case ArgmaxIsa::Avx2:
+    case Isa::Avx2:
       return first_argmax_avx2(x, n);
 #endif
     default:

@@ -2,6 +2,8 @@
 
 #include <cstdint>
 
+#include "../cpu_isa.h"
+
 namespace metrics::detail::cpu {
 
 /// Index of the first maximum of x[0, n) (torch.argmax's choice among ties), or -1 when any
@@ -10,9 +12,7 @@ int64_t first_argmax(const float* x, int64_t n);
 int64_t first_argmax(const double* x, int64_t n);
 
 /// The same with a chosen instruction set, for tests (it must be available).
-enum class ArgmaxIsa { Scalar, Avx2, Avx512 };
-bool isa_available(ArgmaxIsa isa);
-int64_t first_argmax_with(const float* x, int64_t n, ArgmaxIsa isa);
+int64_t first_argmax_with(const float* x, int64_t n, Isa isa);
 
 /// Whether x[t] ranks among the k largest of x[0, n), ties broken towards the lower index.
 template <typename T>
