@@ -23,7 +23,7 @@ run_ctest() {
   shift
   rm -rf "$dir/gtest"
   ctest --test-dir "$dir" --output-on-failure "$@" 2>&1 | tee "$dir/ctest.log"
-  local gtest_binaries=(metrics_tests naive_metrics_tests) entries binary
+  local gtest_binaries=(metrics_tests metrics_tests_avx2 metrics_tests_scalar naive_metrics_tests) entries binary
   entries=$(grep -E 'Test +#[0-9]+: ' "$dir/ctest.log")
   for binary in "${gtest_binaries[@]}"; do entries=$(grep -v " $binary " <<<"$entries"); done
   passed=$((passed + $(grep -c ' Passed' <<<"$entries")))

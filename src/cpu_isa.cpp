@@ -1,5 +1,11 @@
 #include "cpu_isa.h"
 
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
 namespace metrics::detail::cpu {
 namespace {
 
@@ -13,10 +19,20 @@ Isa detect() {
   return Isa::Scalar;
 }
 
+Isa requested() {
+  const char* value = std::getenv("METRICS_CPU_ISA");
+  if (value == nullptr || *value == '\0') return Isa::Avx512;
+  const std::string name(value);
+  if (name == "scalar") return Isa::Scalar;
+  if (name == "avx2") return Isa::Avx2;
+  TORCH_CHECK_VALUE(name == "avx512", "METRICS_CPU_ISA is '", name, "'; expected scalar, avx2 or avx512");
+  return Isa::Avx512;
+}
+
 }  // namespace
 
 Isa best_isa() {
-  static const Isa isa = detect();
+  static const Isa isa = std::min(detect(), requested());
   return isa;
 }
 

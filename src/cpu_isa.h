@@ -24,7 +24,9 @@ namespace metrics::detail::cpu {
 
 enum class Isa { Scalar, Avx2, Avx512 };
 
-/// The widest set this CPU runs: Avx512 needs AVX-512F, Avx2 needs AVX2 and FMA; both POPCNT.
+/// The widest set this CPU runs: Avx512 needs AVX-512F, Avx2 needs AVX2 and FMA; both POPCNT. The
+/// environment variable METRICS_CPU_ISA (scalar, avx2 or avx512) caps it, so that the narrower
+/// kernels run, and are tested, on a CPU with wider ones.
 Isa best_isa();
 
 /// Whether `isa` runs here (every set up to best_isa()).
