@@ -153,7 +153,10 @@ METRICS_TARGET_AVX512 int64_t first_argmax_avx512(const float* x, int64_t n) {
 
 }  // namespace
 
-int64_t first_argmax(const float* x, int64_t n) { return first_argmax_with(x, n, best_isa()); }
+int64_t first_argmax(const float* x, int64_t n) {
+  static const Isa isa = best_isa();  // once: this runs per row
+  return first_argmax_with(x, n, isa);
+}
 
 int64_t first_argmax_with(const float* x, int64_t n, Isa isa) {
   if (n > std::numeric_limits<int32_t>::max()) isa = Isa::Scalar;  // the vector kernels' lanes hold int32 starts
