@@ -3,7 +3,7 @@
 
 For every metric and input: time and sync-class ops per update, naive (TorchMetrics-style) next to
 nosync-metrics and next to the floor (one vectorized read of the same input), with ATen on one
-thread and on all cores; a step's five metric updates from Python; what a training step pays
+thread and on all cores (on a CPU with AVX-512, ours once more with the AVX2 kernels); a step's five metric updates from Python; what a training step pays
 for its metrics; and the kernel launches one update dispatches on the device path, counted on meta
 (bench/launch_bench.py: no timing, so every profile runs all of it). Writes, into --out:
 latest.json (everything), latest.md (the tables) and latest.png (the chart); a full run into
@@ -35,14 +35,18 @@ PROFILES = {
 }
 
 
-def run(cmd):
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+def run(cmd, env=None):
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=env)
 
 
-def update_bench(build, threads, min_time, workdir):
-    out = os.path.join(workdir, f"update_{threads}.json")
-    run([os.path.join(build, "bench", "update_bench"), f"--torch_threads={threads}",
-         f"--benchmark_min_time={min_time}", f"--benchmark_out={out}", "--benchmark_out_format=json"])
+def update_bench(build, threads, min_time, workdir, isa=None):
+    """Every case's time per update; with `isa` (METRICS_CPU_ISA), ours and the floors alone."""
+    out = os.path.join(workdir, f"update_{threads}_{isa or 'best'}.json")
+    cmd = [os.path.join(build, "bench", "update_bench"), f"--torch_threads={threads}",
+           f"--benchmark_min_time={min_time}", f"--benchmark_out={out}", "--benchmark_out_format=json"]
+    if isa:
+        cmd.append("--benchmark_filter=/(floor|nosync)$")
+    run(cmd, env=dict(os.environ, METRICS_CPU_ISA=isa) if isa else None)
     with open(out) as f:
         data = json.load(f)
     rows = []
@@ -79,6 +83,14 @@ def launch_counts(build, workdir):
                    stdout=subprocess.DEVNULL, env=env)
     with open(out) as f:
         return json.load(f)
+
+
+def has_avx512():
+    try:
+        with open("/proc/cpuinfo") as f:
+            return any(line.startswith("flags") and " avx512f" in line for line in f)
+    except OSError:
+        return False
 
 
 def machine(context):
@@ -134,6 +146,18 @@ def update_table(rows):
     return "\n".join(lines)
 
 
+def isa_table(rows):
+    """Ours against the floor, for the rows a bar holds: the aggregators' and the collections'."""
+    cases, floors = by_case(rows)
+    lines = ["| metric | input | nosync µs | floor µs | nosync ÷ floor |", "|---|---|---:|---:|---:|"]
+    for (metric, shape), impl in cases.items():
+        if "nosync" not in impl or not (metric.endswith("collection") or shape == "4096" and " " not in metric):
+            continue
+        us, fl = impl["nosync"]["us"], floor_for(metric, shape, floors)["us"]
+        lines.append(f"| {metric} | {shape} | {us:.2f} | {fl:.2f} | {us / fl:.2f} |")
+    return "\n".join(lines)
+
+
 def counter_table(rows):
     cases, _ = by_case(rows)
     impl = cases.get(("sync counter", "100 ops"), {})
@@ -184,6 +208,11 @@ def markdown(report):
              f"({report['profile']} run).", ""]
     for threads, rows in report["update"].items():
         parts += [f"### Update cost, {threads} ATen thread(s)", "", update_table(rows), ""]
+    if report.get("update_avx2"):
+        parts += ["### Update cost with the AVX2 kernels, 1 ATen thread", "",
+                  "This CPU has AVX-512; `METRICS_CPU_ISA=avx2` runs the kernels a CPU with AVX2 alone runs. "
+                  "(ATen's own kernels, the floor's, are the same in both runs.)", "",
+                  isa_table(report["update_avx2"]), ""]
     first = next(iter(report["update"].values()))
     parts += ["### From Python", "", python_table(report["python"]), "",
               "### Sync counter cost (1 thread)", "", counter_table(first), "",
@@ -261,10 +290,11 @@ def main():
         context = {}
         for threads in sorted({1, os.cpu_count() or 1}):
             context, update[str(threads)] = update_bench(args.build, threads, settings["min_time"], workdir)
+        avx2 = update_bench(args.build, 1, settings["min_time"], workdir, "avx2")[1] if has_avx512() else None
         step = step_bench(args.build, settings["rounds"], settings["steps"], workdir)
         python = python_bench(args.build, settings["python_iterations"], workdir)
         launches = launch_counts(args.build, workdir)
-    report = {"profile": name, "machine": machine(context), "update": update, "python": python,
+    report = {"profile": name, "machine": machine(context), "update": update, "update_avx2": avx2, "python": python,
               "training_step": step, "launches": launches}
     with open(os.path.join(args.out, "latest.json"), "w") as f:
         json.dump(report, f, indent=1)
