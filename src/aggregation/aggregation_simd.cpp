@@ -37,51 +37,59 @@ METRICS_TARGET_AVX512 inline __m512d load8_head(const double* p, int64_t left) {
   return _mm512_maskz_loadu_pd(static_cast<__mmask8>((1u << left) - 1), p);
 }
 
-// (s, c) += p, lane by lane: s gets the rounded sum, c what it rounded off (TwoSum, exact).
-METRICS_TARGET_AVX512 inline void two_sum_avx512(__m512d& s, __m512d& c, __m512d p) {
+// s += p, lane by lane; returns what the sum rounded off (TwoSum, exact). One subtraction is an
+// FMA by 1 (as exact): the loops are bound by additions, which two of a Zen's four vector pipes
+// run, and FMAs go to the other two. (The empty asm keeps GCC from folding the 1 away.)
+METRICS_TARGET_AVX512 inline __m512d two_sum_avx512(__m512d& s, __m512d p) {
+  __m512d one = _mm512_set1_pd(1.0);
+  asm("" : "+v"(one));
   const __m512d t = _mm512_add_pd(s, p);
-  const __m512d from_p = _mm512_sub_pd(t, s);
+  const __m512d from_p = _mm512_fnmadd_pd(s, one, t);
   const __m512d error = _mm512_add_pd(_mm512_sub_pd(s, _mm512_sub_pd(t, from_p)), _mm512_sub_pd(p, from_p));
-  c = _mm512_add_pd(c, error);
   s = t;
+  return error;
 }
 
-// (acc, comp) += v·w, with NaN lanes of v counted in `nans` and dropped or replaced per `mode`.
+// acc += v·w, with NaN lanes of v counted in `nans` and dropped or replaced per `mode`; returns
+// what the sum rounded off.
 template <NanMode mode>
-METRICS_TARGET_AVX512 inline void add_avx512(__m512d& acc, __m512d& comp, __m512d v, __m512d w, __m512d replacement,
-                                             __m512i& nans) {
-  if constexpr (mode == NanMode::Keep) return two_sum_avx512(acc, comp, _mm512_mul_pd(v, w));
+METRICS_TARGET_AVX512 inline __m512d add_avx512(__m512d& acc, __m512d v, __m512d w, __m512d replacement,
+                                                __m512i& nans) {
+  if constexpr (mode == NanMode::Keep) return two_sum_avx512(acc, _mm512_mul_pd(v, w));
   const __mmask8 nan = _mm512_cmp_pd_mask(v, v, _CMP_UNORD_Q);
   nans = _mm512_mask_sub_epi64(nans, nan, nans, _mm512_set1_epi64(-1));
   if constexpr (mode == NanMode::Drop) {
-    return two_sum_avx512(acc, comp, _mm512_mul_pd(_mm512_mask_mov_pd(v, nan, _mm512_setzero_pd()), w));
+    return two_sum_avx512(acc, _mm512_mul_pd(_mm512_mask_mov_pd(v, nan, _mm512_setzero_pd()), w));
   }
-  two_sum_avx512(acc, comp,
-                 _mm512_mul_pd(_mm512_mask_mov_pd(v, nan, replacement), _mm512_mask_mov_pd(w, nan, _mm512_set1_pd(1.0))));
+  return two_sum_avx512(
+      acc, _mm512_mul_pd(_mm512_mask_mov_pd(v, nan, replacement), _mm512_mask_mov_pd(w, nan, _mm512_set1_pd(1.0))));
 }
 
-// Four compensated accumulators, so that the additions do not wait on each other's latency; the
+// Four accumulators, so that the additions do not wait on each other's latency; a pair's errors
+// are added together before they join its compensation (an addition less per two vectors). The
 // lanes are joined with TwoSum too (compensated_lanes), so a block's sum is as exact as float64.
 template <NanMode mode, typename T>
 METRICS_TARGET_AVX512 BlockSum sum_avx512(const T* x, int64_t n, double weight, double replacement) {
   const __m512d w = _mm512_set1_pd(weight), r = _mm512_set1_pd(replacement);
-  __m512d a0 = _mm512_setzero_pd(), a1 = a0, a2 = a0, a3 = a0, c0 = a0, c1 = a0, c2 = a0, c3 = a0;
+  __m512d a0 = _mm512_setzero_pd(), a1 = a0, a2 = a0, a3 = a0, c0 = a0, c1 = a0;
   __m512i nans = _mm512_setzero_si512();
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
-    add_avx512<mode>(a0, c0, load8(x + i), w, r, nans);
-    add_avx512<mode>(a1, c1, load8(x + i + 8), w, r, nans);
-    add_avx512<mode>(a2, c2, load8(x + i + 16), w, r, nans);
-    add_avx512<mode>(a3, c3, load8(x + i + 24), w, r, nans);
+    const __m512d e0 = add_avx512<mode>(a0, load8(x + i), w, r, nans);
+    const __m512d e1 = add_avx512<mode>(a1, load8(x + i + 8), w, r, nans);
+    const __m512d e2 = add_avx512<mode>(a2, load8(x + i + 16), w, r, nans);
+    const __m512d e3 = add_avx512<mode>(a3, load8(x + i + 24), w, r, nans);
+    c0 = _mm512_add_pd(c0, _mm512_add_pd(e0, e1));
+    c1 = _mm512_add_pd(c1, _mm512_add_pd(e2, e3));
   }
-  for (; i + 8 <= n; i += 8) add_avx512<mode>(a0, c0, load8(x + i), w, r, nans);
-  if (i < n) add_avx512<mode>(a1, c1, load8_head(x + i, n - i), w, r, nans);
-  two_sum_avx512(a0, c0, a1);
-  two_sum_avx512(a2, c2, a3);
-  two_sum_avx512(a0, c0, a2);
+  for (; i + 8 <= n; i += 8) c0 = _mm512_add_pd(c0, add_avx512<mode>(a0, load8(x + i), w, r, nans));
+  if (i < n) c1 = _mm512_add_pd(c1, add_avx512<mode>(a1, load8_head(x + i, n - i), w, r, nans));
+  c0 = _mm512_add_pd(c0, two_sum_avx512(a0, a1));
+  c1 = _mm512_add_pd(c1, two_sum_avx512(a2, a3));
+  c0 = _mm512_add_pd(c0, two_sum_avx512(a0, a2));
   alignas(64) double sums[8], errors[8];
   _mm512_store_pd(sums, a0);
-  _mm512_store_pd(errors, _mm512_add_pd(_mm512_add_pd(c0, c1), _mm512_add_pd(c2, c3)));
+  _mm512_store_pd(errors, _mm512_add_pd(c0, c1));
   return {compensated_lanes(sums, errors, 8), _mm512_reduce_add_epi64(nans)};
 }
 
@@ -129,23 +137,25 @@ METRICS_TARGET_AVX2 inline __m256d load4_head(const double* p, int64_t left) {
   return _mm256_maskload_pd(p, _mm256_cmpgt_epi64(_mm256_set1_epi64x(left), _mm256_setr_epi64x(0, 1, 2, 3)));
 }
 
-METRICS_TARGET_AVX2 inline void two_sum_avx2(__m256d& s, __m256d& c, __m256d p) {
+// As two_sum_avx512.
+METRICS_TARGET_AVX2 inline __m256d two_sum_avx2(__m256d& s, __m256d p) {
+  __m256d one = _mm256_set1_pd(1.0);
+  asm("" : "+x"(one));
   const __m256d t = _mm256_add_pd(s, p);
-  const __m256d from_p = _mm256_sub_pd(t, s);
+  const __m256d from_p = _mm256_fnmadd_pd(s, one, t);
   const __m256d error = _mm256_add_pd(_mm256_sub_pd(s, _mm256_sub_pd(t, from_p)), _mm256_sub_pd(p, from_p));
-  c = _mm256_add_pd(c, error);
   s = t;
+  return error;
 }
 
 template <NanMode mode>
-METRICS_TARGET_AVX2 inline void add_avx2(__m256d& acc, __m256d& comp, __m256d v, __m256d w, __m256d replacement,
-                                         __m256i& nans) {
-  if constexpr (mode == NanMode::Keep) return two_sum_avx2(acc, comp, _mm256_mul_pd(v, w));
+METRICS_TARGET_AVX2 inline __m256d add_avx2(__m256d& acc, __m256d v, __m256d w, __m256d replacement, __m256i& nans) {
+  if constexpr (mode == NanMode::Keep) return two_sum_avx2(acc, _mm256_mul_pd(v, w));
   const __m256d nan = _mm256_cmp_pd(v, v, _CMP_UNORD_Q);
   nans = _mm256_sub_epi64(nans, _mm256_castpd_si256(nan));  // a NaN lane is all ones: -1
-  if constexpr (mode == NanMode::Drop) return two_sum_avx2(acc, comp, _mm256_mul_pd(_mm256_andnot_pd(nan, v), w));
-  two_sum_avx2(acc, comp,
-               _mm256_mul_pd(_mm256_blendv_pd(v, replacement, nan), _mm256_blendv_pd(w, _mm256_set1_pd(1.0), nan)));
+  if constexpr (mode == NanMode::Drop) return two_sum_avx2(acc, _mm256_mul_pd(_mm256_andnot_pd(nan, v), w));
+  return two_sum_avx2(acc, _mm256_mul_pd(_mm256_blendv_pd(v, replacement, nan),
+                                         _mm256_blendv_pd(w, _mm256_set1_pd(1.0), nan)));
 }
 
 METRICS_TARGET_AVX2 inline int64_t lane_sum(__m256i v) {
@@ -157,23 +167,25 @@ METRICS_TARGET_AVX2 inline int64_t lane_sum(__m256i v) {
 template <NanMode mode, typename T>
 METRICS_TARGET_AVX2 BlockSum sum_avx2(const T* x, int64_t n, double weight, double replacement) {
   const __m256d w = _mm256_set1_pd(weight), r = _mm256_set1_pd(replacement);
-  __m256d a0 = _mm256_setzero_pd(), a1 = a0, a2 = a0, a3 = a0, c0 = a0, c1 = a0, c2 = a0, c3 = a0;
+  __m256d a0 = _mm256_setzero_pd(), a1 = a0, a2 = a0, a3 = a0, c0 = a0, c1 = a0;
   __m256i nans = _mm256_setzero_si256();
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    add_avx2<mode>(a0, c0, load4(x + i), w, r, nans);
-    add_avx2<mode>(a1, c1, load4(x + i + 4), w, r, nans);
-    add_avx2<mode>(a2, c2, load4(x + i + 8), w, r, nans);
-    add_avx2<mode>(a3, c3, load4(x + i + 12), w, r, nans);
+    const __m256d e0 = add_avx2<mode>(a0, load4(x + i), w, r, nans);
+    const __m256d e1 = add_avx2<mode>(a1, load4(x + i + 4), w, r, nans);
+    const __m256d e2 = add_avx2<mode>(a2, load4(x + i + 8), w, r, nans);
+    const __m256d e3 = add_avx2<mode>(a3, load4(x + i + 12), w, r, nans);
+    c0 = _mm256_add_pd(c0, _mm256_add_pd(e0, e1));
+    c1 = _mm256_add_pd(c1, _mm256_add_pd(e2, e3));
   }
-  for (; i + 4 <= n; i += 4) add_avx2<mode>(a0, c0, load4(x + i), w, r, nans);
-  if (i < n) add_avx2<mode>(a1, c1, load4_head(x + i, n - i), w, r, nans);
-  two_sum_avx2(a0, c0, a1);
-  two_sum_avx2(a2, c2, a3);
-  two_sum_avx2(a0, c0, a2);
+  for (; i + 4 <= n; i += 4) c0 = _mm256_add_pd(c0, add_avx2<mode>(a0, load4(x + i), w, r, nans));
+  if (i < n) c1 = _mm256_add_pd(c1, add_avx2<mode>(a1, load4_head(x + i, n - i), w, r, nans));
+  c0 = _mm256_add_pd(c0, two_sum_avx2(a0, a1));
+  c1 = _mm256_add_pd(c1, two_sum_avx2(a2, a3));
+  c0 = _mm256_add_pd(c0, two_sum_avx2(a0, a2));
   alignas(32) double sums[4], errors[4];
   _mm256_store_pd(sums, a0);
-  _mm256_store_pd(errors, _mm256_add_pd(_mm256_add_pd(c0, c1), _mm256_add_pd(c2, c3)));
+  _mm256_store_pd(errors, _mm256_add_pd(c0, c1));
   return {compensated_lanes(sums, errors, 4), lane_sum(nans)};
 }
 
