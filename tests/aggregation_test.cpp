@@ -886,7 +886,8 @@ TEST(AggregationKernels, BlockSumMatchesBruteForceOnEveryLengthModeAndIsa) {
   }
 }
 
-// The exact sum, correctly rounded but for the last step (Shewchuk's partials, as math.fsum).
+// The exact sum, correctly rounded but where it falls half-way (Shewchuk's partials, as math.fsum
+// without its half-way correction: the partials do not overlap, and are added smallest first).
 double exact_sum(const double* x, int64_t n) {
   std::vector<double> partials;
   for (int64_t k = 0; k < n; ++k) {
@@ -902,7 +903,7 @@ double exact_sum(const double* x, int64_t n) {
     partials.push_back(v);
   }
   double sum = 0.0;
-  for (auto p = partials.rbegin(); p != partials.rend(); ++p) sum += *p;
+  for (const double p : partials) sum += p;
   return sum;
 }
 

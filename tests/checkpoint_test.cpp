@@ -1,9 +1,13 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <iterator>
 #include <limits>
+#include <string>
+
+#include <unistd.h>
 
 #include <metrics/aggregation.h>
 #include <metrics/checkpoint.h>
@@ -19,7 +23,15 @@ using testing::generator;
 using testing::states_equal;
 using Opts = ClassificationOptions;
 
-std::string temp_file(const std::string& name) { return ::testing::TempDir() + "checkpoint_" + name; }
+// A file in gtest's temporary directory, removed when the test ends. The process id is in its
+// name: ctest runs this binary in parallel with itself (once per METRICS_CPU_ISA), and the runs
+// must not write each other's files.
+struct TempFile {
+  explicit TempFile(const std::string& name)
+      : path(::testing::TempDir() + "checkpoint_" + std::to_string(getpid()) + "_" + name) {}
+  ~TempFile() { std::remove(path.c_str()); }
+  const std::string path;
+};
 
 void feed(Metric& metric, int64_t from, int64_t to) {
   for (int64_t i = from; i < to; ++i) {
@@ -36,7 +48,8 @@ void rewrite(const std::string& path, const std::function<void(std::vector<char>
 }
 
 TEST(Checkpoint, ResumingEqualsAnUninterruptedRun) {
-  const auto path = temp_file("resume");
+  const TempFile file("resume");
+  const auto& path = file.path;
   Accuracy uninterrupted(Opts::multiclass(5));
   feed(uninterrupted, 0, 6);
   Accuracy before(Opts::multiclass(5));
@@ -50,7 +63,8 @@ TEST(Checkpoint, ResumingEqualsAnUninterruptedRun) {
 }
 
 TEST(Checkpoint, CollectionsResumeToo) {
-  const auto path = temp_file("collection");
+  const TempFile file("collection");
+  const auto& path = file.path;
   const auto make = [] {
     MetricCollection c;
     c.add("accuracy", Accuracy(Opts::multiclass(5))).add("confmat", ConfusionMatrix(Opts::multiclass(5)));
@@ -70,7 +84,8 @@ TEST(Checkpoint, CollectionsResumeToo) {
 }
 
 TEST(Checkpoint, AnotherMetricsStateIsRefusedAndChangesNothing) {
-  const auto path = temp_file("other");
+  const TempFile file("other");
+  const auto& path = file.path;
   Accuracy accuracy(Opts::multiclass(5));
   feed(accuracy, 0, 2);
   save_checkpoint(accuracy, path);
@@ -89,7 +104,8 @@ TEST(Checkpoint, AnotherMetricsStateIsRefusedAndChangesNothing) {
 }
 
 TEST(Checkpoint, TruncatedCorruptedOrMissingFilesAreRefusedAndChangeNothing) {
-  const auto path = temp_file("damaged");
+  const TempFile file("damaged");
+  const auto& path = file.path;
   Accuracy accuracy(Opts::multiclass(5));
   feed(accuracy, 0, 2);
   const auto before = accuracy.state_dict();
@@ -101,7 +117,7 @@ TEST(Checkpoint, TruncatedCorruptedOrMissingFilesAreRefusedAndChangeNothing) {
     for (size_t i = bytes.size() / 4; i < bytes.size() / 2; ++i) bytes[i] = static_cast<char>(~bytes[i]);
   });
   EXPECT_THROWS_WITH(load_checkpoint(accuracy, path), c10::ValueError, "MulticlassAccuracy.load_checkpoint");
-  EXPECT_THROWS_WITH(load_checkpoint(accuracy, temp_file("missing")), c10::ValueError, "cannot open");
+  EXPECT_THROWS_WITH(load_checkpoint(accuracy, TempFile("missing").path), c10::ValueError, "cannot open");
   EXPECT_TRUE(states_equal(accuracy.state_dict(), before));
 }
 
