@@ -114,15 +114,17 @@ METRICS_TARGET_AVX2 int64_t first_argmax_avx2(const float* x, int64_t n) {
   return first_holder_index(x, starts, holders, 8, _mm256_cvtss_f32(best));
 }
 
+constexpr int64_t kAvx512Block = 64;
+
 // One pass over blocks of 64, the last one moved back as above. The four vectors of a block are
 // reduced with vmaxps; each lane keeps its running maximum and the start of the first block where
 // it was reached (a strict >, so ties keep the earliest block), which costs one compare per block
 // rather than one per vector. At the end, among the lanes that hold the overall maximum, the four
 // candidates of the recorded block are looked up in order: the smallest such index is torch's
-// first-index-wins answer. NaNs are caught by an unordered-compare mask on the side.
+// first-index-wins answer. NaNs are caught by an unordered-compare mask on the side. n is at least
+// a block: first_argmax_with sends shorter rows to the AVX2 kernel.
 METRICS_TARGET_AVX512 int64_t first_argmax_avx512(const float* x, int64_t n) {
-  constexpr int64_t kBlock = 64;
-  if (n < kBlock) return first_argmax_avx2(x, n);
+  constexpr int64_t kBlock = kAvx512Block;
   __m512 m = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   __m512i at = _mm512_setzero_si512(), start = _mm512_setzero_si512();
   const __m512i step = _mm512_set1_epi32(kBlock);
@@ -163,7 +165,7 @@ int64_t first_argmax_with(const float* x, int64_t n, Isa isa) {
   switch (isa) {
 #ifdef METRICS_HAS_X86
     case Isa::Avx512:
-      if (n >= 64) return first_argmax_avx512(x, n);
+      if (n >= kAvx512Block) return first_argmax_avx512(x, n);
       [[fallthrough]];  // shorter rows go to the AVX2 kernel directly: one call less per row
     case Isa::Avx2:
       return first_argmax_avx2(x, n);
