@@ -16,7 +16,6 @@ import datetime
 import os
 import sys
 import tempfile
-import time
 
 import torch
 import torch.distributed as dist
@@ -41,11 +40,6 @@ def train(rank, world, init_file, args):
                             timeout=datetime.timedelta(seconds=120))
     run_epochs(rank, world, args)  # returns with the model and its DDP reducer gone
     dist.barrier()  # no rank tears the group down while the other still uses it
-    # PyTorch 2.6 (not 1.13) can deadlock here: gloo's teardown waits for its worker threads while
-    # holding the GIL, and a worker may still be freeing a tensor of the last collective, which
-    # takes the GIL (pytorch/pytorch#154976 releases it there). A moment's sleep, which releases
-    # the GIL, lets the workers finish first.
-    time.sleep(0.1)
     dist.destroy_process_group()
 
 
