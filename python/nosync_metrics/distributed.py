@@ -18,6 +18,20 @@ from . import _C
 
 _OPS = {"sum": dist.ReduceOp.SUM, "min": dist.ReduceOp.MIN, "max": dist.ReduceOp.MAX}
 
+# Every tensor this module hands to a collective, kept until the next sync begins. PyTorch 2.6
+# (not 1.13) tears gloo down (destroy_process_group) holding the GIL while it joins its worker
+# threads, and a worker that drops the last reference to a tensor whose Python object is gone
+# needs the GIL to free it: the two deadlock (pytorch/pytorch#154976). Kept here, a tensor of ours
+# is never freed by a worker, however soon the teardown follows a compute().
+_in_collectives = []
+
+
+def _collective(collective, *tensors, **kwargs):
+    """collective(*tensors, **kwargs), a collective of torch.distributed, its tensors (and lists of
+    them) kept."""
+    _in_collectives.append(tensors)
+    collective(*tensors, **kwargs)
+
 
 def dist_initialized():
     """Whether torch.distributed is initialized (TorchMetrics' default distributed_available_fn)."""
@@ -32,7 +46,7 @@ def _same_on_every_rank(text, group, device):
     """Whether every rank's `text` is this one's: one small all-gather of fingerprints."""
     mine = torch.tensor([_fingerprint(text), len(text)], dtype=torch.int64, device=device)
     gathered = [torch.empty_like(mine) for _ in range(dist.get_world_size(group))]
-    dist.all_gather(gathered, mine, group=group)
+    _collective(dist.all_gather, gathered, mine, group=group)
     return all(torch.equal(g, gathered[0]) for g in gathered)
 
 
@@ -49,7 +63,7 @@ def _gather_row_counts(rows, group, backend):
     device = _C.collective_device(backend, str(rows[0].device))
     mine = torch.tensor([r.shape[0] for r in rows], dtype=torch.int64, device=device)
     gathered = [torch.empty_like(mine) for _ in range(dist.get_world_size(group))]
-    dist.all_gather(gathered, mine, group=group)
+    _collective(dist.all_gather, gathered, mine, group=group)
     return [g.tolist() for g in gathered]
 
 
@@ -63,7 +77,7 @@ def _gather_rows(rows, counts, group, backend):
     padded = on.new_zeros((max(counts),) + tuple(on.shape[1:]))
     padded[:on.shape[0]] = on
     gathered = [torch.empty_like(padded) for _ in counts]
-    dist.all_gather(gathered, padded, group=group)
+    _collective(dist.all_gather, gathered, padded, group=group)
     return torch.cat([g[:c] for g, c in zip(gathered, counts)]).to(rows.device)
 
 
@@ -86,7 +100,7 @@ def reduce_packed(packed, description, group, who, checked=False):
         packed.set_rows(index, _gather_rows(entry, [theirs[index] for theirs in counts], group, backend))
     for reduction, buffer in buffers:
         on = buffer.to(_C.collective_device(backend, str(buffer.device)))
-        dist.all_reduce(on, op=_OPS[reduction], group=group)
+        _collective(dist.all_reduce, on, op=_OPS[reduction], group=group)
         if on is not buffer:
             buffer.copy_(on)
 
@@ -111,6 +125,7 @@ class Syncable:
     def _synced_core(self, core=None):
         """A copy of the C++ metric or collection (`core`, by default this one's) holding the state
         reduced over every rank."""
+        _in_collectives.clear()  # the last sync's tensors: its collectives ended long ago
         core = self._core_for_sync() if core is None else core
         group = self._sync_group()
         packed = core._pack()

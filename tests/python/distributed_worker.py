@@ -1,9 +1,11 @@
 """One rank of a gloo job on 127.0.0.1, started by test_distributed.py:
 python distributed_worker.py SCENARIO RANK WORLD INIT_FILE OUT_FILE. Writes its results with torch.save."""
 
+import gc
 import os
 import sys
 import warnings
+import weakref
 
 import torch
 import torch.distributed as dist
@@ -112,6 +114,32 @@ def count_samplewise_collectives(rank, world):
     for i in mine(rank, world):
         m.update(batch(i)["sample_preds"], batch(i)["sample_target"])
     return counted_collectives(m.compute)
+
+
+def collective_tensors_kept(rank, world):
+    """How many of the tensors that a sync hands to collectives live on after it, and after the
+    next sync: a gloo worker must never be the one to free them (nosync_metrics.distributed says
+    why). The first sync gathers rows too (samplewise F1), the next is a collection's."""
+    handed = []
+    for name in ("all_reduce", "all_gather"):
+        original = getattr(dist, name)
+
+        def watched(*args, _original=original, **kwargs):
+            handed[-1].extend(weakref.ref(t) for a in args for t in (a if isinstance(a, list) else [a]))
+            return _original(*args, **kwargs)
+
+        setattr(dist, name, watched)
+    samplewise, c = nm.MulticlassF1Score(num_classes=CLASSES, multidim_average="samplewise"), collection()
+    for i in mine(rank, world):
+        samplewise.update(batch(i)["sample_preds"], batch(i)["sample_target"])
+        feed_collection(c, batch(i))
+    alive = []
+    for compute in (samplewise.compute, c.compute):
+        handed.append([])
+        compute()
+        gc.collect()
+        alive.append([sum(ref() is not None for ref in refs) for refs in handed])
+    return {"handed": [len(refs) for refs in handed], "alive": alive}
 
 
 class DoubledSum(nm.SumMetric):

@@ -75,6 +75,17 @@ def test_samplewise_rows_cost_one_all_gather_of_their_counts_and_one_per_row_ten
         assert counts == {"all_reduce": 2, "all_gather": 1 + 1 + 4}
 
 
+def test_the_tensors_of_a_syncs_collectives_live_until_the_next_sync(tmp_path):
+    # (so that PyTorch 2.6's gloo teardown cannot deadlock on them; see nosync_metrics.distributed)
+    for got in run("collective_tensors_kept", 2, tmp_path):
+        first, second = got["handed"]
+        # the check's fingerprints, every rank's row counts, each of tp, fp, tn, fn's rows (an
+        # all-gather each: this rank's tensor and one per rank), two all-reduces (sum and min)
+        assert first == 3 + 3 + 4 * 3 + 2
+        assert second == 3 + 4  # the check; the collection's four (reduction, dtype) buffers
+        assert got["alive"] == [[first], [0, second]]
+
+
 def test_a_subclass_with_its_own_update_syncs_as_torchmetrics_metrics_do(tmp_path):
     for rank, got in enumerate(run("subclass_sync", 2, tmp_path)):
         local = 2.0 * (rank + 1)
