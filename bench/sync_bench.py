@@ -54,11 +54,6 @@ def rank_main(rank, world, init_file, repeats, out_file):
             times.append(time.perf_counter() - start)
     calls = {name: (n - (repeats + 3 if name == "barrier" else 0)) / (repeats + 3) for name, n in counts.items()}
     dist.barrier()
-    # PyTorch 2.6 (not 1.13) can deadlock in destroy_process_group: gloo's teardown waits for its
-    # worker threads while holding the GIL, and a worker that frees a tensor of the last collective
-    # after its Python object is gone needs the GIL (pytorch/pytorch#154976). A moment's sleep, which
-    # releases the GIL, lets the workers finish first.
-    time.sleep(0.1)
     dist.destroy_process_group()
     if rank == 0:
         with open(out_file, "w") as f:

@@ -297,7 +297,7 @@ def main():
     torch.save(globals()[scenario](rank, world), out_file)
     dist.barrier()  # every rank has its result
     # Leave without tearing gloo down: its teardown is not under test, and under PyTorch 2.6 it can
-    # deadlock (bench/sync_bench.py says why).
+    # deadlock (nosync_metrics.distributed says why).
     sys.stdout.flush()
     os._exit(0)
 
