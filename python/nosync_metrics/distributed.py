@@ -18,19 +18,21 @@ from . import _C
 
 _OPS = {"sum": dist.ReduceOp.SUM, "min": dist.ReduceOp.MIN, "max": dist.ReduceOp.MAX}
 
-# Every tensor this module hands to a collective, kept until the next sync begins. PyTorch 2.6
-# (not 1.13) tears gloo down (destroy_process_group) holding the GIL while it joins its worker
-# threads, and a worker that drops the last reference to a tensor whose Python object is gone
-# needs the GIL to free it: the two deadlock (pytorch/pytorch#154976). Kept here, a tensor of ours
-# is never freed by a worker, however soon the teardown follows a compute().
-_in_collectives = []
+# The tensors of the last sync's gloo collectives (inputs and outputs: a work holds both), kept
+# until the next sync begins. PyTorch 2.6 (1.13 is not affected) tears gloo down
+# (destroy_process_group) holding the GIL while it joins its worker threads, and a worker that
+# drops the last reference to a tensor whose Python object is gone needs the GIL to free it: the
+# two deadlock (pytorch/pytorch#154976). Kept here, the tensors of a sync are not freed by a worker
+# when a teardown follows it closely.
+_kept_from_last_sync = []
 
 
-def _collective(collective, *tensors, **kwargs):
-    """collective(*tensors, **kwargs), a collective of torch.distributed, its tensors (and lists of
-    them) kept."""
-    _in_collectives.append(tensors)
-    collective(*tensors, **kwargs)
+def _collective(collective, *tensors, group, **kwargs):
+    """collective(*tensors, group=group, **kwargs), a collective of torch.distributed; over gloo,
+    its tensors (and lists of them) are kept."""
+    if dist.get_backend(group) == dist.Backend.GLOO:
+        _kept_from_last_sync.append(tensors)
+    return collective(*tensors, group=group, **kwargs)
 
 
 def dist_initialized():
@@ -125,7 +127,9 @@ class Syncable:
     def _synced_core(self, core=None):
         """A copy of the C++ metric or collection (`core`, by default this one's) holding the state
         reduced over every rank."""
-        _in_collectives.clear()  # the last sync's tensors: its collectives ended long ago
+        # a worker that still holds one of the last sync's tensors frees it while this sync's
+        # collectives wait (the GIL released)
+        _kept_from_last_sync.clear()
         core = self._core_for_sync() if core is None else core
         group = self._sync_group()
         packed = core._pack()

@@ -117,8 +117,8 @@ def count_samplewise_collectives(rank, world):
 
 
 def collective_tensors_kept(rank, world):
-    """How many of the tensors that a sync hands to collectives live on after it, and after the
-    next sync: a gloo worker must never be the one to free them (nosync_metrics.distributed says
+    """How many of the tensors that a sync hands to gloo collectives live on after it, and after
+    the next sync: a gloo worker must not be the one to free them (nosync_metrics.distributed says
     why). The first sync gathers rows too (samplewise F1), the next is a collection's."""
     handed = []
     for name in ("all_reduce", "all_gather"):
@@ -297,7 +297,8 @@ def main():
     torch.save(globals()[scenario](rank, world), out_file)
     dist.barrier()  # every rank has its result
     # Leave without tearing gloo down: its teardown is not under test, and under PyTorch 2.6 it can
-    # deadlock (nosync_metrics.distributed says why).
+    # deadlock after collectives outside a sync (nosync_metrics.distributed says why), such as a
+    # mismatch's all_gather_object.
     sys.stdout.flush()
     os._exit(0)
 
