@@ -87,17 +87,27 @@ def every_metric(rank, world):
     return out
 
 
-def counted_collectives(compute):
-    """The all-reduces and all-gathers that compute() issues (the worker's process ends after it)."""
-    counts = {"all_reduce": 0, "all_gather": 0}
-    for name in counts:
+def watch_collectives(seen):
+    """From now on (the worker's process ends after its scenario), dist.all_reduce and
+    dist.all_gather call seen(name, positional arguments) first."""
+    for name in ("all_reduce", "all_gather"):
         original = getattr(dist, name)
 
-        def counted(*args, _original=original, _name=name, **kwargs):
-            counts[_name] += 1
+        def watched(*args, _original=original, _name=name, **kwargs):
+            seen(_name, args)
             return _original(*args, **kwargs)
 
-        setattr(dist, name, counted)
+        setattr(dist, name, watched)
+
+
+def counted_collectives(compute):
+    """The all-reduces and all-gathers that compute() issues."""
+    counts = {"all_reduce": 0, "all_gather": 0}
+
+    def count(name, _):
+        counts[name] += 1
+
+    watch_collectives(count)
     compute()
     return counts
 
@@ -121,14 +131,8 @@ def collective_tensors_kept(rank, world):
     the next sync: a gloo worker must not be the one to free them (nosync_metrics.distributed says
     why). The first sync gathers rows too (samplewise F1), the next is a collection's."""
     handed = []
-    for name in ("all_reduce", "all_gather"):
-        original = getattr(dist, name)
-
-        def watched(*args, _original=original, **kwargs):
-            handed[-1].extend(weakref.ref(t) for a in args for t in (a if isinstance(a, list) else [a]))
-            return _original(*args, **kwargs)
-
-        setattr(dist, name, watched)
+    watch_collectives(lambda _, args: handed[-1].extend(
+        weakref.ref(t) for a in args for t in (a if isinstance(a, list) else [a])))
     samplewise, c = nm.MulticlassF1Score(num_classes=CLASSES, multidim_average="samplewise"), collection()
     for i in mine(rank, world):
         samplewise.update(batch(i)["sample_preds"], batch(i)["sample_target"])
