@@ -32,6 +32,13 @@ at::Tensor& where_out_meta(const at::Tensor& condition, const at::Tensor& self, 
   return out;
 }
 
+// nan_to_num's output: the input's shape and dtype, no values.
+at::Tensor& nan_to_num_out_meta(const at::Tensor& self, c10::optional<double> /*nan*/, c10::optional<double> /*posinf*/,
+                                c10::optional<double> /*neginf*/, at::Tensor& out) {
+  out.resize_(self.sizes());
+  return out;
+}
+
 }  // namespace
 
 void register_missing_meta_kernels() {
@@ -40,6 +47,7 @@ void register_missing_meta_kernels() {
     if (!has_meta_kernel("aten::bucketize", "Tensor")) lib->impl("bucketize.Tensor", TORCH_FN(bucketize_meta));
     if (!has_meta_kernel("aten::bucketize", "Tensor_out")) lib->impl("bucketize.Tensor_out", TORCH_FN(bucketize_out_meta));
     if (!has_meta_kernel("aten::where", "self_out")) lib->impl("where.self_out", TORCH_FN(where_out_meta));
+    if (!has_meta_kernel("aten::nan_to_num", "out")) lib->impl("nan_to_num.out", TORCH_FN(nan_to_num_out_meta));
     return lib;
   }();
   (void)library;

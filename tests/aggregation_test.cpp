@@ -551,6 +551,36 @@ TEST(AggregationDevicePath, InfiniteTotalsMatchTheCpuPath) {
   }
 }
 
+// An update on the ATen path copies nothing behind its ops' backs (a copy inside an op is a kernel,
+// and an allocation, that the launch count does not show): in any NaN policy, with values and
+// weights laid out contiguously or as strided views (a column of a wider tensor).
+TEST(AggregationDevicePath, UpdatesCopyNothingInsideTheirOps) {
+  auto gen = generator(29);
+  const auto wide_values = at::randn({64, 2}, gen), wide_weights = at::rand({64, 2}, gen);
+  wide_values[3][1] = kNaN;
+  for (const bool strided : {false, true}) {
+    const auto values = strided ? wide_values.select(1, 1) : wide_values.select(1, 1).contiguous();
+    const auto weights = strided ? wide_weights.select(1, 0) : wide_weights.select(1, 0).contiguous();
+    for (const auto& policy : {NanPolicy::warn(), NanPolicy::ignore(), NanPolicy::disable(), NanPolicy::replace(7.0)}) {
+      const auto options = AggregationOptions().nan_policy(policy);
+      for (auto* metric : {static_cast<Metric*>(new Mean(options)), static_cast<Metric*>(new Sum(options)),
+                           static_cast<Metric*>(new Max(options)), static_cast<Metric*>(new Min(options))}) {
+        const std::unique_ptr<Metric> owned(metric);
+        const bool weighted = dynamic_cast<detail::WeightedSumMetric*>(metric) != nullptr;
+        for (const auto& args : {UpdateArgs{{values}}, weighted ? UpdateArgs{{values, weights}} : UpdateArgs{{values}}}) {
+          ForceAtenPath force;
+          metric->update(args);  // (the first update makes its buffers and constants)
+          testing::OpsRun ops;
+          metric->update(args);
+          EXPECT_THAT(ops.names(),
+                      ::testing::Not(::testing::Contains(::testing::AnyOf("aten::contiguous", "aten::clone"))))
+              << metric->name() << " " << metric->options_text() << (strided ? ", strided" : "");
+        }
+      }
+    }
+  }
+}
+
 // The device path's delta row (every policy, both accumulator dtypes, no weight, a host weight and
 // weight tensors, NaN and +-inf among values and weights, inf * 0) gives the CPU path's values and
 // tallies, update after update.

@@ -1,12 +1,15 @@
 #pragma once
 
 #include <ATen/ATen.h>
+#include <ATen/record_function.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <metrics/metric.h>
 
+#include <memory>
 #include <string>
+#include <vector>
 
 // Runs `statement`, expects it to throw `exception_type` (a c10 error type) whose message,
 // without backtrace, contains `substring`.
@@ -46,6 +49,38 @@ inline ::testing::AssertionResult states_equal(const StateDict& a, const StateDi
   }
   return ::testing::AssertionSuccess();
 }
+
+/// The names of the ATen ops this thread runs while alive, the ones an op's kernel calls included
+/// (the hidden work of what the device path counts as one launch). One at a time on a thread.
+class OpsRun {
+ public:
+  OpsRun()
+      : handle_(at::addThreadLocalCallback(at::RecordFunctionCallback(record).scopes({at::RecordScope::FUNCTION}))) {
+    TORCH_INTERNAL_ASSERT(current() == nullptr, "one OpsRun at a time on a thread");
+    current() = &names_;
+  }
+  ~OpsRun() {
+    at::removeCallback(handle_);
+    current() = nullptr;
+  }
+  OpsRun(const OpsRun&) = delete;
+  OpsRun& operator=(const OpsRun&) = delete;
+  const std::vector<std::string>& names() const { return names_; }
+  void clear() { names_.clear(); }
+
+ private:
+  static std::vector<std::string>*& current() {
+    thread_local std::vector<std::string>* names = nullptr;
+    return names;
+  }
+  static std::unique_ptr<at::ObserverContext> record(const at::RecordFunction& fn) {
+    current()->emplace_back(fn.name());
+    return nullptr;
+  }
+
+  std::vector<std::string> names_;
+  at::CallbackHandle handle_;
+};
 
 /// A CPU generator, so that batch i of a stream is the same wherever it is drawn.
 inline at::Generator generator(uint64_t seed) {

@@ -16,6 +16,7 @@
 
 #include "../aten_masks.h"
 #include "../aten_scratch.h"
+#include "../meta_kernels.h"
 #include "aggregation_cpu.h"
 
 namespace metrics::detail {
@@ -178,6 +179,14 @@ void nansum_out(at::Tensor out, const at::Tensor& x, int64_t dim) {
   at::nansum_out(out, x, dim, false, at::kDouble);
 }
 
+// x with `fill` in place of its NaNs, infinities kept: one op (masked_fill's copy and fill are two
+// kernels).
+at::Tensor nan_filled(const at::Tensor& x, double fill) {
+  register_missing_meta_kernels();
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  return at::nan_to_num(x, fill, kInf, -kInf);
+}
+
 // Σ x (and, for width 2, the number of entries) into `totals`, NaN included.
 void sum_all(MetricState& state, at::Tensor totals, const at::Tensor& x) {
   if (totals.numel() == 1) {
@@ -199,7 +208,7 @@ void delta_with_host_weight(MetricState& state, const at::Tensor& row, const Del
     sum_all(state, totals, x);
   } else if (policy.strategy == NanStrategy::Replace) {
     const auto xd = x.scalar_type() == at::kDouble ? x : x.to(at::kDouble);
-    sum_all(state, totals, xd.masked_fill(nan_mask(xd), policy.replacement));
+    sum_all(state, totals, nan_filled(xd, policy.replacement));
   } else if (width == 2) {
     // [x; 1 where x is not NaN] in one op; nansum gives (Σ x, entries kept)
     const auto [low, high] = value_and_one_bounds(state);
@@ -356,8 +365,8 @@ void extremum_on_device(MetricState& state, ExtremumSlots slots, bool is_max, co
     const bool replace = policy.strategy == NanStrategy::Replace;
     if (replace && x.scalar_type() != extremum.scalar_type()) x = x.to(extremum.scalar_type());
     const double identity = is_max ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
-    nan = nan_mask(x);
-    x = x.masked_fill(nan, replace ? policy.replacement : identity);
+    if (policy.counts()) nan = nan_mask(x);
+    x = nan_filled(x, replace ? policy.replacement : identity);
   }
   const auto batch = is_max ? x.amax() : x.amin();
   is_max ? at::maximum_out(extremum, extremum, batch) : at::minimum_out(extremum, extremum, batch);
