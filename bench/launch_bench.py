@@ -304,6 +304,10 @@ def collection_configs(nm):
         ("multiclass C=1000 macro, labels (128,)", collection(nm, "Multiclass", **c1000),
          lambda: (meta(128, dtype=torch.int64), meta(128, dtype=torch.int64))),
         ("binary, scores (4096,)", collection(nm, "Binary"), lambda: (meta(4096), meta(4096, dtype=torch.int64))),
+        # a column of two-class probabilities (probs[:, 1]): strided, copied once into a buffer that
+        # bucketize reads as it is (it would copy it itself, an op the count would not see)
+        ("binary, scores a column of (4096, 2)", collection(nm, "Binary"),
+         lambda: (meta(4096, 2)[:, 1], meta(4096, dtype=torch.int64))),
         ("multilabel L=100 macro, scores (128, 100)", collection(nm, "Multilabel", num_labels=100),
          lambda: (meta(128, 100), meta(128, 100, dtype=torch.int64))),
         ("multiclass C=10 macro + ConfusionMatrix, scores (128, 10)",

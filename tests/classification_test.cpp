@@ -777,6 +777,49 @@ TEST(ClassificationKernels, DevicePathEdgesMatchTheCpuPath) {
   }
 }
 
+// An update on the ATen path copies nothing inside its ops (a kernel and an allocation that the
+// launch count does not show), with contiguous inputs and with strided views (a column of a wider
+// tensor, a transpose), which bucketize would copy itself, with a warning; and counts as the CPU
+// path does.
+TEST(ClassificationKernels, UpdatesCopyNothingInsideTheirOpsWithContiguousOrStridedInputs) {
+  auto gen = testing::generator(28);
+  const int64_t n = 40, classes = 5, labels = 4;
+  const auto column = [](const at::Tensor& wide) { return wide.select(-1, 1); };  // stride 2
+  const auto weight = column(at::rand({n, 2}, gen, at::kDouble));
+  const auto binary_target = column(at::randint(2, {n, 2}, gen, at::kLong));
+  const std::vector<std::pair<Opts, std::pair<at::Tensor, at::Tensor>>> cases{
+      {Opts::binary(), {column(at::rand({n, 2}, gen)), binary_target}},
+      {Opts::binary().ignore_index(0), {column(at::randint(2, {n, 2}, gen, at::kLong)), binary_target}},
+      {Opts::multilabel(labels), {at::rand({labels, n}, gen).t(), at::randint(2, {labels, n}, gen, at::kLong).t()}},
+      {Opts::multiclass(classes), {at::randn({n, 2 * classes}, gen).narrow(1, classes, classes),
+                                   column(at::randint(classes, {n, 2}, gen, at::kLong))}},
+      {Opts::multiclass(classes).top_k(2).ignore_index(0),
+       {at::randn({classes, n}, gen).t(), column(at::randint(classes, {n, 2}, gen, at::kLong))}},
+      {Opts::multiclass(classes), {column(at::randint(classes, {n, 2}, gen, at::kLong)),
+                                   column(at::randint(classes, {n, 2}, gen, at::kLong))}},
+  };
+  for (const auto& [base, strided_batch] : cases) {
+    for (const int variant : {0, 1, 2, 3}) {  // weighted or not, strided or not
+      const bool weighted = variant % 2, strided = variant / 2;
+      const auto o = Opts(base).weighted(weighted);
+      const auto laid_out = [&](const at::Tensor& t) { return strided ? t : t.contiguous(); };
+      const std::pair<at::Tensor, at::Tensor> batch{laid_out(strided_batch.first), laid_out(strided_batch.second)};
+      const auto w = weighted ? c10::optional<at::Tensor>(laid_out(weight)) : c10::nullopt;
+      StatScores cpu(o), aten(o);
+      for (int step = 0; step < 2; ++step) cpu.update(batch.first, batch.second, w);
+      testing::OpsRun ops;
+      for (int step = 0; step < 2; ++step) {
+        ForceAtenPath force;
+        if (step == 1) ops.clear();  // the first update makes its buffers and constants
+        aten.update(batch.first, batch.second, w);
+      }
+      EXPECT_THAT(ops.names(), ::testing::Not(::testing::Contains(::testing::AnyOf("aten::contiguous", "aten::clone"))))
+          << cpu.options_text() << (strided ? ", strided" : "");
+      EXPECT_TRUE(states_equal(aten.state_dict(), cpu.state_dict(), weighted ? 1e-15 : 0.0)) << cpu.options_text();
+    }
+  }
+}
+
 // Weighted (float64) counts with top_k > 1 add each row's weight once on the device path, as the
 // CPU path does: no cancellation leaves a residue (every row right: fp and fn exactly 0), non-dyadic
 // weights give the CPU path's tp, fp and fn to the last bit, and a weight above DBL_MAX / k does not

@@ -44,7 +44,8 @@ namespace {
 // readings' weights.
 enum Scratch {
   kKey = 200, kTableKey, kScoreBounds, kTargetBounds, kWeightBounds, kTable, kScoreBuckets, kTargetBuckets,
-  kWeightBuckets, kCodes, kLooked, kIndex, kValues, kLabels, kReadings, kReadingsA, kReadingsB
+  kWeightBuckets, kCodes, kLooked, kIndex, kValues, kLabels, kReadings, kReadingsA, kReadingsB, kScoresCopy,
+  kTargetsCopy, kWeightsCopy
 };
 
 // One bucketize: its bounds, and whether a bucket counts the bounds below or at a value (right) or
@@ -169,7 +170,24 @@ struct Layout {
 
 struct Buffers {
   at::Tensor scores, targets, weights, codes, looked, index, values, labels, readings;
+  // where an input is strided (a column of a wider tensor, a transpose), its copy, laid out as
+  // bucketize reads it (see read_as_laid_out)
+  at::Tensor scores_copy, targets_copy, weights_copy;
 };
+
+// Room for `input` laid out as bucketize reads it, where it is not (none where it is).
+at::Tensor copy_room(const at::Tensor& input) {
+  return input.is_contiguous() ? at::Tensor() : at::empty(input.sizes(), input.options());
+}
+
+// `input` where bucketize reads it without a copy of its own (it copies a strided input itself, with
+// a warning: an allocation and a kernel that the update's ops would not show): as it is, or copied
+// into `room` (one op).
+const at::Tensor& read_as_laid_out(const at::Tensor& input, const at::Tensor& room) {
+  if (!room.defined()) return input;
+  room.copy_(input);
+  return room;
+}
 
 // What a kept cell's position adds to its row's place, [1, L, 1]: its label; samplewise [M, L, 1]:
 // its label and its sample's row.
@@ -207,7 +225,9 @@ Buffers buffers(MetricState& state, const ClassificationBatch& b, const Classifi
   const int64_t labels = t.dim() == 1 ? 1 : t.size(1), samples = samplewise(o) ? b.samples : 0;
   // (a multilabel weight is one per row or one per entry: its buckets' shape)
   const int64_t weight_dims = b.weight ? b.weight->dim() : 0;
-  const std::vector<int64_t> key{t.size(0), labels, static_cast<int64_t>(b.preds.scalar_type()), weight_dims, samples};
+  const std::vector<int64_t> key{t.size(0),   labels,  static_cast<int64_t>(b.preds.scalar_type()),
+                                 weight_dims, samples, b.preds.is_contiguous(),
+                                 t.is_contiguous(), b.weight && b.weight->is_contiguous()};
   if (key_changed(state, kKey, key)) {
     const auto longs = t.options().dtype(at::kLong);
     const auto counts = longs.dtype(state.count_dtype());
@@ -216,6 +236,9 @@ Buffers buffers(MetricState& state, const ClassificationBatch& b, const Classifi
     state.scratch(kTargetBuckets) = at::empty(t.sizes(), longs);
     state.scratch(kWeightBuckets) = b.weight ? at::empty(b.weight->sizes(), longs) : at::Tensor();
     state.scratch(kCodes) = at::empty(t.sizes(), longs);
+    state.scratch(kScoresCopy) = copy_room(b.preds);
+    state.scratch(kTargetsCopy) = copy_room(t);
+    state.scratch(kWeightsCopy) = b.weight ? copy_room(*b.weight) : at::Tensor();
     state.scratch(kLooked) = adds_places ? at::empty({t.size(0), labels, col.count()}, longs) : at::Tensor();
     auto tail = tail_positions(state, spare);
     tail.push_back(0);  // I's, written by each update
@@ -236,7 +259,8 @@ Buffers buffers(MetricState& state, const ClassificationBatch& b, const Classifi
   }
   return {state.scratch(kScoreBuckets), state.scratch(kTargetBuckets), state.scratch(kWeightBuckets),
           state.scratch(kCodes),        state.scratch(kLooked),        state.scratch(kIndex),
-          state.scratch(kValues),       state.scratch(kLabels),        state.scratch(kReadings)};
+          state.scratch(kValues),       state.scratch(kLabels),        state.scratch(kReadings),
+          state.scratch(kScoresCopy),   state.scratch(kTargetsCopy),   state.scratch(kWeightsCopy)};
 }
 
 // The one put_ into the count buffer; samplewise, the cells' into the rows the state gains for the
@@ -274,11 +298,14 @@ void count_entries_on_aten(MetricState& state, const ClassificationBatch& b, con
   auto buf = buffers(state, b, o, col, layout, adds_places);
 
   // each entry's code: its score's bucket + its target's (+ its weight's), in mixed radix
-  at::bucketize_out(buf.scores, b.preds, state.scratch(kScoreBounds), false, p.buckets.right);
-  at::bucketize_out(buf.targets, t, state.scratch(kTargetBounds), false, /*right=*/true);
+  at::bucketize_out(buf.scores, read_as_laid_out(b.preds, buf.scores_copy), state.scratch(kScoreBounds), false,
+                    p.buckets.right);
+  at::bucketize_out(buf.targets, read_as_laid_out(t, buf.targets_copy), state.scratch(kTargetBounds), false,
+                    /*right=*/true);
   at::add_out(buf.codes, buf.scores, buf.targets, p.buckets.count());
   if (b.weight) {
-    at::bucketize_out(buf.weights, *b.weight, state.scratch(kWeightBounds), false, weights.right);
+    at::bucketize_out(buf.weights, read_as_laid_out(*b.weight, buf.weights_copy), state.scratch(kWeightBounds), false,
+                      weights.right);
     const auto per_row = b.weight->dim() < t.dim() ? buf.weights.unsqueeze(1) : buf.weights;
     buf.codes.add_(per_row, p.buckets.count() * targets.count());
   }
