@@ -820,6 +820,28 @@ TEST(ClassificationKernels, UpdatesCopyNothingInsideTheirOpsWithContiguousOrStri
   }
 }
 
+// A strided weight's copy follows the weight's dtype: float32 weights then float64 ones of the same
+// shape, beyond float32's range and below its smallest negative, count as on the CPU path (a copy
+// kept in float32 would round 1e300 to inf and -1e-300 to -0.0).
+TEST(ClassificationKernels, StridedWeightsOfAnotherDtypeCountAsTheyAre) {
+  const auto column = [](const at::Tensor& wide) { return wide.select(-1, 1); };
+  const auto preds = column(at::tensor({.1, .9, .8, .2, .3, .7}, at::kFloat).view({3, 2}));
+  const auto target = column(at::tensor(std::vector<int64_t>{0, 1, 0, 1, 1, 0}).view({3, 2}));
+  const auto narrow_weight = column(at::tensor({0.0, 0.5, 0.0, 2.0, 0.0, 1.5}, at::kFloat).view({3, 2}));
+  const auto wide_weight = column(at::tensor({0.0, 1e300, 0.0, -1e-300, 0.0, 0.5}, at::kDouble).view({3, 2}));
+  const auto o = Opts::binary().weighted(true);
+  StatScores cpu(o), aten(o);
+  for (const auto& weight : {narrow_weight, wide_weight}) {
+    cpu.update(preds, target, weight);
+    ForceAtenPath force;
+    aten.update(preds, target, weight);
+  }
+  EXPECT_TRUE(states_equal(aten.state_dict(), cpu.state_dict()));
+  EXPECT_EQ(aten.bad_input_report().counts, cpu.bad_input_report().counts);
+  EXPECT_EQ(cpu.state_dict().at("tp").item<double>(), 1e300);                  // (the first 0.5 is lost in it)
+  EXPECT_EQ(cpu.bad_input_report().counts.back().second, 1) << "-1e-300 is a negative weight";
+}
+
 // Weighted (float64) counts with top_k > 1 add each row's weight once on the device path, as the
 // CPU path does: no cancellation leaves a residue (every row right: fp and fn exactly 0), non-dyadic
 // weights give the CPU path's tp, fp and fn to the last bit, and a weight above DBL_MAX / k does not

@@ -54,10 +54,10 @@ inline ::testing::AssertionResult states_equal(const StateDict& a, const StateDi
 /// (the hidden work of what the device path counts as one launch). One at a time on a thread.
 class OpsRun {
  public:
-  OpsRun()
-      : handle_(at::addThreadLocalCallback(at::RecordFunctionCallback(record).scopes({at::RecordScope::FUNCTION}))) {
+  OpsRun() {
     TORCH_INTERNAL_ASSERT(current() == nullptr, "one OpsRun at a time on a thread");
     current() = &names_;
+    handle_ = at::addThreadLocalCallback(at::RecordFunctionCallback(record).scopes({at::RecordScope::FUNCTION}));
   }
   ~OpsRun() {
     at::removeCallback(handle_);
@@ -74,12 +74,12 @@ class OpsRun {
     return names;
   }
   static std::unique_ptr<at::ObserverContext> record(const at::RecordFunction& fn) {
-    current()->emplace_back(fn.name());
+    if (auto* names = current()) names->emplace_back(fn.name());  // (a thread the callback reached too)
     return nullptr;
   }
 
   std::vector<std::string> names_;
-  at::CallbackHandle handle_;
+  at::CallbackHandle handle_ = 0;
 };
 
 /// A CPU generator, so that batch i of a stream is the same wherever it is drawn.

@@ -225,9 +225,10 @@ Buffers buffers(MetricState& state, const ClassificationBatch& b, const Classifi
   const int64_t labels = t.dim() == 1 ? 1 : t.size(1), samples = samplewise(o) ? b.samples : 0;
   // (a multilabel weight is one per row or one per entry: its buckets' shape)
   const int64_t weight_dims = b.weight ? b.weight->dim() : 0;
-  const std::vector<int64_t> key{t.size(0),   labels,  static_cast<int64_t>(b.preds.scalar_type()),
-                                 weight_dims, samples, b.preds.is_contiguous(),
-                                 t.is_contiguous(), b.weight && b.weight->is_contiguous()};
+  // (and what decides each input's copy: its layout and dtype)
+  const std::vector<int64_t> key{t.size(0),           labels,          static_cast<int64_t>(b.preds.scalar_type()),
+                                 weight_dims,         weight_dtype_key(b), samples,
+                                 b.preds.is_contiguous(), t.is_contiguous(), b.weight && b.weight->is_contiguous()};
   if (key_changed(state, kKey, key)) {
     const auto longs = t.options().dtype(at::kLong);
     const auto counts = longs.dtype(state.count_dtype());
