@@ -805,17 +805,25 @@ TEST(ClassificationKernels, UpdatesCopyNothingInsideTheirOpsWithContiguousOrStri
       const auto laid_out = [&](const at::Tensor& t) { return strided ? t : t.contiguous(); };
       const std::pair<at::Tensor, at::Tensor> batch{laid_out(strided_batch.first), laid_out(strided_batch.second)};
       const auto w = weighted ? c10::optional<at::Tensor>(laid_out(weight)) : c10::nullopt;
-      StatScores cpu(o), aten(o);
-      for (int step = 0; step < 2; ++step) cpu.update(batch.first, batch.second, w);
-      testing::OpsRun ops;
-      for (int step = 0; step < 2; ++step) {
-        ForceAtenPath force;
-        if (step == 1) ops.clear();  // the first update makes its buffers and constants
-        aten.update(batch.first, batch.second, w);
+      for (const bool matrix : {false, true}) {  // (a multiclass ConfusionMatrix counts in its own layout)
+        const auto make = [&]() -> std::unique_ptr<ClassificationMetric> {
+          if (matrix) return std::make_unique<ConfusionMatrix>(o);
+          return std::make_unique<StatScores>(o);
+        };
+        const auto cpu = make(), aten = make();
+        for (int step = 0; step < 2; ++step) cpu->update(batch.first, batch.second, w);
+        testing::OpsRun ops;
+        for (int step = 0; step < 2; ++step) {
+          ForceAtenPath force;
+          if (step == 1) ops.clear();  // the first update makes its buffers and constants
+          aten->update(batch.first, batch.second, w);
+        }
+        EXPECT_THAT(ops.names(),
+                    ::testing::Not(::testing::Contains(::testing::AnyOf("aten::contiguous", "aten::clone"))))
+            << cpu->name() << "(" << cpu->options_text() << ")" << (strided ? ", strided" : "");
+        EXPECT_TRUE(states_equal(aten->state_dict(), cpu->state_dict(), weighted ? 1e-15 : 0.0))
+            << cpu->name() << "(" << cpu->options_text() << ")";
       }
-      EXPECT_THAT(ops.names(), ::testing::Not(::testing::Contains(::testing::AnyOf("aten::contiguous", "aten::clone"))))
-          << cpu.options_text() << (strided ? ", strided" : "");
-      EXPECT_TRUE(states_equal(aten.state_dict(), cpu.state_dict(), weighted ? 1e-15 : 0.0)) << cpu.options_text();
     }
   }
 }
@@ -1216,6 +1224,31 @@ TEST(Samplewise, StateDictsOfAnyRowCountLoadAndABadOneChangesNothing) {
   const auto before = restored.state_dict();
   EXPECT_THROW(restored.load_state_dict(bad), c10::ValueError);
   EXPECT_TRUE(states_equal(restored.state_dict(), before));
+}
+
+// Samplewise counting (the ATen path on every device) copies nothing inside its ops either, and a
+// strided batch counts as its contiguous copy: a column of a wider binary batch, multiclass scores
+// whose classes move last, and one multilabel sample, whose labels moved last stay a view (the
+// batch whose bucketize copied it and warned).
+TEST(Samplewise, UpdatesCopyNothingInsideTheirOps) {
+  auto gen = testing::generator(30);
+  const std::vector<std::pair<Opts, std::pair<at::Tensor, at::Tensor>>> cases{
+      {Opts::binary(), {at::rand({6, 8, 2}, gen).select(2, 1), at::randint(2, {6, 8, 2}, gen, at::kLong).select(2, 0)}},
+      {Opts::multiclass(3), {at::randn({6, 3, 5}, gen), at::randint(3, {6, 5}, gen, at::kLong)}},
+      {Opts::multilabel(3), {at::rand({1, 3, 2}, gen), at::randint(2, {1, 3, 2}, gen, at::kLong)}},
+  };
+  for (const auto& [o, batch] : cases) {
+    StatScores strided(samplewise(o)), laid_out(samplewise(o));
+    testing::OpsRun ops;
+    for (int step = 0; step < 2; ++step) {
+      if (step == 1) ops.clear();  // the first update makes its buffers and constants
+      strided.update(batch.first, batch.second);
+    }
+    EXPECT_THAT(ops.names(), ::testing::Not(::testing::Contains(::testing::AnyOf("aten::contiguous", "aten::clone"))))
+        << strided.options_text();
+    for (int step = 0; step < 2; ++step) laid_out.update(batch.first.contiguous(), batch.second.contiguous());
+    EXPECT_TRUE(states_equal(strided.state_dict(), laid_out.state_dict())) << strided.options_text();
+  }
 }
 
 TEST(Samplewise, RefusedWithWeightsAndForConfusionMatrices) {
