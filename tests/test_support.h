@@ -66,6 +66,15 @@ class OpsRun {
   OpsRun(const OpsRun&) = delete;
   OpsRun& operator=(const OpsRun&) = delete;
   const std::vector<std::string>& names() const { return names_; }
+  /// The ops among them that copy a tensor (clone, contiguous): inside another op, a kernel and an
+  /// allocation that the launch count does not show.
+  std::vector<std::string> copies() const {
+    std::vector<std::string> found;
+    for (const auto& name : names_) {
+      if (name == "aten::clone" || name == "aten::contiguous") found.push_back(name);
+    }
+    return found;
+  }
   void clear() { names_.clear(); }
 
  private:

@@ -5,6 +5,8 @@ computes it, checked against a brute-force reference written here from TorchMetr
 import copy
 import itertools
 import pickle
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -470,8 +472,6 @@ def test_strided_batches_count_as_laid_out_ones_and_torch_warns_of_no_copy():
     stay a view) counts as its contiguous copy, and torch prints no warning that it copied one itself
     (bucketize does, on stderr; the ATen path copies it first). In a process of its own: torch
     prints that warning once per process."""
-    import subprocess
-    import sys
     run = subprocess.run([sys.executable, "-c", STRIDED_BATCHES], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     assert "non-contiguous" not in run.stderr, run.stderr
