@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 #include <ATen/record_function.h>
+#include <c10/core/InferenceMode.h>
 #include <c10/util/Exception.h>
 
 #include <mutex>
@@ -100,6 +101,9 @@ void Metric::update(const UpdateArgs& args) {
 
 void Metric::apply(c10::function_ref<void()> step) {
   check_alone("update");
+  // what the update keeps (buffers it reuses, rows it adds) is made as normal tensors (see
+  // MetricState::pack()); this mode's grad mode is then turned off again
+  const c10::InferenceMode normal_tensors(/*enabled=*/false);
   const at::NoGradGuard no_grad;  // an input that requires grad must not join the state to its graph
   const UpdateLocks locks(*state_, *state_);
 #if METRICS_CHECK_THREADS

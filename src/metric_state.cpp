@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
+#include <c10/core/InferenceMode.h>
 
 #include <algorithm>
 #include <utility>
@@ -100,13 +101,14 @@ MetricState::MetricState(const MetricState& other)
     : entries_(other.entries_),
       hidden_(other.hidden_),
       hidden_offsets_(other.hidden_offsets_),
-      rows_(other.rows_.defined() ? other.rows_.narrow(0, 0, other.row_count_).clone() : at::Tensor()),  // no room
       row_count_(other.row_count_),
       rows_settled_(other.rows_settled_),
       row_pending_(other.row_pending_),
       bad_input_(other.bad_input_) {
+  const c10::InferenceMode normal_tensors(/*enabled=*/false);  // (see pack())
   // a deep copy (and no scratch): one copy per packed buffer, not one per entry
   for (const auto& buffer : other.buffers_) buffers_.push_back(buffer.clone());
+  if (other.rows_.defined()) rows_ = other.rows_.narrow(0, 0, other.row_count_).clone();  // no room
   view_buffers();
   threads_->locks = other.threads_->locks;
 }
@@ -197,6 +199,10 @@ void MetricState::walk_count_buffer(Entry entry, HiddenRange hidden) const {
 }
 
 void MetricState::pack() {
+  // The state's tensors, and the entries' views of them, are normal tensors even when made under
+  // torch.inference_mode(): an inference tensor, or a view made in that mode, cannot be written in
+  // place outside it, where the metric may be updated, reset or loaded next.
+  const c10::InferenceMode normal_tensors(/*enabled=*/false);
   std::vector<std::vector<at::Tensor>> parts(1);
   std::vector<at::ScalarType> dtypes{count_dtype()};
   walk_count_buffer([&](size_t slot, int64_t) { parts[0].push_back(entries_[slot].tensor.reshape({-1})); },
@@ -233,6 +239,7 @@ void MetricState::pack_rows() {
 int64_t MetricState::cat_width() const { return row_width() - static_cast<int64_t>(row_pending_.size()); }
 
 void MetricState::view_buffers() {
+  const c10::InferenceMode normal_tensors(/*enabled=*/false);  // (see pack())
   std::vector<int64_t> used(buffers_.size(), 0);
   offsets_.assign(entries_.size(), -1);
   hidden_offsets_.assign(hidden_.size(), 0);
@@ -374,6 +381,7 @@ void MetricState::append(const std::vector<std::pair<size_t, at::Tensor>>& rows)
 
 at::Tensor MetricState::grow_rows(int64_t n) {
   TORCH_INTERNAL_ASSERT(rows_.defined() && n >= 0);
+  const c10::InferenceMode normal_tensors(/*enabled=*/false);  // (see pack())
   const auto needed = row_count_ + n;
   if (needed > rows_.size(0)) {
     auto grown = at::zeros({std::max(needed, 2 * rows_.size(0)), rows_.size(1)}, rows_.options());
@@ -575,6 +583,7 @@ at::Tensor MetricState::widened(const at::Tensor& given, size_t slot) const {
 void MetricState::to(at::Device device) {
   // a meta state holds no values to copy: it arrives fresh (as module.to_empty() materializes it)
   const bool fresh = this->device().is_meta() && !device.is_meta();
+  const c10::InferenceMode normal_tensors(/*enabled=*/false);  // (see pack())
   const auto moved = [&](const at::Tensor& t) { return fresh ? at::empty_like(t, t.options().device(device)) : t.to(device); };
   for (auto& buffer : buffers_) buffer = moved(buffer);
   // (a fresh state's rows buffer is zeros: the rows past the used ones must be)

@@ -3,6 +3,7 @@
 // weights, several threads).
 
 #include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
 
 #include <algorithm>
 #include <atomic>
@@ -95,6 +96,32 @@ TEST(Update, ErrorFromTheAllocatorNamesTheMetricAndCountsNothing) {
   EXPECT_THROWS_WITH(mean.update(huge), c10::Error, "Mean.update failed: ");
   EXPECT_TRUE(states_equal(mean.state_dict(), before));
   EXPECT_EQ(mean.update_count(), 1);
+}
+
+// Under c10::InferenceMode every tensor made is an inference tensor, which cannot be written in place
+// outside it: a metric made or updated there keeps normal tensors, so that it goes on outside (both
+// paths: the ATen path keeps buffers between updates, samplewise counting grows its rows).
+TEST(InferenceMode, AMetricMadeAndUpdatedThereGoesOnOutside) {
+  const auto preds = at::randn({4, 3, 5}, testing::generator(3));
+  const auto target = at::randint(3, {4, 5}, testing::generator(4), at::kLong);
+  for (const bool samplewise : {false, true}) {
+    const auto o = Opts::multiclass(3).multidim_average(samplewise ? MultidimAverage::Samplewise : MultidimAverage::Global);
+    on_both_paths([&] {
+      std::unique_ptr<Accuracy> inside;
+      {
+        const c10::InferenceMode mode;
+        inside = std::make_unique<Accuracy>(o);
+        for (int i = 0; i < 3; ++i) inside->update(preds, target);
+      }
+      Accuracy outside(o);
+      for (int i = 0; i < 4; ++i) outside.update(preds, target);
+      inside->update(preds, target);
+      EXPECT_TRUE(states_equal(inside->state_dict(), outside.state_dict()));
+      inside->load_state_dict(outside.state_dict());
+      inside->reset();
+      EXPECT_EQ(inside->update_count(), 0);
+    });
+  }
 }
 
 TEST(ClassificationState, TooManyClassesIsAClearErrorBeforeAllocating) {

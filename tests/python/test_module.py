@@ -642,3 +642,47 @@ def test_forward_values_are_their_batches_and_stay_so_after_later_forwards(name)
     value = metric(**{k: v.to("meta") for k, v in arguments(stream[0]).items()})
     assert _devices(metric) == {"meta"}
     assert {str(v.device) for v in (value.values() if isinstance(value, dict) else [value])} == {"meta"}
+
+
+# ---------------------------------------------------------------- torch.inference_mode()
+
+def _batches(n, samplewise=False):
+    g = torch.Generator().manual_seed(11)
+    shape = (4, 3, 5) if samplewise else (16, 3)
+    return [(torch.randn(*shape, generator=g), torch.randint(0, 3, shape[:1] + shape[2:], generator=g))
+            for _ in range(n)]
+
+
+@pytest.mark.parametrize("make, samplewise", [
+    (lambda: nm.MulticlassAccuracy(num_classes=3), False),
+    (lambda: nm.MulticlassF1Score(num_classes=3, multidim_average="samplewise"), True),
+    (lambda: nm.MetricCollection([nm.MulticlassAccuracy(num_classes=3), nm.MulticlassRecall(num_classes=3)]), False),
+], ids=["accuracy", "samplewise", "collection"])
+@pytest.mark.parametrize("made_inside", [False, True], ids=["made outside", "made inside"])
+def test_a_metric_used_under_inference_mode_works_outside_it_after(make, samplewise, made_inside):
+    # as a Lightning validation step runs (under inference_mode), then the next epoch's calls outside
+    batches = _batches(6, samplewise)
+    reference = make()
+    for preds, target in batches:
+        reference.update(preds, target)
+    if made_inside:
+        with torch.inference_mode():
+            metric = make()
+    else:
+        metric = make()
+    with torch.inference_mode():
+        for preds, target in batches[:3]:  # samplewise: the rows it grows are made in this mode
+            metric(preds, target)
+    for preds, target in batches[3:5]:
+        metric(preds, target)
+    metric.update(*batches[5])
+    got, want = metric.compute(), reference.compute()
+    for key in (want.keys() if isinstance(want, dict) else [None]):
+        assert torch.equal(got[key] if key else got, want[key] if key else want)
+    state = reference.state_dict()
+    metric.load_state_dict(state)
+    metric.reset()
+    metric.update(*batches[0])
+    fresh = make()
+    fresh.update(*batches[0])
+    assert all(torch.equal(a, b) for a, b in zip(metric.state_dict().values(), fresh.state_dict().values()))
