@@ -28,9 +28,10 @@ template <class T>
 void check_counts_of(const at::Tensor& host, const StateEntry& entry, const std::string& metric) {
   constexpr bool integral = std::is_integral<T>::value;
   const T limit = integral ? static_cast<T>(int64_t{1} << 62) : static_cast<T>(0x1p53);  // compared in T: exact
-  const T low = entry.signed_count ? -limit : T(0);
+  const bool is_signed = entry.counts == Counts::kSigned;
+  const T low = is_signed ? -limit : T(0);
   const std::string bound = integral ? "2^62" : "2^53";
-  const auto range = entry.signed_count ? "[-" + bound + ", " + bound + ")" : "[0, " + bound + ")";
+  const auto range = is_signed ? "[-" + bound + ", " + bound + ")" : "[0, " + bound + ")";
   const auto* data = host.data_ptr<T>();
   for (int64_t i = 0; i < host.numel(); ++i) {
     const T v = data[i];
@@ -54,11 +55,24 @@ bool same_value(const c10::Scalar& a, const c10::Scalar& b) {
   return a.toDouble() == b.toDouble();
 }
 
+// Counts in float64 that sum weights: any number (+inf after an overflow too) but NaN, and unless
+// signed none below 0 (-0.0 is 0).
+void check_weight_sums(const at::Tensor& host, const StateEntry& entry, const std::string& metric) {
+  const bool is_signed = entry.counts == Counts::kSigned;
+  const auto* data = host.data_ptr<double>();
+  for (int64_t i = 0; i < host.numel(); ++i) {
+    const double v = data[i];
+    TORCH_CHECK_VALUE(is_signed ? !std::isnan(v) : v >= 0, metric, ".load_state_dict: '", entry.name, "' holds ", v,
+                      is_signed ? "; a sum of weights is a number" : "; a sum of weights is a number at least 0");
+  }
+}
+
 void check_count(const at::Tensor& given, const StateEntry& entry, const std::string& metric) {
   if (given.is_meta() || given.numel() == 0) return;
   const auto host = given.to(at::kCPU).contiguous();
   if (host.scalar_type() == at::kLong) return check_counts_of<int64_t>(host, entry, metric);
-  check_counts_of<double>(host, entry, metric);
+  if (entry.counts != Counts::kNo) return check_weight_sums(host, entry, metric);
+  check_counts_of<double>(host, entry, metric);  // the update count and the tally, in a float64 state
 }
 
 }  // namespace
@@ -119,11 +133,11 @@ MetricState& MetricState::operator=(const MetricState& other) {
 }
 
 size_t MetricState::add(std::string name, at::IntArrayRef shape, at::ScalarType dtype, const c10::Scalar& fill,
-                        Reduction reduction, bool signed_count) {
+                        Reduction reduction, Counts counts) {
   TORCH_INTERNAL_ASSERT(reduction != Reduction::Cat || (shape[0] == 0 && row_count_ == 0 &&
                                                          (!rows_.defined() || rows_.scalar_type() == dtype)));
   auto tensor = at::full(shape, fill, at::TensorOptions().dtype(dtype).device(device()));
-  entries_.push_back({std::move(name), std::move(tensor), fill, reduction, signed_count});
+  entries_.push_back({std::move(name), std::move(tensor), fill, reduction, counts});
   pack();
   return entries_.size() - 1;
 }
@@ -531,17 +545,32 @@ void MetricState::load_state_dict(const StateDict& dict, const std::string& metr
   zero_hidden();
 }
 
-// A tally whose updates had bad input names the first of them (settle() would otherwise write one).
+// A tally as updates leave it: updates with bad input name the first of them (settle() would
+// otherwise write one), and none when there were none; no more of them than updates, the first
+// among them; cumulative kinds' counts never decrease (each holds the ones before it).
 void MetricState::check_tally_agrees(const std::vector<at::Tensor>& incoming, const std::string& metric) const {
   if (!bad_input_ || device().is_meta()) return;
   const auto& counts = incoming[bad_input_->counts_slot()];
   const auto& first = incoming[bad_input_->first_slot()];
-  if (counts.is_meta() || first.is_meta()) return;
-  const auto bad_updates = counts.narrow(0, static_cast<int64_t>(bad_input_->kinds().size()), 1);
-  const auto contradicts = bad_updates.gt(0).bitwise_and_(first.eq(BadInput::kNone)).cpu();
-  TORCH_CHECK_VALUE(!contradicts.item<bool>(), metric,
-                    ".load_state_dict: 'bad_input_counts' counts updates with bad input, but 'first_bad_update' "
-                    "names none of them");
+  if (counts.is_meta() || first.is_meta() || incoming.front().is_meta()) return;
+  const auto host = at::cat({incoming.front().reshape({1}), counts, first}).to(at::kCPU, at::kLong);  // whole numbers
+  const auto* v = host.data_ptr<int64_t>();
+  const auto kinds = static_cast<int64_t>(bad_input_->kinds().size());
+  const int64_t updates = v[0], bad_updates = v[1 + kinds], first_bad = v[2 + kinds];
+  const auto prefix = metric + ".load_state_dict: 'bad_input_counts' ";
+  TORCH_CHECK_VALUE(bad_updates == 0 || first_bad != BadInput::kNone, prefix,
+                    "counts updates with bad input, but 'first_bad_update' names none of them");
+  TORCH_CHECK_VALUE(bad_updates > 0 || first_bad == BadInput::kNone, prefix,
+                    "counts no update with bad input, but 'first_bad_update' names update ", first_bad);
+  TORCH_CHECK_VALUE(bad_updates <= updates, prefix, "counts ", bad_updates, " updates with bad input, more than the ",
+                    updates, " of 'update_count'");
+  TORCH_CHECK_VALUE(first_bad == BadInput::kNone || first_bad < updates, metric,
+                    ".load_state_dict: 'first_bad_update' names update ", first_bad, ", but 'update_count' is ",
+                    updates);
+  for (int64_t k = 1; bad_input_->cumulative() && k < kinds; ++k) {
+    TORCH_CHECK_VALUE(v[1 + k] >= v[k], prefix, "holds ", v[k], " then ", v[1 + k],
+                      ": its counts are cumulative (each kind's holds the kinds' before it), so they never decrease");
+  }
 }
 
 // The rows entries grow together (append adds to all or none): a dict must give each as many.
@@ -567,7 +596,7 @@ bool MetricState::is_update_count_or_tally(size_t slot) const {
 bool MetricState::is_count(size_t slot) const {
   const auto& entry = entries_[slot];
   const bool int64_sum = entry.tensor.scalar_type() == at::kLong && entry.reduction != Reduction::Max;
-  return is_update_count_or_tally(slot) || int64_sum;
+  return is_update_count_or_tally(slot) || int64_sum || entry.counts != Counts::kNo;
 }
 
 at::Tensor MetricState::widened(const at::Tensor& given, size_t slot) const {

@@ -49,7 +49,7 @@ class MetricState {
   /// starts with 0 rows (shape[0] == 0) and goes to the rows buffer (all of one dtype): append()
   /// and grow_rows() grow it.
   size_t add(std::string name, at::IntArrayRef shape, at::ScalarType dtype, const c10::Scalar& fill,
-             Reduction reduction, bool signed_count = false);
+             Reduction reduction, Counts counts = Counts::kNo);
   /// Adds the bad-input tally with these kinds (labels, in the order the kernels count them).
   /// `cumulative`: the kernels count kind k as every entry bad in kinds 0..k (see BadInput).
   void track_bad_input(std::vector<std::string> kinds, bool cumulative = false);

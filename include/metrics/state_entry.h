@@ -19,6 +19,12 @@ enum class Reduction {
 /// "sum", "min", "max" or "cat".
 const char* reduction_name(Reduction reduction);
 
+/// Whether an entry holds counts, which load_state_dict checks as such: an int64 sum always holds
+/// whole numbers in [0, 2^62); counts in float64 (a weighted metric's, sums of weights) are never NaN
+/// and never below 0. Signed counts (TorchMetrics' tn without num_classes, -1 per wrong prediction)
+/// may go below 0: whole numbers within (-2^62, 2^62), or in float64 any number but NaN.
+enum class Counts { kNo, kUnsigned, kSigned };
+
 /// One tensor of a metric's state: allocated once on the metric's device, updated in place,
 /// restored to `fill` by reset(), combined with others by `reduction`. A Cat entry instead grows by
 /// the rows each update appends, and reset() empties it (TorchMetrics' list states, as one tensor).
@@ -27,9 +33,7 @@ struct StateEntry {
   at::Tensor tensor;
   c10::Scalar fill;
   Reduction reduction;
-  /// Counts that may go below 0 (TorchMetrics' tn without num_classes, -1 per wrong prediction):
-  /// a loaded one is checked for whole numbers within (-limit, limit) rather than [0, limit).
-  bool signed_count = false;
+  Counts counts = Counts::kNo;
 };
 
 /// Whether `other` has the shape `entry` takes: its own, or for a Cat entry any number of rows.

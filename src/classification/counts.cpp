@@ -24,16 +24,22 @@ MetricState make_count_state(const ClassificationOptions& options, CountLayout l
   const auto dtype = options.weighted() ? at::kDouble : at::kLong;
   const auto classes = counted_classes(options);
   MetricState state(options.device(), dtype);  // the update count and the tally beside the counts
+  // tn may go below 0 without num_classes (TorchMetrics' 1 * n - (tp + fp + fn): minus the wrong
+  // predictions), and a little where weighted multiclass: the kept weight less the weights each class
+  // is involved in, two float64 sums that may round apart
+  const bool signed_tn = options.num_classes() == kUnknownClasses ||
+                         (options.weighted() && options.task() == Task::Multiclass);
+  const auto counts_of = [&](const std::string& name) {
+    return signed_tn && name == "tn" ? Counts::kSigned : Counts::kUnsigned;
+  };
   if (layout == CountLayout::Matrix) {
     TORCH_INTERNAL_ASSERT(options.task() == Task::Multiclass);
-    state.add("confmat", {classes, classes}, dtype, 0, Reduction::Sum);
-  } else if (samplewise(options)) {
-    for (const char* name : {"tp", "fp", "tn", "fn"}) state.add(name, {0, classes}, dtype, 0, Reduction::Cat);
+    state.add("confmat", {classes, classes}, dtype, 0, Reduction::Sum, Counts::kUnsigned);
   } else {
-    // without num_classes tn is TorchMetrics' 1 * n - (tp + fp + fn): minus the wrong predictions
-    const bool signed_tn = options.num_classes() == kUnknownClasses;
+    const auto rows = samplewise(options);
     for (const std::string name : {"tp", "fp", "tn", "fn"}) {
-      state.add(name, {classes}, dtype, 0, Reduction::Sum, signed_tn && name == "tn");
+      state.add(name, rows ? std::vector<int64_t>{0, classes} : std::vector<int64_t>{classes}, dtype, 0,
+                rows ? Reduction::Cat : Reduction::Sum, counts_of(name));
     }
   }
   if (options.validate_args()) state.track_bad_input(bad_input_kinds(options));

@@ -89,3 +89,67 @@ def test_cpp_and_python_checkpoints_are_one_format(tmp_path):
     from_python = nm.MulticlassAccuracy(num_classes=4)
     _C.load_checkpoint(from_python, str(tmp_path / "from_python.pt"))
     assert _same(from_cpp.state_dict(), acc.state_dict()) and _same(from_python.state_dict(), acc.state_dict())
+
+
+def _refused(metric, state, message):
+    before = metric.state_dict()
+    with pytest.raises(ValueError, match=message):
+        metric.load_state_dict(state)
+    assert _same(metric.state_dict(), before)
+
+
+def test_weighted_counts_below_0_or_nan_are_refused_and_change_nothing():
+    preds, target, weight = _batches(1)[0]
+    for make in (lambda: nm.MulticlassPrecision(num_classes=4, weighted=True),
+                 lambda: nm.MulticlassConfusionMatrix(num_classes=4, weighted=True),
+                 lambda: nm.BinaryRecall(weighted=True)):
+        source, metric = make(), make()
+        binary = isinstance(source, nm.BinaryRecall)
+        args = (preds[:, 0].sigmoid(), (target > 1).long(), weight) if binary else (preds, target, weight)
+        source.update(*args)
+        metric.update(*args)
+        for name in [k for k in source.state_dict() if k in ("tp", "fp", "fn", "confmat") or (binary and k == "tn")]:
+            for bad, shown in [(-5.0, "-5"), (float("nan"), "nan")]:
+                state = source.state_dict()
+                state[name] = state[name].clone().view(-1).index_fill(0, torch.tensor([0]), bad).view_as(state[name])
+                _refused(metric, state, f"'{name}' holds {shown}; a sum of weights is a number at least 0")
+
+
+def test_a_weighted_multiclass_tn_a_rounding_below_0_loads():
+    # class 0 in every row: its tn is the kept weight less each row's, two float64 sums in two orders
+    g = torch.Generator().manual_seed(0)
+    source = nm.MulticlassStatScores(num_classes=3, average=None, weighted=True)
+    preds, target = torch.randn(20, 3, generator=g), torch.randint(0, 3, (20,), generator=g)
+    target[torch.rand(20, generator=g) < 0.5] = 0
+    preds[target != 0, 0] = 10.0
+    source.update(preds, target, weight=torch.rand(20, generator=g, dtype=torch.float64) * 10)
+    state = source.state_dict()
+    assert -1e-12 < state["tn"][0] < 0  # what the two sums leave of 0
+    loaded = nm.MulticlassStatScores(num_classes=3, average=None, weighted=True)
+    loaded.load_state_dict(state)
+    assert _same(loaded.state_dict(), state)
+    state["tn"] = state["tn"].clone().index_fill(0, torch.tensor([0]), float("nan"))
+    _refused(loaded, state, "'tn' holds nan; a sum of weights is a number$")
+
+
+def test_a_tally_that_updates_cannot_leave_is_refused_and_changes_nothing():
+    mean = nm.MeanMetric()
+    mean.update(torch.tensor([1.0, float("nan"), 3.0]), torch.tensor([1.0, 1.0, float("inf")]))
+    mean.update(torch.tensor([2.0]))
+    good = mean.state_dict()
+    assert good["bad_input_counts"].tolist() == [1, 2, 1] and good["first_bad_update"].item() == 0
+
+    def edited(**entries):
+        state = dict(good)
+        state.update({k: torch.tensor(v, dtype=good[k].dtype).view_as(good[k]) for k, v in entries.items()})
+        return state
+
+    m = nm.MeanMetric()
+    m.update(torch.tensor([3.0]))
+    _refused(m, edited(bad_input_counts=[2, 1, 1]), "'bad_input_counts' holds 2 then 1: its counts are cumulative")
+    _refused(m, edited(bad_input_counts=[1, 2, 3]), "counts 3 updates with bad input, more than the 2 of 'update_count'")
+    _refused(m, edited(first_bad_update=[2]), "'first_bad_update' names update 2, but 'update_count' is 2")
+    _refused(m, edited(bad_input_counts=[0, 0, 0]), "counts no update with bad input, but 'first_bad_update' names update 0")
+    clean = edited(bad_input_counts=[0, 0, 0], first_bad_update=[2**62])  # (2^62: none)
+    m.load_state_dict(clean)
+    assert _same(m.state_dict(), clean)
