@@ -23,7 +23,11 @@ HostOrTensor::HostOrTensor(const py::handle& object, const std::string& metric, 
     return;
   }
   if (is_number(object) || PyBool_Check(object.ptr())) {
-    scalar_ = object.cast<double>();
+    scalar_ = PyFloat_AsDouble(object.ptr());
+    if (scalar_ == -1.0 && PyErr_Occurred()) {  // an int beyond float64's range
+      PyErr_Clear();
+      TORCH_CHECK_VALUE(false, metric, ".update: ", argument, " is an int too large for a float64");
+    }
     return;
   }
   // NumPy scalars and arrays, lists and tuples, as torch.as_tensor reads them. A 0-dim result is a

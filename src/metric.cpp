@@ -217,6 +217,8 @@ void Metric::report_locked(const BadInputReport& report) const {
 }
 
 BadInputReport Metric::bad_input_report() const {
+  TORCH_CHECK_VALUE(!device().is_meta(), name_, ".bad_input: the state is on meta, which holds no values; move ",
+                    "the metric to a device first");
   const UpdateLocks locks(*state_, *state_);
   return state_->bad_input_report();
 }

@@ -9,6 +9,7 @@
 #include <sstream>
 #include <string>
 
+#include "../dense_input.h"
 #include "../number_text.h"
 #include "kernels.h"
 
@@ -52,6 +53,7 @@ void check_value(const std::string& metric, const ValueArg& value, at::Device st
   if (!value.is_tensor()) return;
   const auto& t = value.tensor();
   TORCH_CHECK_TYPE(t.defined(), metric, ".update: value is an undefined tensor");
+  detail::check_dense(metric, "value", t);
   TORCH_CHECK_TYPE(is_real(t.scalar_type()), metric, ".update: value has dtype ", t.scalar_type(),
                    "; expected a real (floating, integer or bool) tensor");
   TORCH_CHECK_VALUE(t.device() == state_device, metric, ".update: value is on ", t.device(),
@@ -64,6 +66,7 @@ void check_weight(const std::string& metric, const ValueArg& value, const ValueA
   if (!weight.is_tensor()) return;
   const auto& w = weight.tensor();
   TORCH_CHECK_TYPE(w.defined(), metric, ".update: weight is an undefined tensor");
+  detail::check_dense(metric, "weight", w);
   TORCH_CHECK_TYPE(is_real(w.scalar_type()), metric, ".update: weight has dtype ", w.scalar_type(),
                    "; expected a real (floating, integer or bool) tensor");
   const auto device = value.is_tensor() ? value.tensor().device() : state_device;
@@ -117,6 +120,15 @@ std::string with_entry_line(std::string text, const std::string& name, const std
   return text.replace(start, text.find('\n', start) - start, line);
 }
 
+// An aggregator's state on `device`, or an error that names the metric where it cannot be made there.
+MetricState state_on(const std::string& metric, at::Device device) {
+  try {
+    return MetricState(device, at::kDouble);
+  } catch (const c10::Error& e) {
+    TORCH_CHECK(false, metric, ": could not allocate the state on ", device, ": ", e.what_without_backtrace());
+  }
+}
+
 }  // namespace
 
 namespace detail {
@@ -125,7 +137,7 @@ namespace detail {
 // its count, totals and tally into one buffer that one compensated add updates (the compensation
 // then covers all of them).
 WeightedSumMetric::WeightedSumMetric(std::string name, AggregationOptions options, bool tracks_weight)
-    : Metric(std::move(name), action_for(options.nan_policy()), MetricState(options.device(), at::kDouble)),
+    : Metric(name, action_for(options.nan_policy()), state_on(name, options.device())),
       options_(options) {
   check_dtype(this->name(), options_.dtype());
   auto& state = mutable_state();
@@ -207,7 +219,7 @@ at::Tensor WeightedSumMetric::totals() const { return compensated_totals(state()
 at::Tensor WeightedSumMetric::in_options_dtype(const at::Tensor& value) const { return value.to(options_.dtype()); }
 
 ExtremumMetric::ExtremumMetric(std::string name, AggregationOptions options, bool is_max)
-    : Metric(std::move(name), action_for(options.nan_policy()), MetricState(options.device(), at::kDouble)),
+    : Metric(name, action_for(options.nan_policy()), state_on(name, options.device())),
       options_(options),
       is_max_(is_max) {
   check_extremum_options(this->name(), options_);

@@ -4,6 +4,7 @@
 
 #include <limits>
 
+#include "../dense_input.h"
 #include "kernels.h"
 
 namespace metrics {
@@ -42,6 +43,8 @@ namespace {
 void check_tensors(const std::string& metric, const at::Tensor& preds, const at::Tensor& target,
                    at::Device state_device, bool binary_like) {
   TORCH_CHECK_TYPE(preds.defined() && target.defined(), metric, ".update: preds and target must be defined tensors");
+  check_dense(metric, "preds", preds);
+  check_dense(metric, "target", target);
   TORCH_CHECK_TYPE(is_integral(target.scalar_type()) || is_score_type(target.scalar_type()), metric,
                    ".update: target has dtype ", target.scalar_type(),
                    binary_like ? "; expected 0/1 labels as an integer, bool or floating tensor"
@@ -60,6 +63,7 @@ void check_weight(const std::string& metric, const ClassificationOptions& o, con
                   const at::Tensor& target) {
   TORCH_CHECK_VALUE(o.weighted(), metric,
                     ".update: weight given, but the metric counts without weights; build it with weighted=true");
+  check_dense(metric, "weight", weight);
   TORCH_CHECK_TYPE(is_score_type(weight.scalar_type()), metric, ".update: weight has dtype ", weight.scalar_type(),
                    "; expected a floating-point tensor");
   TORCH_CHECK_VALUE(weight.device() == target.device(), metric, ".update: weight is on ", weight.device(),

@@ -83,3 +83,65 @@ def test_a_null_metric_is_rejected():
     c = _C.MetricCollectionCore()
     with pytest.raises(ValueError, match="is null"):
         c.add("x", None)
+
+
+@pytest.mark.parametrize("make, args", [
+    (lambda: nm.MulticlassAccuracy(num_classes=3), lambda p, t: (p, t)),
+    (lambda: nm.MulticlassAccuracy(num_classes=3, weighted=True), lambda p, t: (p, t, torch.ones(len(t)))),
+    (lambda: nm.MeanMetric(), lambda p, t: (p[:, 0], torch.ones(len(t)))),
+], ids=["preds", "weighted", "Mean"])
+@pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors")
+def test_sparse_mkldnn_and_nested_inputs_are_refused_naming_the_argument(make, args):
+    preds, target = torch.randn(6, 3), torch.randint(0, 3, (6,))
+    m = make()
+    m.update(*args(preds, target))
+    before = m.state_dict()
+    dense = args(preds, target)
+    for i, arg in enumerate(dense):
+        name = ["value", "weight"][i] if isinstance(m, nm.MeanMetric) else ["preds", "target", "weight"][i]
+        for strange, layout in [(arg.to_sparse(), "Sparse"), (arg.float().to_mkldnn(), "Mkldnn")]:
+            with pytest.raises(TypeError, match=f"{name} has layout {layout}; expected a dense tensor"):
+                m.update(*dense[:i], strange, *dense[i + 1:])
+        nested = torch.nested.nested_tensor([arg, arg]) if hasattr(torch, "nested") else None
+        if nested is not None and i == 0:
+            with pytest.raises(TypeError, match=f"{name} is a nested tensor; expected a dense tensor"):
+                m.update(nested, *dense[1:])
+    assert _same_state(m.state_dict(), before)
+
+
+def test_an_int_beyond_float64_is_refused_naming_the_argument():
+    m = nm.MeanMetric()
+    m.update(1.0)
+    before = m.state_dict()
+    with pytest.raises(ValueError, match="Mean.update: value is an int too large for a float64"):
+        m.update(10**400)
+    with pytest.raises(ValueError, match="Mean.update: weight is an int too large for a float64"):
+        m.update(torch.ones(2), 10**400)
+    with pytest.raises(ValueError, match="MetricCollection.update: value is an int too large for a float64"):
+        nm.MetricCollection([nm.MeanMetric()]).update(value=10**400)
+    assert _same_state(m.state_dict(), before)
+
+
+def test_a_header_edited_into_bytes_that_are_not_utf8_is_quoted_escaped():
+    m = nm.MulticlassAccuracy(num_classes=3)
+    state = m.state_dict()
+    header = state["_metric"].clone()
+    header[5] = 0xFF
+    state["_metric"] = header
+    before = m.state_dict()
+    with pytest.raises(ValueError, match=r"MulticlassAccuracy.load_state_dict: the state is of another metric: "
+                                         r"it has 'Multi\\xfflassAccuracy\(num_classes=3"):
+        m.load_state_dict(state)
+    assert _same_state(m.state_dict(), before)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a torch without CUDA")
+def test_an_aggregator_that_cannot_allocate_its_state_says_which():
+    with pytest.raises(RuntimeError, match="Mean: could not allocate the state on cuda"):
+        nm.MeanMetric(device="cuda")
+
+
+def test_bad_input_of_a_meta_metric_says_it_holds_no_values():
+    m = nm.MulticlassAccuracy(num_classes=3, device="meta")
+    with pytest.raises(ValueError, match="MulticlassAccuracy.bad_input: the state is on meta, which holds no values"):
+        m.bad_input()
