@@ -14,6 +14,7 @@ from contextlib import contextmanager
 import torch
 
 from . import _C
+from ._C import Metric  # noqa: F401  (TorchMetrics' import path: torchmetrics.metric.Metric)
 from .distributed import Syncable, dist_initialized
 
 _P = inspect.Parameter

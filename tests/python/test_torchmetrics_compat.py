@@ -20,6 +20,19 @@ import nosync_metrics.distributed
 T = torch.tensor
 
 
+# ---------------------------------------------------------------- 0. TorchMetrics' import paths
+
+@pytest.mark.parametrize("module, name, same_as", [
+    ("collections", "MetricCollection", nm.MetricCollection),  # torchmetrics.collections
+    ("metric", "Metric", nm.Metric),  # torchmetrics.metric
+    ("classification", "MulticlassAccuracy", nm.MulticlassAccuracy),
+    ("aggregation", "MeanMetric", nm.MeanMetric),
+])
+def test_torchmetrics_submodule_imports_are_an_import_change(module, name, same_as):
+    imported = __import__(f"nosync_metrics.{module}", fromlist=[name])
+    assert getattr(imported, name) is same_as
+
+
 # ---------------------------------------------------------------- 1. task= in any case
 
 DOC_EXAMPLES = [  # (wrapper, task as spelled, arguments, preds, target, TorchMetrics' documented value)
