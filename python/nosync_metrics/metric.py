@@ -529,7 +529,11 @@ class PythonMetric(Syncable):
         return copied
 
     def __repr__(self):
-        shown = ", ".join(f"{k}={v!r}" for k, v in self._arguments.items()
+        arguments = dict(self._arguments)
+        if torch.device(arguments.get("device") or "cpu") != self.device:
+            # where it is now (it moved since it was made): None for the CPU, the default
+            arguments["device"] = None if self.device.type == "cpu" else str(self.device)
+        shown = ", ".join(f"{k}={v!r}" for k, v in arguments.items()
                           if k in self._shown_always or v != self._defaults[k])
         return f"{type(self).__name__}({shown})"
 

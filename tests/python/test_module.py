@@ -686,3 +686,13 @@ def test_a_metric_used_under_inference_mode_works_outside_it_after(make, samplew
     fresh = make()
     fresh.update(*batches[0])
     assert all(torch.equal(a, b) for a, b in zip(metric.state_dict().values(), fresh.state_dict().values()))
+
+
+def test_repr_shows_where_a_moved_metric_is():
+    acc = nm.MulticlassAccuracy(num_classes=3, device="meta")
+    assert repr(acc) == "MulticlassAccuracy(num_classes=3, device='meta')"
+    acc.to("cpu")
+    assert repr(acc) == repr(acc.clone()) == "MulticlassAccuracy(num_classes=3)"
+    mean = nm.MeanMetric()
+    mean.to("meta")
+    assert repr(mean) == "MeanMetric(device='meta')"
