@@ -8,9 +8,9 @@
 namespace metrics::python {
 namespace {
 
-// Raises `type` with `message`, whose bytes that are not UTF-8 (quoted from a loaded state, say)
-// show as \xNN escapes: PyErr_SetString would raise with an empty message instead.
-void raise(PyObject* type, const char* message) {
+// Sets the Python error `type` to `message`, any bytes of it that are not UTF-8 shown as \xNN
+// escapes: PyErr_SetString would raise with an empty message instead.
+void set_python_error(PyObject* type, const char* message) {
   PyObject* text = PyUnicode_DecodeUTF8(message, static_cast<Py_ssize_t>(std::strlen(message)), "backslashreplace");
   if (text == nullptr) return;  // (no memory: that error stands)
   PyErr_SetObject(type, text);
@@ -24,15 +24,15 @@ void init_errors(py::module_& /*m*/) {
     try {
       if (error) std::rethrow_exception(error);
     } catch (const c10::ValueError& e) {
-      raise(PyExc_ValueError, e.what_without_backtrace());
+      set_python_error(PyExc_ValueError, e.what_without_backtrace());
     } catch (const c10::TypeError& e) {
-      raise(PyExc_TypeError, e.what_without_backtrace());
+      set_python_error(PyExc_TypeError, e.what_without_backtrace());
     } catch (const c10::IndexError& e) {
-      raise(PyExc_IndexError, e.what_without_backtrace());
+      set_python_error(PyExc_IndexError, e.what_without_backtrace());
     } catch (const c10::NotImplementedError& e) {
-      raise(PyExc_NotImplementedError, e.what_without_backtrace());
+      set_python_error(PyExc_NotImplementedError, e.what_without_backtrace());
     } catch (const c10::Error& e) {
-      raise(PyExc_RuntimeError, e.what_without_backtrace());
+      set_python_error(PyExc_RuntimeError, e.what_without_backtrace());
     }
   });
 }

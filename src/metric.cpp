@@ -3,7 +3,6 @@
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 #include <ATen/record_function.h>
-#include <c10/core/InferenceMode.h>
 #include <c10/util/Exception.h>
 
 #include <mutex>
@@ -12,6 +11,7 @@
 #include <utility>
 
 #include "collection_call.h"
+#include "normal_tensors.h"
 #include "update_locks.h"
 
 namespace metrics {
@@ -65,6 +65,21 @@ class ExclusiveUpdate {
 // A description's first line: the metric's name and options.
 std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 
+// `line` as a message quotes it: bytes outside printable ASCII (a NUL, bytes that are not UTF-8:
+// an edited header) as \xNN, so that the message shows them and stays whole.
+std::string printable(const std::string& line) {
+  std::string text;
+  for (const unsigned char c : line) {
+    if (c >= 0x20 && c < 0x7f) {
+      text += static_cast<char>(c);
+      continue;
+    }
+    constexpr char kHex[] = "0123456789abcdef";
+    text += {'\\', 'x', kHex[c >> 4], kHex[c & 0xf]};
+  }
+  return text;
+}
+
 }  // namespace
 
 std::string first_difference(const std::string& a, const std::string& b) {
@@ -76,7 +91,7 @@ std::string first_difference(const std::string& a, const std::string& b) {
     if (!more_left && !more_right) return "";
     if (!more_left) l = "(nothing)";
     if (!more_right) r = "(nothing)";
-    if (l != r) return "'" + l + "' against '" + r + "'";
+    if (l != r) return "'" + printable(l) + "' against '" + printable(r) + "'";
   }
 }
 
@@ -101,9 +116,7 @@ void Metric::update(const UpdateArgs& args) {
 
 void Metric::apply(c10::function_ref<void()> step) {
   check_alone("update");
-  // what the update keeps (buffers it reuses, rows it adds) is made as normal tensors (see
-  // MetricState::pack()); this mode's grad mode is then turned off again
-  const c10::InferenceMode normal_tensors(/*enabled=*/false);
+  const detail::NormalTensors normal_tensors;  // what the update keeps (buffers it reuses, rows it adds)
   const at::NoGradGuard no_grad;  // an input that requires grad must not join the state to its graph
   const UpdateLocks locks(*state_, *state_);
 #if METRICS_CHECK_THREADS

@@ -2,7 +2,6 @@
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
-#include <c10/core/InferenceMode.h>
 
 #include <algorithm>
 #include <utility>
@@ -10,6 +9,8 @@
 #include <limits>
 #include <sstream>
 #include <type_traits>
+
+#include "normal_tensors.h"
 
 namespace metrics {
 namespace {
@@ -55,15 +56,14 @@ bool same_value(const c10::Scalar& a, const c10::Scalar& b) {
   return a.toDouble() == b.toDouble();
 }
 
-// Counts in float64 that sum weights: any number (+inf after an overflow too) but NaN, and unless
-// signed none below 0 (-0.0 is 0).
+// Counts in float64 that sum weights: none below 0 unless signed (-0.0 is 0; +inf and NaN are what
+// an overflow leaves, inf - inf in a count derived from others, which compute() reports).
 void check_weight_sums(const at::Tensor& host, const StateEntry& entry, const std::string& metric) {
-  const bool is_signed = entry.counts == Counts::kSigned;
+  if (entry.counts == Counts::kSigned) return;
   const auto* data = host.data_ptr<double>();
   for (int64_t i = 0; i < host.numel(); ++i) {
-    const double v = data[i];
-    TORCH_CHECK_VALUE(is_signed ? !std::isnan(v) : v >= 0, metric, ".load_state_dict: '", entry.name, "' holds ", v,
-                      is_signed ? "; a sum of weights is a number" : "; a sum of weights is a number at least 0");
+    TORCH_CHECK_VALUE(!(data[i] < 0), metric, ".load_state_dict: '", entry.name, "' holds ", data[i],
+                      "; a sum of weights is not below 0");
   }
 }
 
@@ -119,7 +119,7 @@ MetricState::MetricState(const MetricState& other)
       rows_settled_(other.rows_settled_),
       row_pending_(other.row_pending_),
       bad_input_(other.bad_input_) {
-  const c10::InferenceMode normal_tensors(/*enabled=*/false);  // (see pack())
+  const detail::NormalTensors normal_tensors;
   // a deep copy (and no scratch): one copy per packed buffer, not one per entry
   for (const auto& buffer : other.buffers_) buffers_.push_back(buffer.clone());
   if (other.rows_.defined()) rows_ = other.rows_.narrow(0, 0, other.row_count_).clone();  // no room
@@ -213,10 +213,7 @@ void MetricState::walk_count_buffer(Entry entry, HiddenRange hidden) const {
 }
 
 void MetricState::pack() {
-  // The state's tensors, and the entries' views of them, are normal tensors even when made under
-  // torch.inference_mode(): an inference tensor, or a view made in that mode, cannot be written in
-  // place outside it, where the metric may be updated, reset or loaded next.
-  const c10::InferenceMode normal_tensors(/*enabled=*/false);
+  const detail::NormalTensors normal_tensors;
   std::vector<std::vector<at::Tensor>> parts(1);
   std::vector<at::ScalarType> dtypes{count_dtype()};
   walk_count_buffer([&](size_t slot, int64_t) { parts[0].push_back(entries_[slot].tensor.reshape({-1})); },
@@ -253,7 +250,7 @@ void MetricState::pack_rows() {
 int64_t MetricState::cat_width() const { return row_width() - static_cast<int64_t>(row_pending_.size()); }
 
 void MetricState::view_buffers() {
-  const c10::InferenceMode normal_tensors(/*enabled=*/false);  // (see pack())
+  const detail::NormalTensors normal_tensors;
   std::vector<int64_t> used(buffers_.size(), 0);
   offsets_.assign(entries_.size(), -1);
   hidden_offsets_.assign(hidden_.size(), 0);
@@ -395,7 +392,7 @@ void MetricState::append(const std::vector<std::pair<size_t, at::Tensor>>& rows)
 
 at::Tensor MetricState::grow_rows(int64_t n) {
   TORCH_INTERNAL_ASSERT(rows_.defined() && n >= 0);
-  const c10::InferenceMode normal_tensors(/*enabled=*/false);  // (see pack())
+  const detail::NormalTensors normal_tensors;
   const auto needed = row_count_ + n;
   if (needed > rows_.size(0)) {
     auto grown = at::zeros({std::max(needed, 2 * rows_.size(0)), rows_.size(1)}, rows_.options());
@@ -612,7 +609,7 @@ at::Tensor MetricState::widened(const at::Tensor& given, size_t slot) const {
 void MetricState::to(at::Device device) {
   // a meta state holds no values to copy: it arrives fresh (as module.to_empty() materializes it)
   const bool fresh = this->device().is_meta() && !device.is_meta();
-  const c10::InferenceMode normal_tensors(/*enabled=*/false);  // (see pack())
+  const detail::NormalTensors normal_tensors;
   const auto moved = [&](const at::Tensor& t) { return fresh ? at::empty_like(t, t.options().device(device)) : t.to(device); };
   for (auto& buffer : buffers_) buffer = moved(buffer);
   // (a fresh state's rows buffer is zeros: the rows past the used ones must be)

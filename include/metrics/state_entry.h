@@ -20,9 +20,10 @@ enum class Reduction {
 const char* reduction_name(Reduction reduction);
 
 /// Whether an entry holds counts, which load_state_dict checks as such: an int64 sum always holds
-/// whole numbers in [0, 2^62); counts in float64 (a weighted metric's, sums of weights) are never NaN
-/// and never below 0. Signed counts (TorchMetrics' tn without num_classes, -1 per wrong prediction)
-/// may go below 0: whole numbers within (-2^62, 2^62), or in float64 any number but NaN.
+/// whole numbers in [0, 2^62); counts in float64 (a weighted metric's, sums of weights) are never
+/// below 0 (NaN and +inf are what an overflow leaves). Signed counts (TorchMetrics' tn without
+/// num_classes, -1 per wrong prediction; a weighted multiclass tn) may go below 0: whole numbers in
+/// [-2^62, 2^62), or in float64 any value.
 enum class Counts { kNo, kUnsigned, kSigned };
 
 /// One tensor of a metric's state: allocated once on the metric's device, updated in place,

@@ -530,9 +530,11 @@ class PythonMetric(Syncable):
 
     def __repr__(self):
         arguments = dict(self._arguments)
-        if torch.device(arguments.get("device") or "cpu") != self.device:
+        given = arguments.get("device")
+        made_on, now = torch.device("cpu" if given is None else given), self.device
+        if made_on.type != now.type or made_on.index not in (None, now.index):
             # where it is now (it moved since it was made): None for the CPU, the default
-            arguments["device"] = None if self.device.type == "cpu" else str(self.device)
+            arguments["device"] = None if now.type == "cpu" else str(now)
         shown = ", ".join(f"{k}={v!r}" for k, v in arguments.items()
                           if k in self._shown_always or v != self._defaults[k])
         return f"{type(self).__name__}({shown})"

@@ -98,7 +98,7 @@ def _refused(metric, state, message):
     assert _same(metric.state_dict(), before)
 
 
-def test_weighted_counts_below_0_or_nan_are_refused_and_change_nothing():
+def test_weighted_counts_below_0_are_refused_and_change_nothing():
     preds, target, weight = _batches(1)[0]
     for make in (lambda: nm.MulticlassPrecision(num_classes=4, weighted=True),
                  lambda: nm.MulticlassConfusionMatrix(num_classes=4, weighted=True),
@@ -109,10 +109,29 @@ def test_weighted_counts_below_0_or_nan_are_refused_and_change_nothing():
         source.update(*args)
         metric.update(*args)
         for name in [k for k in source.state_dict() if k in ("tp", "fp", "fn", "confmat") or (binary and k == "tn")]:
-            for bad, shown in [(-5.0, "-5"), (float("nan"), "nan")]:
+            for bad, shown in [(-5.0, "-5"), (-1e-300, "-1e-300")]:
                 state = source.state_dict()
                 state[name] = state[name].clone().view(-1).index_fill(0, torch.tensor([0]), bad).view_as(state[name])
-                _refused(metric, state, f"'{name}' holds {shown}; a sum of weights is a number at least 0")
+                _refused(metric, state, f"'{name}' holds {shown}; a sum of weights is not below 0")
+
+
+def test_weighted_counts_an_overflow_left_load_and_compute_reports_it():
+    # weights at float64's maximum: tp overflows to inf and tn, the kept weight less each class's, to
+    # inf - inf = NaN; a collection whose ConfusionMatrix shares the state derives fp the same way
+    preds, target, weight = torch.zeros(2, 2), torch.zeros(2, dtype=torch.long), torch.full((2,), 1e308, dtype=torch.float64)
+    stats = nm.MulticlassStatScores(num_classes=2, average=None, weighted=True)
+    stats.update(preds, target, weight)
+    state = stats.state_dict()
+    assert state["tp"][0] == float("inf") and state["tn"].isnan().all()
+    loaded = nm.MulticlassStatScores(num_classes=2, average=None, weighted=True)
+    loaded.load_state_dict(state)
+    assert all(torch.equal(a, b) or (a.isnan() == b.isnan()).all() for a, b in zip(loaded.state_dict().values(), state.values()))
+    with pytest.raises(ValueError, match="overflowed float64"):
+        loaded.compute()
+    both = nm.MetricCollection({"cm": nm.MulticlassConfusionMatrix(num_classes=2, weighted=True),
+                                "precision": nm.MulticlassPrecision(num_classes=2, weighted=True)})
+    both.update(preds, target, weight)
+    assert both.state_dict()["precision.tp"][0] == float("inf")  # (fp = column sum - diagonal = NaN)
 
 
 def test_a_weighted_multiclass_tn_a_rounding_below_0_loads():
@@ -129,7 +148,8 @@ def test_a_weighted_multiclass_tn_a_rounding_below_0_loads():
     loaded.load_state_dict(state)
     assert _same(loaded.state_dict(), state)
     state["tn"] = state["tn"].clone().index_fill(0, torch.tensor([0]), float("nan"))
-    _refused(loaded, state, "'tn' holds nan; a sum of weights is a number$")
+    state["tn"] = state["tn"].clone().index_fill(0, torch.tensor([0]), -5.0)
+    loaded.load_state_dict(state)  # (signed: not checked for a sign)
 
 
 def test_a_tally_that_updates_cannot_leave_is_refused_and_changes_nothing():

@@ -646,41 +646,52 @@ def test_forward_values_are_their_batches_and_stay_so_after_later_forwards(name)
 
 # ---------------------------------------------------------------- torch.inference_mode()
 
-def _batches(n, samplewise=False):
-    g = torch.Generator().manual_seed(11)
+def _multiclass(g, samplewise=False):
     shape = (4, 3, 5) if samplewise else (16, 3)
-    return [(torch.randn(*shape, generator=g), torch.randint(0, 3, shape[:1] + shape[2:], generator=g))
-            for _ in range(n)]
+    return torch.randn(*shape, generator=g), torch.randint(0, 3, shape[:1] + shape[2:], generator=g)
 
 
-@pytest.mark.parametrize("make, samplewise", [
-    (lambda: nm.MulticlassAccuracy(num_classes=3), False),
-    (lambda: nm.MulticlassF1Score(num_classes=3, multidim_average="samplewise"), True),
-    (lambda: nm.MetricCollection([nm.MulticlassAccuracy(num_classes=3), nm.MulticlassRecall(num_classes=3)]), False),
-], ids=["accuracy", "samplewise", "collection"])
+INFERENCE_MODE_CASES = {  # what each keeps between updates: the state; ATen buffers; rows it grows
+    "accuracy": (lambda: nm.MulticlassAccuracy(num_classes=3), _multiclass),
+    "samplewise": (lambda: nm.MulticlassF1Score(num_classes=3, multidim_average="samplewise"),
+                   lambda g: _multiclass(g, samplewise=True)),
+    "binary samplewise": (lambda: nm.BinaryAccuracy(multidim_average="samplewise"),
+                          lambda g: (torch.rand(4, 6, generator=g), torch.randint(0, 2, (4, 6), generator=g))),
+    "multilabel weighted": (lambda: nm.MultilabelRecall(num_labels=4, weighted=True),
+                            lambda g: (torch.rand(8, 4, generator=g), torch.randint(0, 2, (8, 4), generator=g),
+                                       torch.rand(8, generator=g, dtype=torch.float64))),
+    "mean of strided values": (lambda: nm.MeanMetric(),  # (a strided value takes the ATen path)
+                               lambda g: (torch.randn(6, 2, generator=g)[:, 0], torch.rand(6, generator=g))),
+    "collection": (lambda: nm.MetricCollection([nm.MulticlassAccuracy(num_classes=3),
+                                                 nm.MulticlassRecall(num_classes=3)]), _multiclass),
+}
+
+
+@pytest.mark.parametrize("case", INFERENCE_MODE_CASES)
 @pytest.mark.parametrize("made_inside", [False, True], ids=["made outside", "made inside"])
-def test_a_metric_used_under_inference_mode_works_outside_it_after(make, samplewise, made_inside):
+def test_a_metric_used_under_inference_mode_works_outside_it_after(case, made_inside):
     # as a Lightning validation step runs (under inference_mode), then the next epoch's calls outside
-    batches = _batches(6, samplewise)
+    make, batch = INFERENCE_MODE_CASES[case]
+    g = torch.Generator().manual_seed(11)
+    batches = [batch(g) for _ in range(6)]
     reference = make()
-    for preds, target in batches:
-        reference.update(preds, target)
+    for args in batches:
+        reference.update(*args)
     if made_inside:
         with torch.inference_mode():
             metric = make()
     else:
         metric = make()
     with torch.inference_mode():
-        for preds, target in batches[:3]:  # samplewise: the rows it grows are made in this mode
-            metric(preds, target)
-    for preds, target in batches[3:5]:
-        metric(preds, target)
+        for args in batches[:3]:  # samplewise: the rows it grows are made in this mode
+            metric(*args)
+    for args in batches[3:5]:
+        metric(*args)
     metric.update(*batches[5])
     got, want = metric.compute(), reference.compute()
     for key in (want.keys() if isinstance(want, dict) else [None]):
         assert torch.equal(got[key] if key else got, want[key] if key else want)
-    state = reference.state_dict()
-    metric.load_state_dict(state)
+    metric.load_state_dict(reference.state_dict())
     metric.reset()
     metric.update(*batches[0])
     fresh = make()
