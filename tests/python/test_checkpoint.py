@@ -173,3 +173,15 @@ def test_a_tally_that_updates_cannot_leave_is_refused_and_changes_nothing():
     clean = edited(bad_input_counts=[0, 0, 0], first_bad_update=[2**62])  # (2^62: none)
     m.load_state_dict(clean)
     assert _same(m.state_dict(), clean)
+
+
+def test_a_partial_dict_is_checked_with_the_metrics_own_tally():
+    m = nm.MeanMetric()
+    for i in range(8):
+        m.update(torch.tensor([float("nan") if i == 7 else 1.0]))
+    before = m.state_dict()
+    with pytest.raises(ValueError, match="'first_bad_update' names update 7, but 'update_count' is 5"):
+        m.load_state_dict({"update_count": torch.tensor(5.0, dtype=torch.float64)}, strict=False)
+    assert _same(m.state_dict(), before)
+    m.load_state_dict({"update_count": torch.tensor(9.0, dtype=torch.float64)}, strict=False)
+    assert m.state_dict()["update_count"].item() == 9 and m.state_dict()["first_bad_update"].item() == 7
