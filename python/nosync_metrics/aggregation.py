@@ -11,7 +11,7 @@ import numbers
 import torch
 
 from . import _C
-from .metric import _P, arg, check_device, metric_class
+from .metric import _P, arg, check_device, check_real, metric_class
 
 _PARAMETERS = [arg("nan_strategy", "warn"), arg("dtype", None, _P.KEYWORD_ONLY), arg("device", None, _P.KEYWORD_ONLY)]
 _WEIGHTED_UPDATE = [arg("value"), arg("weight", 1.0)]  # SumMetric's weight is ours: the sum of value * weight
@@ -29,6 +29,8 @@ def _construct(base):
                 isinstance(nan_strategy, str) and nan_strategy not in _NAN_STRATEGIES):
             raise ValueError(f"{who}: Arg `nan_strategy` should either be a float or one of "
                              f"{list(_NAN_STRATEGIES)} but got {nan_strategy!r}.")
+        if not isinstance(nan_strategy, str):
+            nan_strategy = check_real(who, "nan_strategy", nan_strategy)
         if a["dtype"] is not None and not isinstance(a["dtype"], torch.dtype):
             raise TypeError(f"{who}: dtype must be a torch.dtype, got {a['dtype']!r} ({type(a['dtype']).__name__})")
         base.__init__(self, nan_strategy, dtype=a["dtype"], device=check_device(who, "device", a["device"]))

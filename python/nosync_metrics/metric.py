@@ -55,7 +55,10 @@ def check_int(who, name, value, optional=False):
 def check_real(who, name, value):
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ValueError(f"{who}: {name} must be a number, got {value!r} ({type(value).__name__})")
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:  # an int beyond float64's range
+        raise ValueError(f"{who}: {name} is an int too large for a float64") from None
 
 
 def check_bool(who, name, value):

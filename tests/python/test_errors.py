@@ -146,3 +146,11 @@ def test_bad_input_of_a_meta_metric_says_it_holds_no_values():
     m = nm.MulticlassAccuracy(num_classes=3, device="meta")
     with pytest.raises(ValueError, match="MulticlassAccuracy.bad_input: the state is on meta, which holds no values"):
         m.bad_input()
+
+
+def test_an_int_beyond_float64_as_an_option_is_refused_naming_it():
+    with pytest.raises(ValueError, match="MeanMetric: nan_strategy is an int too large for a float64"):
+        nm.MeanMetric(nan_strategy=10**400)
+    with pytest.raises(ValueError, match="BinaryAccuracy: threshold is an int too large for a float64"):
+        nm.BinaryAccuracy(threshold=10**400)
+    assert nm.MeanMetric(nan_strategy=2).nan_strategy == 2  # an int within range is a replacement, as before
