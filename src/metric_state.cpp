@@ -591,9 +591,7 @@ bool MetricState::is_update_count_or_tally(size_t slot) const {
 }
 
 bool MetricState::is_count(size_t slot) const {
-  const auto& entry = entries_[slot];
-  const bool int64_sum = entry.tensor.scalar_type() == at::kLong && entry.reduction != Reduction::Max;
-  return is_update_count_or_tally(slot) || int64_sum || entry.counts != Counts::kNo;
+  return is_update_count_or_tally(slot) || entries_[slot].counts != Counts::kNo;
 }
 
 at::Tensor MetricState::widened(const at::Tensor& given, size_t slot) const {

@@ -204,7 +204,8 @@ class MetricState {
   int64_t add_hidden(Hidden hidden);
   void zero_hidden();
   size_t buffer_of(at::ScalarType dtype) const;
-  // Whether the entry holds counts (checked as such when loaded).
+  // Whether the entry holds counts: the update count, the tally, or one added as Counts (checked as
+  // such when loaded).
   bool is_count(size_t slot) const;
   bool is_update_count_or_tally(size_t slot) const;
   void check_rows_agree(const std::vector<at::Tensor>& incoming, const std::string& metric) const;

@@ -9,6 +9,7 @@
 #include <sstream>
 #include <string>
 
+#include "../allocated_state.h"
 #include "../dense_input.h"
 #include "../number_text.h"
 #include "kernels.h"
@@ -120,13 +121,10 @@ std::string with_entry_line(std::string text, const std::string& name, const std
   return text.replace(start, text.find('\n', start) - start, line);
 }
 
-// An aggregator's state on `device`, or an error that names the metric where it cannot be made there.
+// An aggregator's state on `device`.
 MetricState state_on(const std::string& metric, at::Device device) {
-  try {
-    return MetricState(device, at::kDouble);
-  } catch (const c10::Error& e) {
-    TORCH_CHECK(false, metric, ": could not allocate the state on ", device, ": ", e.what_without_backtrace());
-  }
+  return detail::allocated_state(metric, "the state on " + device.str(),
+                                 [&] { return MetricState(device, at::kDouble); });
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "../allocated_state.h"
 #include "../number_text.h"
 #include "kernels.h"
 
@@ -80,12 +81,9 @@ MetricState checked_state(const std::string& base_name, const ClassificationOpti
                     ": num_classes is required, got None (only micro-averaged scores count without it)");
   check_options(metric, options);
   check_state_size(metric, options, layout);
-  try {
-    return detail::make_count_state(options, layout);
-  } catch (const c10::Error& e) {
-    TORCH_CHECK(false, metric, ": could not allocate the state for num_classes = ", options.num_classes(), " on ",
-                options.device(), ": ", e.what_without_backtrace());
-  }
+  const auto what =
+      "the state for num_classes = " + std::to_string(options.num_classes()) + " on " + options.device().str();
+  return detail::allocated_state(metric, what, [&] { return detail::make_count_state(options, layout); });
 }
 
 const at::Tensor& tensor_arg(const std::string& metric, const ValueArg* arg, const char* name) {

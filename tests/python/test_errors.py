@@ -137,9 +137,14 @@ def test_a_header_edited_into_bytes_that_are_not_printable_is_quoted_escaped(byt
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a torch without CUDA")
-def test_an_aggregator_that_cannot_allocate_its_state_says_which():
-    with pytest.raises(RuntimeError, match="Mean: could not allocate the state on cuda"):
-        nm.MeanMetric(device="cuda")
+@pytest.mark.parametrize("make, message", [
+    (lambda: nm.MeanMetric(device="cuda"), "Mean: could not allocate the state on cuda"),
+    (lambda: nm.MulticlassAccuracy(num_classes=5, device="cuda"),
+     "MulticlassAccuracy: could not allocate the state for num_classes = 5 on cuda"),
+])
+def test_a_metric_that_cannot_allocate_its_state_says_which(make, message):
+    with pytest.raises(RuntimeError, match=message):
+        make()
 
 
 def test_bad_input_of_a_meta_metric_says_it_holds_no_values():
