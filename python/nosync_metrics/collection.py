@@ -213,18 +213,22 @@ class MetricCollection(Syncable, torch.nn.Module):
         if not isinstance(metric, _C.Metric):
             raise ValueError(f"MetricCollection: {name} is a {type(metric).__name__}, not a nosync_metrics metric")
         apart = _updated_apart(metric)
-        # a metric of another collection's compute group: every collection it is in counts into its
-        # state, so it takes a state of its own there, and here too (no third metric sees both's batches)
-        elsewhere = any(ref() is not None and ref() is not self for ref in metric._collections)
+        # a metric of another collection too: every collection it is in counts into its state, so it
+        # keeps a state of its own in each, which no other metric joins (none sees both's batches)
         metric._alone()
         self._core.add(name, metric, updated_apart=apart)
-        if elsewhere:
+        mates = next(group for group in self._core.groups() if name in group)
+        if any(self._in_another(self._modules.get(mate, metric)) for mate in mates):
             self._core._detach(name)
         self._modules[name] = metric
         if apart:
             self._apart_names = self._apart_names + [name]
         else:
             metric._collections = metric._collections + (weakref.ref(self),)
+
+    def _in_another(self, metric):
+        """Whether `metric` is in a collection besides this one."""
+        return any(ref() is not None and ref() is not self for ref in metric._collections)
 
     def _detach(self, metric):
         """Gives `metric`, about to count, reset or load on its own, a copy of the state it shares with

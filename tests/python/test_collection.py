@@ -389,6 +389,31 @@ def test_forward_after_a_member_took_another_collections_layout():
     assert second.compute_groups == {0: ["cm"], 1: ["p"]}  # in two collections: a state of its own
 
 
+@pytest.mark.parametrize("added_later_to", ["first", "second"])
+def test_no_metric_joins_the_state_of_a_metric_in_two_collections(added_later_to):
+    # metrics added after it, to either collection, keep states of their own: they see their own
+    # collection's batches alone (before, one that joined its state counted the other's too)
+    batches = _batches()
+    shared = nm.MulticlassAccuracy(num_classes=6)
+    first = nm.MetricCollection({"acc": shared, "p": nm.MulticlassPrecision(num_classes=6)})
+    second = nm.MetricCollection({"acc": shared, "r": nm.MulticlassRecall(num_classes=6)})
+    later = first if added_later_to == "first" else second
+    later.add_metrics({"f1": nm.MulticlassF1Score(num_classes=6)})
+    first.update(*batches[0])
+    second.update(*batches[1])
+    expected = {"acc": nm.MulticlassAccuracy(num_classes=6), "p": nm.MulticlassPrecision(num_classes=6),
+                "r": nm.MulticlassRecall(num_classes=6), "f1": nm.MulticlassF1Score(num_classes=6)}
+    for batch in batches[:2]:
+        expected["acc"].update(*batch)
+    for name, batch in (("p", batches[0]), ("r", batches[1]), ("f1", batches[0 if later is first else 1])):
+        expected[name].update(*batch)
+    for collection in (first, second):
+        for name, value in collection.compute().items():
+            assert torch.equal(value, expected[name].compute()), name
+            assert collection[name].update_count == expected[name].update_count, name
+        assert all(group == ["acc"] or "acc" not in group for group in collection.compute_groups.values())
+
+
 def test_one_metric_under_two_names_counts_once_after_a_reset_of_its_own():
     preds, target = _batches()[0]
     metric = nm.MulticlassAccuracy(num_classes=6)
