@@ -4,6 +4,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 #include <algorithm>
+#include <limits>
 
 #include "update_locks.h"
 
@@ -92,6 +93,16 @@ at::Tensor gather_rows(c10d::ProcessGroup& group, const at::Tensor& rows, const 
   return at::cat(parts).to(rows.device());
 }
 
+// A Min or Max buffer of floating values as PackedState sends it: NaN replaced by the reduction's
+// identity, a flag per value after them; other buffers as they are.
+at::Tensor nan_carrying(const at::Tensor& values, Reduction reduction) {
+  if (reduction == Reduction::Sum || !at::isFloatingType(values.scalar_type())) return values;
+  const bool is_min = reduction == Reduction::Min;
+  const auto nan = values.isnan();
+  const auto identity = (is_min ? 1 : -1) * std::numeric_limits<double>::infinity();
+  return at::cat({values.masked_fill(nan, identity), nan.to(values.scalar_type()) * (is_min ? -1 : 1)});
+}
+
 void all_reduce(PackedState& packed, c10d::ProcessGroup& group) {
   const auto backend = group.getBackendName();
   auto& rows = packed.rows();
@@ -135,7 +146,11 @@ PackedState::PackedState(const std::vector<StateEntry>& entries) {
     slots_.push_back({entry.name, b, sizes[b], entry.tensor.sizes().vec()});
     sizes[b] += entry.tensor.numel();
   }
-  for (size_t b = 0; b < buffers_.size(); ++b) buffers_[b].tensor = at::cat(parts[b]);
+  for (size_t b = 0; b < buffers_.size(); ++b) {
+    auto values = at::cat(parts[b]);
+    value_counts_.push_back(values.numel());
+    buffers_[b].tensor = nan_carrying(values, buffers_[b].reduction);
+  }
 }
 
 StateDict PackedState::unpack() const {
@@ -143,7 +158,12 @@ StateDict PackedState::unpack() const {
   for (const auto& slot : slots_) {
     const auto& buffer = buffers_[slot.buffer].tensor;
     const auto numel = c10::multiply_integers(slot.shape);
-    dict.emplace(slot.name, buffer.narrow(0, slot.offset, numel).view(slot.shape).clone());
+    auto values = buffer.narrow(0, slot.offset, numel).clone();
+    if (carries_nan(slot.buffer)) {
+      const auto flags = buffer.narrow(0, value_counts_[slot.buffer] + slot.offset, numel);
+      values.masked_fill_(flags != 0, std::numeric_limits<double>::quiet_NaN());
+    }
+    dict.emplace(slot.name, values.view(slot.shape));
   }
   for (const auto& rows : rows_) dict.emplace(rows.name, rows.tensor.clone());
   return dict;

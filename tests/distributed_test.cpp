@@ -8,7 +8,9 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
+#include <limits>
 #include <functional>
 #include <thread>
 
@@ -133,6 +135,50 @@ TEST(Distributed, SyncedMetricReducesCountsTallyAndExtremes) {
     EXPECT_EQ(counts[rank], 4);
     EXPECT_EQ(reports[rank].bad_updates, 1);
     EXPECT_EQ(reports[rank].first_bad_update, 0);
+  }
+}
+
+TEST(Distributed, ANanExtremumOfAnyRankReachesEveryRank) {
+  // (gloo's MIN and MAX drop a NaN that comes from rank 1 on)
+  const auto disabled = AggregationOptions().nan_policy(NanPolicy::disable());
+  for (int nan_rank = 0; nan_rank < 3; ++nan_rank) {
+    std::vector<double> maxima(3), minima(3);
+    const auto errors = on_ranks(3, [&](int rank, c10d::ProcessGroup& group) {
+      Max max(disabled);
+      Min min(disabled);
+      const auto value = at::tensor({rank == nan_rank ? std::nan("") : 1.0 + rank}, at::kDouble);
+      max.update(value);
+      min.update(value);
+      maxima[rank] = synced(max, group)->compute().item<double>();
+      minima[rank] = synced(min, group)->compute().item<double>();
+    });
+    for (int rank = 0; rank < 3; ++rank) {
+      ASSERT_EQ(errors[rank], "");
+      EXPECT_TRUE(std::isnan(maxima[rank])) << nan_rank << " " << rank;
+      EXPECT_TRUE(std::isnan(minima[rank])) << nan_rank << " " << rank;
+    }
+  }
+}
+
+TEST(Distributed, PackedStateCarriesNanInFloatingExtremesOnly) {
+  const double nan = std::nan("");
+  const std::vector<StateEntry> entries{
+      {"max_value", at::tensor({nan, 2.0, -std::numeric_limits<double>::infinity()}, at::kDouble), 0, Reduction::Max},
+      {"min_value", at::tensor({nan, 3.0}, at::kFloat), 0, Reduction::Min},
+      {"first", at::tensor({int64_t{5}}, at::kLong), 0, Reduction::Min},
+      {"total", at::tensor({nan, 1.0}, at::kDouble), 0, Reduction::Sum}};
+  PackedState packed(entries);
+  // the floating Min and Max buffers carry a flag per value after their values; the others are as they were
+  std::vector<int64_t> sizes;
+  for (const auto& b : packed.buffers()) sizes.push_back(b.tensor.numel());
+  EXPECT_EQ(sizes, (std::vector<int64_t>{6, 4, 1, 2}));
+  const auto max_buffer = packed.buffers()[0].tensor;
+  EXPECT_TRUE(at::equal(max_buffer.narrow(0, 3, 3), at::tensor({1.0, 0.0, 0.0}, at::kDouble)));
+  EXPECT_EQ(max_buffer[0].item<double>(), -std::numeric_limits<double>::infinity());  // max's identity
+  EXPECT_EQ(packed.buffers()[1].tensor[2].item<float>(), -1.0f);  // min's flag
+  const auto unpacked = packed.unpack();
+  for (const auto& entry : entries) {
+    EXPECT_TRUE(at::allclose(unpacked.at(entry.name), entry.tensor, 0, 0, /*equal_nan=*/true)) << entry.name;
   }
 }
 

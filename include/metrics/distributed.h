@@ -20,6 +20,11 @@ namespace metrics {
 /// that a metric or a whole collection costs one collective per pair, not one per tensor. Cat
 /// entries (rows of any number) are not packed: one all-gather of every rank's row counts, then
 /// one of each entry's rows.
+///
+/// A floating Min or Max buffer carries NaN through the all-reduce, as torch.amin and amax (and
+/// so updates and merges) do, where the backends' MIN and MAX may drop it: its values go with NaN
+/// replaced by the reduction's identity, followed by a flag per value (-1 for Min, 1 for Max where
+/// NaN, else 0) that the same reduction brings together; unpack() puts NaN back where a flag is set.
 class PackedState {
  public:
   struct Buffer {
@@ -49,7 +54,10 @@ class PackedState {
     int64_t offset;
     std::vector<int64_t> shape;
   };
+  // Buffer b's values: its first value_counts_[b] elements; its NaN flags follow where it has them.
+  bool carries_nan(size_t b) const { return buffers_[b].tensor.numel() > value_counts_[b]; }
   std::vector<Buffer> buffers_;
+  std::vector<int64_t> value_counts_;
   std::vector<Slot> slots_;
   std::vector<Rows> rows_;
 };

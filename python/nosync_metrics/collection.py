@@ -38,6 +38,7 @@ import weakref
 from contextlib import contextmanager
 
 import torch
+import torch.distributed as dist
 
 from . import _C
 from .distributed import Syncable, dist_initialized
@@ -467,7 +468,9 @@ class MetricCollection(Syncable, torch.nn.Module):
         override = getattr(self, "_sync_group_override", None)
         if override is not None:
             return override
-        groups = {id(m.process_group): m.process_group for m in self._modules.values()}
+        # None is the default group, which dist.group.WORLD names too
+        named = (dist.group.WORLD if m.process_group is None else m.process_group for m in self._modules.values())
+        groups = {id(group): group for group in named}
         if len(groups) > 1:
             raise ValueError("MetricCollection: its metrics name different process groups; give them one")
         return next(iter(groups.values()), None)

@@ -133,15 +133,14 @@ class Syncable:
         core = self._core_for_sync() if core is None else core
         group = self._sync_group()
         packed = core._pack()
-        checked = False
-        if isinstance(core, _C.MetricCollectionCore):
-            # Ranks may group the same metrics otherwise (one of them counted, reset or loaded alone
-            # on one rank): then every rank reduces each metric's own state, as TorchMetrics does.
-            checked = _same_on_every_rank(core._describe(), group, _check_device(packed, group))
-            if not checked:
-                core = core.clone()
-                core._regroup([[name] for name in core.names()])
-                packed = core._pack()
+        # Ranks may group the same metrics otherwise (one of them counted, reset or loaded alone on
+        # one rank): then every rank reduces each metric's own state, as TorchMetrics does. A metric
+        # checks twice too where ranks differ, so that every rank issues the same collectives.
+        checked = _same_on_every_rank(core._describe(), group, _check_device(packed, group))
+        if not checked and isinstance(core, _C.MetricCollectionCore):
+            core = core.clone()
+            core._regroup([[name] for name in core.names()])
+            packed = core._pack()
         reduce_packed(packed, core._describe(), group, self._sync_name(), checked=checked)
         return core._synced_copy(packed)
 

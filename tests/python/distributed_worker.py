@@ -176,6 +176,38 @@ def mismatch(rank, world):
     return {"error": None}
 
 
+def metric_against_collection(rank, world):
+    """A metric on rank 0, a collection on the others: a ValueError on every rank, not a backend abort."""
+    held = nm.SumMetric() if rank == 0 else nm.MetricCollection({"SumMetric": nm.SumMetric()})
+    held.update(torch.tensor([1.0]))
+    try:
+        held.compute()
+    except ValueError as e:
+        return {"error": str(e)}
+    return {"error": None}
+
+
+def nan_extremes(rank, world):
+    """Min and Max that keep NaN (nan_strategy="disable"), with a NaN on rank 1 only; alone and in a collection."""
+    value = torch.tensor([float("nan") if rank == 1 else float(rank)])
+    out = {}
+    for name in ("MinMetric", "MaxMetric"):
+        m = getattr(nm, name)(nan_strategy="disable")
+        m.update(value)
+        out[name] = m.compute()
+    c = nm.MetricCollection({"min": nm.MinMetric(nan_strategy="disable"), "max": nm.MaxMetric(nan_strategy="disable")})
+    c.update(value)
+    out["collection"] = c.compute()
+    return out
+
+
+def world_group_spelled_twice(rank, world):
+    """A collection whose members name the default group as None and as dist.group.WORLD."""
+    c = nm.MetricCollection({"a": nm.SumMetric(), "b": nm.SumMetric(process_group=dist.group.WORLD)})
+    c.update(float(rank + 1))
+    return c.compute()
+
+
 def sync_api(rank, world):
     out = {}
     m = nm.SumMetric()

@@ -102,6 +102,24 @@ def test_ranks_with_different_metrics_all_raise_naming_the_difference(tmp_path):
         assert "num_classes=5" in got["error"] and "num_classes=6" in got["error"] and "on rank 1" in got["error"]
 
 
+def test_a_metric_on_one_rank_and_a_collection_on_another_raise_on_every_rank(tmp_path):
+    # before, the collection's second check met the metric's gather of texts: gloo aborted the process
+    for got in run("metric_against_collection", 2, tmp_path):
+        assert got["error"] is not None and "every rank must hold the same metrics" in got["error"]
+
+
+def test_a_nan_extremum_on_any_rank_reaches_every_rank(tmp_path):
+    # gloo's MIN and MAX drop a NaN from rank 1 on; one process over every rank's values keeps it
+    for got in run("nan_extremes", 3, tmp_path):
+        assert got["MinMetric"].isnan() and got["MaxMetric"].isnan()
+        assert got["collection"]["min"].isnan() and got["collection"]["max"].isnan()
+
+
+def test_a_collection_whose_members_name_the_world_group_twice_syncs(tmp_path):
+    for got in run("world_group_spelled_twice", 2, tmp_path):
+        assert got["a"].item() == 3.0 and got["b"].item() == 3.0
+
+
 def test_the_metrics_process_group_is_the_one_reduced_over(tmp_path):
     results = run("subgroup", 3, tmp_path)
     for got in results[:2]:

@@ -368,6 +368,8 @@ def test_distributed_available_fn_decides_whether_compute_reduces(monkeypatch):
     reduced = []
     monkeypatch.setattr(torch.distributed, "is_initialized", lambda: True)
     monkeypatch.setattr(torch.distributed, "get_world_size", lambda group=None: 2)
+    monkeypatch.setattr(nosync_metrics.distributed, "_check_device", lambda packed, group: "cpu")
+    monkeypatch.setattr(nosync_metrics.distributed, "_same_on_every_rank", lambda text, group, device: True)
     monkeypatch.setattr(nosync_metrics.distributed, "reduce_packed",
                         lambda packed, description, group, who, **checked: reduced.append(who))
     asked = []
