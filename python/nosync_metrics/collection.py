@@ -120,6 +120,14 @@ class MetricCollection(Syncable, torch.nn.Module):
         self._add_metrics(metrics, *additional_metrics)
         self._check_group_names()
 
+    def __getattr__(self, name):
+        """Reached for an attribute the collection lacks (its metrics, as torch.nn.Module finds them).
+        One made by __new__ alone has no core: a TypeError, as a metric made so gives."""
+        if "_core" not in self.__dict__:
+            cls = type(self).__name__
+            raise TypeError(f"{cls} object was made without its constructor (by __new__ alone?); create it as {cls}(...)")
+        return super().__getattr__(name)
+
     def _start(self, prefix, postfix, compute_groups):
         """An empty collection."""
         super().__init__()

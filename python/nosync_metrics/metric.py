@@ -297,10 +297,17 @@ class PythonMetric(Syncable):
         aggregator's dtype= where given), then what set_dtype() sets. The state keeps its own dtype."""
         return self._dtype
 
+    def __getattr__(self, name):
+        """Reached for an attribute the metric lacks. One made by __new__ alone lacks every attribute
+        its constructor sets, and gets the TypeError that its C++ methods give, not an AttributeError."""
+        _C.Metric.device.fget(self)
+        return super().__getattr__(name)
+
     def set_dtype(self, dst_type):
         """From now on every value comes back in `dst_type` (a torch.dtype or a name such as
         "torch.DoubleTensor"), counts and scores included, as after TorchMetrics' set_dtype, which
         converts every state; here the state keeps its own dtype. Returns the metric."""
+        _C.Metric.device.fget(self)  # (made by its constructor)
         self._dtype = parse_dtype(f"{type(self).__name__}.set_dtype", dst_type)
         self._dtype_set = True
         return self

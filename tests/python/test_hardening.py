@@ -32,12 +32,24 @@ UNCONSTRUCTED = [nm.MeanMetric, nm.SumMetric, nm.MinMetric, nm.MaxMetric, nm.Mul
 def test_object_made_by_new_alone_raises_type_error(cls):
     bare = cls.__new__(cls)
     message = f"{cls.__name__} object was made without its constructor"
+    # the methods of the C++ base, and those written in Python (which read attributes the constructor sets)
     for call in (lambda: bare.update(torch.tensor([0.5])), bare.reset, bare.state_dict,
-                 lambda: bare.load_state_dict({}), lambda: bare.merge_state([])):
+                 lambda: bare.load_state_dict({}), lambda: bare.merge_state([]), bare.compute,
+                 lambda: bare(torch.tensor([0.5])), bare.clone, lambda: repr(bare),
+                 lambda: bare.set_dtype(torch.float64), lambda: bare.to("cpu")):
         with pytest.raises(TypeError, match=message):
             call()
     with pytest.raises(TypeError, match=message):
         cls.merge_state(nm.MeanMetric(), bare) if cls is nm.MeanMetric else nm.MetricCollection([bare])
+
+
+def test_collection_made_by_new_alone_raises_type_error():
+    bare = nm.MetricCollection.__new__(nm.MetricCollection)
+    for call in (lambda: bare.update(torch.tensor([0.5])), bare.compute, lambda: bare(torch.tensor([0.5])),
+                 bare.reset, bare.state_dict, lambda: bare.load_state_dict({}), bare.clone, lambda: repr(bare),
+                 lambda: bare.add_metrics(nm.MeanMetric()), lambda: bare["acc"]):
+        with pytest.raises(TypeError, match="MetricCollection object was made without its constructor"):
+            call()
 
 
 @pytest.mark.parametrize("key", ["update_count", "tp", "bad_input_counts", "first_bad_update"])
