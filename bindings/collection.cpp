@@ -66,6 +66,7 @@ void init_collection(py::module_& m) {
              self.load_state_dict(state_from_python(dict, kName), AbsentMetric::FollowsItsGroup);
            })
       .def("_detach", &MetricCollection::detach)
+      .def("_keep_alone", &MetricCollection::keep_alone)
       .def("_regroup", &MetricCollection::regroup)
       .def("names", &MetricCollection::names)
       .def("groups", &MetricCollection::groups);

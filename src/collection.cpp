@@ -75,6 +75,18 @@ std::vector<std::vector<std::string>> partition_of(std::vector<std::vector<std::
   return groups;
 }
 
+// Whether every group of `finer` lies within one group of `coarser`: each then reads its state
+// through any of its metrics there.
+bool refines(const std::vector<std::vector<std::string>>& finer,
+             const std::vector<std::vector<std::string>>& coarser) {
+  return std::all_of(finer.begin(), finer.end(), [&](const auto& group) {
+    return std::any_of(coarser.begin(), coarser.end(), [&](const auto& holder) {
+      return std::all_of(group.begin(), group.end(),
+                         [&](const auto& name) { return std::find(holder.begin(), holder.end(), name) != holder.end(); });
+    });
+  });
+}
+
 // Whether `metric` can count into and read from `server`'s state (Metric::share_state_of).
 bool can_share(const Metric& metric, const Metric& server) {
   const auto mine = metric.sharing_key();
@@ -113,7 +125,7 @@ void MetricCollection::join_group(size_t index, Updates updates) {
                          never_updated(metric);
   for (auto& group : groups_) {
     if (!can_share) break;
-    if (group.updates == Updates::Apart) continue;
+    if (group.updates == Updates::Apart || group.closed) continue;
     auto& current = owner(group);
     const auto theirs = current.sharing_key();
     if (theirs.counts != key.counts || current.device() != metric.device() || !never_updated(current)) continue;
@@ -228,7 +240,7 @@ void MetricCollection::merge(const MetricCollection& other, MergeOrder order) {
   const std::scoped_lock taking_turns(*mutex_, *other.mutex_);
   const detail::CollectionCall call;
   // the groups may come in another order (a load or a detach appends the groups it makes)
-  TORCH_CHECK_VALUE(names() == other.names() && partition_of(groups()) == partition_of(other.groups()), kName,
+  TORCH_CHECK_VALUE(names() == other.names() && refines(groups(), other.groups()), kName,
                     ".merge: the other collection has different metrics or groups");
   for (size_t i = 0; i < entries_.size(); ++i) {
     const auto& mine = *entries_[i].metric;
@@ -419,6 +431,12 @@ void MetricCollection::detach(const std::string& name) {
   batch_.clear();
 }
 
+void MetricCollection::keep_alone(const std::string& name) {
+  const auto taking_turns = lock();
+  detach(name);
+  group_of(index_of(name)).closed = true;
+}
+
 void MetricCollection::regroup(const std::vector<std::vector<std::string>>& groups) {
   const auto taking_turns = lock();
   std::vector<size_t> seen;
@@ -426,19 +444,22 @@ void MetricCollection::regroup(const std::vector<std::vector<std::string>>& grou
   for (const auto& names : groups) {
     TORCH_CHECK_VALUE(!names.empty(), kName, ".regroup: a group is empty");
     const auto first = index_of(names.front());
-    const auto updates = group_of(first).updates;
-    Group group{first, {}, updates};
+    const auto& was = group_of(first);
+    Group group{first, {}, was.updates, was.closed};
+    const auto updates = group.updates;
     for (const auto& name : names) {
       const auto index = index_of(name);
       const auto& metric = *entries_[index].metric;
       const auto& head = *entries_[first].metric;
       TORCH_CHECK_VALUE(std::find(seen.begin(), seen.end(), index) == seen.end(), kName, ".regroup: '", name,
                         "' is in two groups");
-      TORCH_CHECK_VALUE(index == first || (updates == Updates::Together && group_of(index).updates == updates &&
-                                           !metric.sharing_key().counts.empty() &&
-                                           metric.sharing_key().counts == head.sharing_key().counts &&
-                                           metric.device() == head.device()),
-                        kName, ".regroup: '", name, "' cannot share the state of '", names.front(), "'");
+      // a closed group takes no other metric (keep_alone); one metric under several names is one state
+      const bool can_join = !group.closed && !group_of(index).closed && updates == Updates::Together &&
+                            group_of(index).updates == updates &&
+                            !metric.sharing_key().counts.empty() &&
+                            metric.sharing_key().counts == head.sharing_key().counts && metric.device() == head.device();
+      TORCH_CHECK_VALUE(index == first || same_object(index, first) || can_join, kName, ".regroup: '", name,
+                        "' cannot share the state of '", names.front(), "'");
       seen.push_back(index);
       group.members.push_back(index);
     }

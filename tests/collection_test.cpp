@@ -200,6 +200,38 @@ TEST(MetricCollection, DetachedMetricCountsOnACopyOfItsGroupState) {
   EXPECT_TRUE(tensors_close(values.at("precision"), at::tensor({1.0, 0.5, 0.5, 0.5}).to(at::kFloat)));
 }
 
+TEST(MetricCollection, AMetricKeptAloneTakesNoGroupMateAndMetricsAddedLaterShareAmongThemselves) {
+  const auto o = Opts::multiclass(10);
+  MetricCollection collection;
+  collection.add("accuracy", Accuracy(o)).add("precision", Precision(o));
+  collection.keep_alone("accuracy");  // (another collection updates it too)
+  collection.add("recall", Recall(o)).add("f1", F1Score(o)).add("confmat", ConfusionMatrix(o));
+  using Groups = std::vector<std::vector<std::string>>;
+  const Groups expected{{"precision", "recall", "f1", "confmat"}, {"accuracy"}};
+  EXPECT_EQ(collection.groups(), expected);
+  EXPECT_THROW(collection.regroup({{"accuracy", "precision", "recall", "f1", "confmat"}}), c10::ValueError);
+  EXPECT_EQ(collection.groups(), expected);
+  auto clone = collection.clone();  // keeps it alone too
+  clone.add("again", Accuracy(o));
+  EXPECT_EQ(clone.groups(), (Groups{{"precision", "recall", "f1", "confmat", "again"}, {"accuracy"}}));
+}
+
+TEST(MetricCollection, MergesACollectionWhoseGroupsHoldItsGroups) {
+  const auto o = Opts::multiclass(10);
+  auto whole = four_macro_metrics(o);
+  auto finer = four_macro_metrics(o);
+  finer.detach("accuracy");
+  auto coarser = four_macro_metrics(o);
+  for (int64_t i = 0; i < 4; ++i) {
+    const auto b = batch(i);
+    whole.update(b.preds, b.target);
+    (i % 2 ? finer : coarser).update(b.preds, b.target);
+  }
+  EXPECT_THROW(coarser.merge(finer), c10::ValueError);  // its one state cannot take two
+  finer.merge(coarser);
+  for (const auto& [name, value] : whole.compute()) EXPECT_TRUE(tensors_close(finer.compute().at(name), value)) << name;
+}
+
 TEST(MetricCollection, ForwardAfterTakingAStateOfAnotherLayoutCountsIntoIt) {
   const auto o = Opts::multiclass(4).average(Average::None);
   const ConfusionMatrix confmat(o);  // a C x C state

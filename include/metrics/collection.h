@@ -81,7 +81,8 @@ class MetricCollection {
                                             const c10::optional<at::Tensor>& weight = {});
   void check() const;
   void reset();
-  /// Folds in a collection with the same names, metrics and groups; `other` is unchanged.
+  /// Folds in a collection with the same names and metrics, whose groups each hold one of this
+  /// one's groups or more (the same groups, or fewer metrics kept alone there); `other` is unchanged.
   void merge(const MetricCollection& other, MergeOrder order = MergeOrder::Parallel);
   /// "<name>.<state>" -> tensor, for every metric, each in its own layout (Metric::state_dict):
   /// the keys are the same however the metrics are grouped.
@@ -100,6 +101,9 @@ class MetricCollection {
   /// resets or loads on its own no longer reaches them, as with TorchMetrics' copied states. The
   /// collection updates it as before. Nothing changes for a metric alone in its group.
   void detach(const std::string& name);
+  /// detach(), and no metric added later joins its group: for a metric that another collection
+  /// updates too, whose batches would otherwise reach the metrics that share its state here.
+  void keep_alone(const std::string& name);
   /// Makes `groups` (every metric's name once, each group's metrics counting the same things on one
   /// device, a metric updated apart alone) the collection's compute groups, in that order, each
   /// sharing one state (the own state of the metric that counts most): how a copy rebuilds the
@@ -128,6 +132,7 @@ class MetricCollection {
     size_t owner;                 // the entry whose state the group uses
     std::vector<size_t> members;  // entries, in the order added
     Updates updates;
+    bool closed = false;  // no metric joins it (keep_alone)
   };
   void join_group(size_t index, Updates updates);
   // Makes every member of group `g` share entry `index`'s state, which the group then uses.

@@ -222,29 +222,28 @@ class MetricCollection(Syncable, torch.nn.Module):
         if not isinstance(metric, _C.Metric):
             raise ValueError(f"MetricCollection: {name} is a {type(metric).__name__}, not a nosync_metrics metric")
         apart = _updated_apart(metric)
+        metric._alone()
         # a metric of another collection too: every collection it is in counts into its state, so it
         # keeps a state of its own in each, which no other metric joins (none sees both's batches)
-        metric._alone()
+        others = [c for c in (ref() for ref in metric._collections) if c is not None and c is not self]
+        for other in others:
+            other._detach(metric, keep_alone=True)
         self._core.add(name, metric, updated_apart=apart)
-        mates = next(group for group in self._core.groups() if name in group)
-        if any(self._in_another(self._modules.get(mate, metric)) for mate in mates):
-            self._core._detach(name)
+        if others:
+            self._core._keep_alone(name)
         self._modules[name] = metric
         if apart:
             self._apart_names = self._apart_names + [name]
         else:
             metric._collections = metric._collections + (weakref.ref(self),)
 
-    def _in_another(self, metric):
-        """Whether `metric` is in a collection besides this one."""
-        return any(ref() is not None and ref() is not self for ref in metric._collections)
-
-    def _detach(self, metric):
+    def _detach(self, metric, keep_alone=False):
         """Gives `metric`, about to count, reset or load on its own, a copy of the state it shares with
-        other metrics of its compute group, in a group of its own (see PythonMetric._alone)."""
+        other metrics of its compute group, in a group of its own (see PythonMetric._alone); which
+        no metric added later joins where `keep_alone` (another collection holds it too)."""
         for name, member in self._modules.items():
             if member is metric:  # its first name: the C++ collection moves every name of it
-                self._core._detach(name)
+                (self._core._keep_alone if keep_alone else self._core._detach)(name)
                 return
 
     def _key(self, name):

@@ -411,7 +411,29 @@ def test_no_metric_joins_the_state_of_a_metric_in_two_collections(added_later_to
         for name, value in collection.compute().items():
             assert torch.equal(value, expected[name].compute()), name
             assert collection[name].update_count == expected[name].update_count, name
-        assert all(group == ["acc"] or "acc" not in group for group in collection.compute_groups.values())
+        # the others, which count the same things, still share one state
+        others = sorted(name for name in collection.keys() if name != "acc")
+        assert sorted(sorted(group) for group in collection.compute_groups.values()) == sorted([["acc"], others])
+
+
+def test_a_collection_with_a_metric_kept_alone_merges_one_without():
+    batches = _batches()
+    shared = nm.MulticlassAccuracy(num_classes=6)
+    elsewhere = nm.MetricCollection({"acc": shared})  # alive: it may update the metric too
+    kept = nm.MetricCollection({"acc": shared, "p": nm.MulticlassPrecision(num_classes=6)})
+    twin = nm.MetricCollection({"acc": nm.MulticlassAccuracy(num_classes=6), "p": nm.MulticlassPrecision(num_classes=6)})
+    assert kept.compute_groups == {0: ["acc"], 1: ["p"]} and twin.compute_groups == {0: ["acc", "p"]}
+    kept.update(*batches[0])
+    twin.update(*batches[1])
+    kept.merge_state(twin)
+    expected = {"acc": nm.MulticlassAccuracy(num_classes=6), "p": nm.MulticlassPrecision(num_classes=6)}
+    for name, metric in expected.items():
+        for batch in batches[:2]:
+            metric.update(*batch)
+        assert torch.equal(kept.compute()[name], metric.compute()), name
+    with pytest.raises(ValueError, match="different metrics or groups"):
+        twin.merge_state(kept)  # its one state cannot take two
+    assert elsewhere["acc"] is shared
 
 
 def test_one_metric_under_two_names_counts_once_after_a_reset_of_its_own():
