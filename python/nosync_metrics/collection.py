@@ -42,7 +42,7 @@ import torch.distributed as dist
 
 from . import _C
 from .distributed import Syncable, dist_initialized
-from .metric import PythonMetric, load_state, made, parse_to, prefixed_state, state_device, target_device
+from .metric import NotConstructedError, PythonMetric, load_state, made, parse_to, prefixed_state, state_device, target_device
 
 _WRONG_GROUP = "MetricCollection: compute_groups puts"
 
@@ -125,7 +125,8 @@ class MetricCollection(Syncable, torch.nn.Module):
         One made by __new__ alone has no core: a TypeError, as a metric made so gives."""
         if "_core" not in self.__dict__:
             cls = type(self).__name__
-            raise TypeError(f"{cls} object was made without its constructor (by __new__ alone?); create it as {cls}(...)")
+            raise NotConstructedError(f"{cls} object was made without its constructor (by __new__ alone?); create "
+                                      f"it as {cls}(...)")
         return super().__getattr__(name)
 
     def _start(self, prefix, postfix, compute_groups):

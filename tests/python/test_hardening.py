@@ -43,6 +43,18 @@ def test_object_made_by_new_alone_raises_type_error(cls):
         cls.merge_state(nm.MeanMetric(), bare) if cls is nm.MeanMetric else nm.MetricCollection([bare])
 
 
+@pytest.mark.parametrize("base", [nm.MeanMetric, nm.MetricCollection])
+def test_hasattr_and_getattr_with_a_default_work_before_the_base_constructor_ran(base):
+    # a cooperative mixin asks before it calls its base's __init__
+    class Mixed(base):
+        def __init__(self, *args):
+            self.seen = (hasattr(self, "hooks"), getattr(self, "hooks", []))
+            super().__init__(*args)
+
+    made = Mixed() if base is nm.MeanMetric else Mixed([nm.MeanMetric()])
+    assert made.seen == (False, [])
+
+
 def test_collection_made_by_new_alone_raises_type_error():
     bare = nm.MetricCollection.__new__(nm.MetricCollection)
     for call in (lambda: bare.update(torch.tensor([0.5])), bare.compute, lambda: bare(torch.tensor([0.5])),
