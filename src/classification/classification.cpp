@@ -60,6 +60,14 @@ std::string task_name(const std::string& base_name, const ClassificationOptions&
 
 // A num_classes too large for memory gets this error rather than the allocator's, before any
 // allocation where the size is known to be too large (it overflows, or exceeds the RAM of a CPU).
+// The option that sizes the state, as given: "num_classes = 5", "num_labels = 4", "num_classes =
+// None"; "" for a binary metric.
+std::string sizing_option(const ClassificationOptions& o) {
+  if (o.task() == Task::Binary) return "";
+  const auto value = o.num_classes() == kUnknownClasses ? std::string("None") : std::to_string(o.num_classes());
+  return (o.task() == Task::Multilabel ? "num_labels = " : "num_classes = ") + value;
+}
+
 void check_state_size(const std::string& metric, const ClassificationOptions& o, CountLayout layout) {
   const auto classes = static_cast<uint64_t>(detail::counted_classes(o));
   const uint64_t per_class = layout == CountLayout::Matrix && o.task() == Task::Multiclass ? classes : 4;
@@ -68,8 +76,7 @@ void check_state_size(const std::string& metric, const ClassificationOptions& o,
   const auto ram = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
   const bool too_large = overflows || bytes > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
                          (o.device().is_cpu() && bytes > ram);
-  const char* argument = o.task() == Task::Multilabel ? "num_labels" : "num_classes";
-  TORCH_CHECK_VALUE(!too_large, metric, ": ", argument, " = ", o.num_classes(), " needs ",
+  TORCH_CHECK_VALUE(!too_large, metric, ": ", sizing_option(o), " needs ",
                     overflows ? std::string("more than 2^64 bytes") : std::to_string(bytes) + " bytes",
                     " of state, more than ", o.device().is_cpu() ? "this machine's memory" : "can be addressed");
 }
@@ -81,8 +88,8 @@ MetricState checked_state(const std::string& base_name, const ClassificationOpti
                     ": num_classes is required, got None (only micro-averaged scores count without it)");
   check_options(metric, options);
   check_state_size(metric, options, layout);
-  const auto what =
-      "the state for num_classes = " + std::to_string(options.num_classes()) + " on " + options.device().str();
+  const auto sizing = sizing_option(options);
+  const auto what = "the state" + (sizing.empty() ? "" : " for " + sizing) + " on " + options.device().str();
   return detail::allocated_state(metric, what, [&] { return detail::make_count_state(options, layout); });
 }
 

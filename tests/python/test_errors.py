@@ -141,6 +141,11 @@ def test_a_header_edited_into_bytes_that_are_not_printable_is_quoted_escaped(byt
     (lambda: nm.MeanMetric(device="cuda"), "Mean: could not allocate the state on cuda"),
     (lambda: nm.MulticlassAccuracy(num_classes=5, device="cuda"),
      "MulticlassAccuracy: could not allocate the state for num_classes = 5 on cuda"),
+    (lambda: nm.MulticlassAccuracy(num_classes=None, average="micro", device="cuda"),
+     "MulticlassAccuracy: could not allocate the state for num_classes = None on cuda"),
+    (lambda: nm.MultilabelF1Score(num_labels=4, device="cuda"),
+     "MultilabelF1Score: could not allocate the state for num_labels = 4 on cuda"),
+    (lambda: nm.BinaryAccuracy(device="cuda"), "BinaryAccuracy: could not allocate the state on cuda"),
 ])
 def test_a_metric_that_cannot_allocate_its_state_says_which(make, message):
     with pytest.raises(RuntimeError, match=message):
