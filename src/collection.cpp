@@ -248,13 +248,23 @@ void MetricCollection::merge(const MetricCollection& other, MergeOrder order) {
     TORCH_CHECK_VALUE(typeid(mine) == typeid(theirs) && mine.name() == theirs.name(), kName, ".merge: '",
                       entries_[i].name, "' is a ", mine.name(), " here but a ", theirs.name(), " in the other");
   }
-  // Check every state before changing any: merging a copy first throws what the real merge would.
-  // Each group takes the state of the other's group through the same metric there.
-  auto trial = clone();
-  for (size_t i = 0; i < groups_.size(); ++i) {
-    trial.owner(trial.groups_[i]).merge(*other.entries_[groups_[i].owner].metric, order);
+  // Each group takes the state of the other's group through the same metric there, read in this
+  // group's layout where the other's holds more (a C x C state where this one counts per class).
+  std::vector<std::unique_ptr<Metric>> read;
+  std::vector<const Metric*> sources;
+  for (const auto& group : groups_) {
+    const auto& source = *other.entries_[group.owner].metric;
+    if (source.state().same_layout(owner(group).state())) {
+      sources.push_back(&source);
+    } else {
+      read.push_back(copy_reading(group.owner, &source));
+      sources.push_back(read.back().get());
+    }
   }
-  for (size_t i = 0; i < groups_.size(); ++i) owner(groups_[i]).merge(*other.entries_[groups_[i].owner].metric, order);
+  // Check every state before changing any: merging a copy first throws what the real merge would.
+  auto trial = clone();
+  for (size_t i = 0; i < groups_.size(); ++i) trial.owner(trial.groups_[i]).merge(*sources[i], order);
+  for (size_t i = 0; i < groups_.size(); ++i) owner(groups_[i]).merge(*sources[i], order);
 }
 
 StateDict MetricCollection::state_dict() const {

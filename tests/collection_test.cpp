@@ -230,6 +230,23 @@ TEST(MetricCollection, MergesACollectionWhoseGroupsHoldItsGroups) {
   EXPECT_THROW(coarser.merge(finer), c10::ValueError);  // its one state cannot take two
   finer.merge(coarser);
   for (const auto& [name, value] : whole.compute()) EXPECT_TRUE(tensors_close(finer.compute().at(name), value)) << name;
+
+  // the other's group holds a C x C state where this one's metric counts per class
+  MetricCollection per_class, matrix;
+  per_class.add("accuracy", Accuracy(o)).add("confmat", ConfusionMatrix(o));
+  per_class.detach("accuracy");
+  matrix.add("accuracy", Accuracy(o)).add("confmat", ConfusionMatrix(o));
+  Accuracy accuracy(o);
+  ConfusionMatrix confmat(o);
+  for (int64_t i = 0; i < 2; ++i) {
+    const auto b = batch(i);
+    (i ? per_class : matrix).update(b.preds, b.target);
+    accuracy.update(b.preds, b.target);
+    confmat.update(b.preds, b.target);
+  }
+  per_class.merge(matrix);
+  EXPECT_TRUE(tensors_close(per_class.compute().at("accuracy"), accuracy.compute()));
+  EXPECT_TRUE(at::equal(per_class.compute().at("confmat"), confmat.compute()));
 }
 
 TEST(MetricCollection, ForwardAfterTakingAStateOfAnotherLayoutCountsIntoIt) {

@@ -436,6 +436,28 @@ def test_a_collection_with_a_metric_kept_alone_merges_one_without():
     assert elsewhere["acc"] is shared
 
 
+def test_a_metric_kept_alone_merges_what_the_others_confusion_matrix_state_holds():
+    # there the accuracy reads the matrix's C x C state, here it counts per class
+    batches = _batches()
+
+    def made(accuracy):
+        return nm.MetricCollection({"acc": accuracy, "cm": nm.MulticlassConfusionMatrix(num_classes=6)})
+
+    shared = nm.MulticlassAccuracy(num_classes=6)
+    elsewhere = nm.MetricCollection({"acc": shared})
+    kept, twin = made(shared), made(nm.MulticlassAccuracy(num_classes=6))
+    assert kept.compute_groups == {0: ["acc"], 1: ["cm"]} and twin.compute_groups == {0: ["acc", "cm"]}
+    kept.update(*batches[0])
+    twin.update(*batches[1])
+    kept.merge_state(twin)
+    expected = {"acc": nm.MulticlassAccuracy(num_classes=6), "cm": nm.MulticlassConfusionMatrix(num_classes=6)}
+    for name, metric in expected.items():
+        for batch in batches[:2]:
+            metric.update(*batch)
+        assert torch.equal(kept.compute()[name], metric.compute()), name
+    assert elsewhere["acc"] is shared
+
+
 def test_one_metric_under_two_names_counts_once_after_a_reset_of_its_own():
     preds, target = _batches()[0]
     metric = nm.MulticlassAccuracy(num_classes=6)
