@@ -254,12 +254,21 @@ void MetricCollection::merge(const MetricCollection& other, MergeOrder order) {
   std::vector<const Metric*> sources;
   for (const auto& group : groups_) {
     const auto& source = *other.entries_[group.owner].metric;
-    if (source.state().same_layout(owner(group).state())) {
+    TORCH_CHECK_VALUE(&source.state() != &owner(group).state(), kName, ".merge: '", entries_[group.owner].name,
+                      "' counts into one state in both collections, which cannot merge into itself");
+    if (source.state().same_entries(owner(group).state())) {
       sources.push_back(&source);
-    } else {
-      read.push_back(copy_reading(group.owner, &source));
-      sources.push_back(read.back().get());
+      continue;
     }
+    const Metric* server = &source;
+    std::unique_ptr<Metric> moved;  // (a copy shares nothing: it may move)
+    if (source.device() != owner(group).device()) {
+      moved = source.clone();
+      moved->to(owner(group).device());
+      server = moved.get();
+    }
+    read.push_back(copy_reading(group.owner, server));
+    sources.push_back(read.back().get());
   }
   // Check every state before changing any: merging a copy first throws what the real merge would.
   auto trial = clone();

@@ -102,7 +102,9 @@ class MetricCollection {
   /// collection updates it as before. Nothing changes for a metric alone in its group.
   void detach(const std::string& name);
   /// detach(), and no metric added later joins its group: for a metric that another collection
-  /// updates too, whose batches would otherwise reach the metrics that share its state here.
+  /// updates too, whose batches would otherwise reach the metrics that share its state here. Before
+  /// adding a metric to a second collection, keep it alone in the first; after, in the second (the
+  /// Python package does both): added first, it may join a group there whose state it then takes.
   void keep_alone(const std::string& name);
   /// Makes `groups` (every metric's name once, each group's metrics counting the same things on one
   /// device, a metric updated apart alone) the collection's compute groups, in that order, each

@@ -165,8 +165,10 @@ class MetricState {
   void load_state_dict(const StateDict& dict, const std::string& metric);
   /// Moves the tensors to `device`; from meta, where they hold no values, they arrive reset.
   void to(at::Device device);
-  /// Whether `other` has the same entries (names, dtypes) on the same device.
-  bool same_layout(const MetricState& other) const;
+  /// Whether `other` has the same entries (names, dtypes), wherever it is.
+  bool same_entries(const MetricState& other) const;
+  /// Whether `other` has the same entries on the same device.
+  bool same_layout(const MetricState& other) const { return device() == other.device() && same_entries(other); }
 
   /// Whether updates of this state take its lock (see Metric::lock_updates); a state shared by
   /// several metrics has one lock.

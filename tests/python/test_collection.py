@@ -436,6 +436,36 @@ def test_a_collection_with_a_metric_kept_alone_merges_one_without():
     assert elsewhere["acc"] is shared
 
 
+def test_a_refused_merge_of_collections_that_hold_one_metric_changes_nothing():
+    batches = _batches()
+    shared = nm.MulticlassAccuracy(num_classes=6)
+    first = nm.MetricCollection({"acc": shared, "p": nm.MulticlassPrecision(num_classes=6)})
+    second = nm.MetricCollection({"acc": shared, "p": nm.MulticlassPrecision(num_classes=6)})
+    first.update(*batches[0])
+    second.update(*batches[1])
+    before = {key: value.clone() for key, value in first.state_dict().items()}
+    with pytest.raises(ValueError, match="'acc' counts into one state in both collections"):
+        first.merge_state(second)
+    assert all(torch.equal(value, before[key]) for key, value in first.state_dict().items())
+
+
+def test_a_collection_merges_one_on_another_device_whatever_their_groups():
+    # on meta the merge checks and moves, with no values to count
+    shared = nm.MulticlassAccuracy(num_classes=6)
+    elsewhere = nm.MetricCollection({"acc": shared})
+
+    def made(accuracy):
+        return nm.MetricCollection({"acc": accuracy, "p": nm.MulticlassPrecision(num_classes=6),
+                                    "cm": nm.MulticlassConfusionMatrix(num_classes=6), "mean": nm.MeanMetric()})
+
+    kept, twin = made(shared).to("meta"), made(nm.MulticlassAccuracy(num_classes=6))
+    preds, target = _batches()[0]
+    twin.update(preds=preds, target=target, value=torch.tensor([1.0]))
+    kept.merge_state(twin)
+    assert kept.compute_groups == {0: ["acc"], 1: ["cm", "p"], 2: ["mean"]}
+    assert all(kept[name].device.type == "meta" for name in kept.keys()) and elsewhere["acc"] is shared
+
+
 def test_a_metric_kept_alone_merges_what_the_others_confusion_matrix_state_holds():
     # there the accuracy reads the matrix's C x C state, here it counts per class
     batches = _batches()
