@@ -9,12 +9,6 @@ bool constructed(const py::handle& object) {
   return instance->get_value_and_holder().holder_constructed();
 }
 
-void raise_not_constructed(const py::handle& object) {
-  const auto name = py::type::handle_of(object).attr("__name__").cast<std::string>();
-  throw py::type_error(name + " object was made without its constructor (by __new__ alone?); create it as " + name +
-                       "(...)");
-}
-
 HostOrTensor::HostOrTensor(const py::handle& object, const std::string& metric, const char* argument,
                            at::Device device) {
   if (THPVariable_Check(object.ptr())) {

@@ -21,9 +21,11 @@ namespace py = pybind11;
 /// Whether Python ran `object`'s constructor: an object made by __new__ alone has no C++ object
 /// behind it, and a method called on it would touch freed or null memory.
 bool constructed(const py::handle& object);
+/// Raises NotConstructedError (a TypeError and an AttributeError, made by init_errors) naming
+/// `object`'s class.
 [[noreturn]] void raise_not_constructed(const py::handle& object);
 
-/// Raises the TypeError of raise_not_constructed when `source` is a T that was never constructed.
+/// Raises the error of raise_not_constructed when `source` is a T that was never constructed.
 /// It must run before pybind11's own load, which gives such an instance a T-sized value that is
 /// later freed as the subclass (a sized delete of the wrong size).
 template <class T>

@@ -17,9 +17,28 @@ void set_python_error(PyObject* type, const char* message) {
   Py_DECREF(text);
 }
 
+// NotConstructedError, made by init_errors.
+PyObject* not_constructed_error = nullptr;
+
 }  // namespace
 
-void init_errors(py::module_& /*m*/) {
+void raise_not_constructed(const py::handle& object) {
+  const auto name = py::type::handle_of(object).attr("__name__").cast<std::string>();
+  const auto message =
+      name + " object was made without its constructor (by __new__ alone?); create it as " + name + "(...)";
+  PyErr_SetString(not_constructed_error, message.c_str());
+  throw py::error_already_set();
+}
+
+void init_errors(py::module_& m) {
+  // an AttributeError too, so that hasattr() and getattr() with a default work on such an object (a
+  // subclass's __init__ that asks before it calls its base's)
+  const auto bases = py::make_tuple(py::handle(PyExc_TypeError), py::handle(PyExc_AttributeError));
+  not_constructed_error = PyErr_NewExceptionWithDoc(
+      "nosync_metrics._C.NotConstructedError",
+      "A metric or collection used before its constructor ran: a TypeError and an AttributeError.", bases.ptr(),
+      nullptr);
+  m.attr("NotConstructedError") = py::reinterpret_borrow<py::object>(not_constructed_error);
   py::register_exception_translator([](std::exception_ptr error) {
     try {
       if (error) std::rethrow_exception(error);

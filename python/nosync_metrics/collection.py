@@ -42,7 +42,8 @@ import torch.distributed as dist
 
 from . import _C
 from .distributed import Syncable, dist_initialized
-from .metric import NotConstructedError, PythonMetric, load_state, made, parse_to, prefixed_state, state_device, target_device
+from .metric import (NotConstructedError, PythonMetric, load_state, made, parse_to, prefixed_state, state_device,
+                     target_device)
 
 _WRONG_GROUP = "MetricCollection: compute_groups puts"
 
@@ -212,7 +213,8 @@ class MetricCollection(Syncable, torch.nn.Module):
             if len({shared[name] for name in group}) > 1:
                 warnings.warn(f"{_WRONG_GROUP} {group} in one group, but they cannot share one state (they "
                               "count different things, live on different devices, were updated before they were "
-                              "added, or one is a subclass with its own update(), forward() or compute()); they "
+                              "added, one is a subclass with its own update(), forward() or compute(), or one is "
+                              "in another collection too); they "
                               f"keep separate states: {self.compute_groups}", stacklevel=3)
 
     def _add(self, name, metric):
@@ -443,7 +445,8 @@ class MetricCollection(Syncable, torch.nn.Module):
                 self._modules[name]._loaded_by_its_collection = part[name + ".update_count"]
 
     def merge_state(self, other):
-        """Folds in a collection with the same metrics and groups; `other` is unchanged."""
+        """Folds in a collection with the same metrics whose compute groups each hold one of this
+        one's or more (the same groups, or fewer metrics kept apart there); `other` is unchanged."""
         if not isinstance(other, MetricCollection):
             raise ValueError(f"MetricCollection.merge_state: other must be a MetricCollection, got {type(other)}")
         self._core.merge(other._core)

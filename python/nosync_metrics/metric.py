@@ -233,11 +233,10 @@ def _rebuilt(cls, arguments, state):
     return metric
 
 
-class NotConstructedError(TypeError, AttributeError):
-    """What reading an attribute of a metric or collection raises while its constructor has not run
-    (made by __new__ alone): a TypeError, as its C++ methods raise, and an AttributeError, so that
-    hasattr() and getattr() with a default still work where a subclass's __init__ asks before calling
-    its base's."""
+# What a metric or collection raises while its constructor has not run (made by __new__ alone): a
+# TypeError, and an AttributeError so that hasattr() and getattr() with a default still work where a
+# subclass's __init__ asks before calling its base's.
+NotConstructedError = _C.NotConstructedError
 
 
 # ---------------------------------------------------------------- the mixin in front of every C++ metric
@@ -307,10 +306,7 @@ class PythonMetric(Syncable):
     def __getattr__(self, name):
         """Reached for an attribute the metric lacks. One made by __new__ alone lacks every attribute
         its constructor sets, and gets the TypeError that its C++ methods give (NotConstructedError)."""
-        try:
-            _C.Metric.device.fget(self)
-        except TypeError as error:
-            raise NotConstructedError(str(error)) from None
+        _C.Metric.device.fget(self)
         return super().__getattr__(name)
 
     def set_dtype(self, dst_type):
