@@ -88,11 +88,15 @@ bool refines(const std::vector<std::vector<std::string>>& finer,
 }
 
 // Whether `metric` can count into and read from `server`'s state (Metric::share_state_of).
-bool can_share(const Metric& metric, const Metric& server) {
+// Whether `server`'s state holds what `metric` counts, wherever either is.
+bool serves(const Metric& metric, const Metric& server) {
   const auto mine = metric.sharing_key();
   const auto theirs = server.sharing_key();
-  return !mine.counts.empty() && mine.counts == theirs.counts && theirs.level >= mine.level &&
-         metric.device() == server.device();
+  return !mine.counts.empty() && mine.counts == theirs.counts && theirs.level >= mine.level;
+}
+
+bool can_share(const Metric& metric, const Metric& server) {
+  return serves(metric, server) && metric.device() == server.device();
 }
 
 }  // namespace
@@ -249,26 +253,26 @@ void MetricCollection::merge(const MetricCollection& other, MergeOrder order) {
                       entries_[i].name, "' is a ", mine.name(), " here but a ", theirs.name(), " in the other");
   }
   // Each group takes the state of the other's group through the same metric there, read in this
-  // group's layout where the other's holds more (a C x C state where this one counts per class).
+  // group's layout where the other's holds more (a C x C state where this one counts per class;
+  // where it cannot serve this one, the metric's own merge says what differs).
+  std::vector<const MetricState*> states;
+  for (const auto& group : groups_) states.push_back(&owner(group).state());
+  for (const auto& theirs : other.entries_) {
+    TORCH_CHECK_VALUE(std::find(states.begin(), states.end(), &theirs.metric->state()) == states.end(), kName,
+                      ".merge: '", theirs.name, "' there counts into a state of this collection, which cannot merge ",
+                      "into itself");
+  }
   std::vector<std::unique_ptr<Metric>> read;
   std::vector<const Metric*> sources;
   for (const auto& group : groups_) {
     const auto& source = *other.entries_[group.owner].metric;
-    TORCH_CHECK_VALUE(&source.state() != &owner(group).state(), kName, ".merge: '", entries_[group.owner].name,
-                      "' counts into one state in both collections, which cannot merge into itself");
-    if (source.state().same_entries(owner(group).state())) {
+    const auto& mine = owner(group);
+    if (source.state().same_entries(mine.state()) || !serves(mine, source)) {
       sources.push_back(&source);
-      continue;
+    } else {
+      read.push_back(copy_reading(group.owner, &source));
+      sources.push_back(read.back().get());
     }
-    const Metric* server = &source;
-    std::unique_ptr<Metric> moved;  // (a copy shares nothing: it may move)
-    if (source.device() != owner(group).device()) {
-      moved = source.clone();
-      moved->to(owner(group).device());
-      server = moved.get();
-    }
-    read.push_back(copy_reading(group.owner, server));
-    sources.push_back(read.back().get());
   }
   // Check every state before changing any: merging a copy first throws what the real merge would.
   auto trial = clone();
@@ -338,7 +342,10 @@ std::unique_ptr<Metric> MetricCollection::absent_metric_state(size_t index,
 
 std::unique_ptr<Metric> MetricCollection::copy_reading(size_t index, const Metric* server) const {
   auto copy = entries_[index].metric->clone();
-  if (server) copy->share_state_of(*server);
+  if (server) {
+    copy->to(server->device());  // (what it held is not read)
+    copy->share_state_of(*server);
+  }
   copy->unshare_state();
   return copy;
 }

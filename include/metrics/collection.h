@@ -151,8 +151,8 @@ class MetricCollection {
   std::vector<std::vector<std::string>> groups_holding(const std::vector<std::unique_ptr<Metric>>& loaded) const;
   // Whether metric `index`, sharing the state of `server`, would hold what `held` holds.
   bool reads(const Metric& server, size_t index, const Metric& held) const;
-  // A copy of metric `index` in its own layout holding what it reads in `server`'s state (its own
-  // state where none is given).
+  // A copy of metric `index` in its own layout holding what it reads in `server`'s state, on
+  // server's device (its own state where none is given).
   std::unique_ptr<Metric> copy_reading(size_t index, const Metric* server = nullptr) const;
   // Whether entries `a` and `b` are one metric object (under two names).
   bool same_object(size_t a, size_t b) const { return entries_[a].metric == entries_[b].metric; }

@@ -444,9 +444,36 @@ def test_a_refused_merge_of_collections_that_hold_one_metric_changes_nothing():
     first.update(*batches[0])
     second.update(*batches[1])
     before = {key: value.clone() for key, value in first.state_dict().items()}
-    with pytest.raises(ValueError, match="'acc' counts into one state in both collections"):
+    with pytest.raises(ValueError, match="'acc' there counts into a state of this collection"):
         first.merge_state(second)
     assert all(torch.equal(value, before[key]) for key, value in first.state_dict().items())
+
+
+def test_a_merge_of_collections_that_hold_one_metric_under_other_names_is_refused_and_changes_nothing():
+    # a group here would read a state that another group here has already merged into
+    first, second = nm.SumMetric(), nm.SumMetric()
+    first.update(1.0)
+    second.update(10.0)
+    here = nm.MetricCollection({"a": first, "b": second})
+    there = nm.MetricCollection({"a": nm.SumMetric(), "b": first})
+    with pytest.raises(ValueError, match="'b' there counts into a state of this collection"):
+        here.merge_state(there)
+    assert (first.compute().item(), second.compute().item()) == (1.0, 10.0)
+
+
+def test_a_merge_that_would_read_a_meta_state_in_another_layout_is_refused():
+    # (on the CPU from meta, a state would arrive reset: the merge would count nothing)
+    batch = _batches()[0]
+    precision = nm.MulticlassPrecision(num_classes=6)
+    precision.update(*batch)
+    here = nm.MetricCollection({"cm": nm.MulticlassConfusionMatrix(num_classes=6).to("meta"), "p": precision})
+    there = nm.MetricCollection({"cm": nm.MulticlassConfusionMatrix(num_classes=6),
+                                 "p": nm.MulticlassPrecision(num_classes=6)}).to("meta")
+    assert here.compute_groups == {0: ["cm"], 1: ["p"]} and there.compute_groups == {0: ["cm", "p"]}
+    before = {key: value.clone() for key, value in precision.state_dict().items()}
+    with pytest.raises(ValueError, match="is on the meta device, which holds no values"):
+        here.merge_state(there)
+    assert all(torch.equal(value, before[key]) for key, value in precision.state_dict().items())
 
 
 def test_a_collection_merges_one_on_another_device_whatever_their_groups():
