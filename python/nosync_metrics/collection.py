@@ -363,10 +363,13 @@ class MetricCollection(Syncable, torch.nn.Module):
                     del metric._reset_by_collection
 
     def to(self, *args, **kwargs):
-        """Moves every metric's state to a device, given as torch.nn.Module.to takes it; returns the collection."""
+        """Moves every metric's state to a device, given as torch.nn.Module.to takes it, and their own
+        modules (a subclass's encoder) with them; returns the collection."""
         device = parse_to("MetricCollection", args, kwargs)
         if device is not None:
             self._core.to(device)
+            for metric in {id(m): m for m in self._modules.values()}.values():
+                metric._apply_to_own_modules(lambda t: t.to(device))
         return self
 
     def _apply(self, fn, recurse=True):

@@ -482,10 +482,12 @@ class PythonMetric(Syncable):
 
     def to(self, *args, **kwargs):
         """Moves the state to a device, given as torch.nn.Module.to takes it (a device, a string, an
-        index, a tensor on that device); returns the metric."""
+        index, a tensor on that device), and a subclass's own modules, parameters and buffers with
+        it; returns the metric."""
         device = parse_to(type(self).__name__, args, kwargs)
         if device is not None:
             super().to(device)
+            self._apply_to_own_modules(lambda t: t.to(device))
         return self
 
     def _apply(self, fn, recurse=True):

@@ -533,6 +533,17 @@ def test_a_subclass_modules_move_and_cast_with_the_model():
     assert net.metrics["encoded"].update_count == 1
 
 
+@pytest.mark.parametrize("moved", ["metric", "collection"])
+def test_a_subclass_modules_and_buffers_move_with_its_to(moved):
+    # as TorchMetrics' Metric.to moves the module whole
+    metric = EncodedMean()
+    metric.register_buffer("scale", torch.ones(2))
+    holder = metric if moved == "metric" else nm.MetricCollection({"encoded": metric})
+    assert holder.to("meta") is holder
+    assert metric.device.type == "meta"
+    assert metric.encoder.weight.device.type == "meta" and metric.scale.device.type == "meta"
+
+
 class LoggedForward(nm.SumMetric):
     def forward(self, *args, **kwargs):
         self.calls = getattr(self, "calls", 0) + 1
