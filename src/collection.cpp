@@ -87,7 +87,6 @@ bool refines(const std::vector<std::vector<std::string>>& finer,
   });
 }
 
-// Whether `metric` can count into and read from `server`'s state (Metric::share_state_of).
 // Whether `server`'s state holds what `metric` counts, wherever either is.
 bool serves(const Metric& metric, const Metric& server) {
   const auto mine = metric.sharing_key();
@@ -95,6 +94,7 @@ bool serves(const Metric& metric, const Metric& server) {
   return !mine.counts.empty() && mine.counts == theirs.counts && theirs.level >= mine.level;
 }
 
+// Whether `metric` can count into and read from `server`'s state (Metric::share_state_of).
 bool can_share(const Metric& metric, const Metric& server) {
   return serves(metric, server) && metric.device() == server.device();
 }

@@ -58,8 +58,6 @@ std::string task_name(const std::string& base_name, const ClassificationOptions&
   return task_prefix(options.task()) + base_name;
 }
 
-// A num_classes too large for memory gets this error rather than the allocator's, before any
-// allocation where the size is known to be too large (it overflows, or exceeds the RAM of a CPU).
 // The option that sizes the state, as given: "num_classes = 5", "num_labels = 4", "num_classes =
 // None"; "" for a binary metric.
 std::string sizing_option(const ClassificationOptions& o) {
@@ -68,6 +66,8 @@ std::string sizing_option(const ClassificationOptions& o) {
   return (o.task() == Task::Multilabel ? "num_labels = " : "num_classes = ") + value;
 }
 
+// A num_classes too large for memory gets this error rather than the allocator's, before any
+// allocation where the size is known to be too large (it overflows, or exceeds the RAM of a CPU).
 void check_state_size(const std::string& metric, const ClassificationOptions& o, CountLayout layout) {
   const auto classes = static_cast<uint64_t>(detail::counted_classes(o));
   const uint64_t per_class = layout == CountLayout::Matrix && o.task() == Task::Multiclass ? classes : 4;

@@ -167,24 +167,24 @@ def subclass_sync(rank, world):
     return out
 
 
-def mismatch(rank, world):
-    m = nm.MulticlassAccuracy(num_classes=CLASSES + rank)
+def compute_error(held, error):
+    """{"error": the message of the `error` that held.compute() raised, or None}."""
     try:
-        m.compute()
-    except ValueError as e:
+        held.compute()
+    except error as e:
         return {"error": str(e)}
     return {"error": None}
+
+
+def mismatch(rank, world):
+    return compute_error(nm.MulticlassAccuracy(num_classes=CLASSES + rank), ValueError)
 
 
 def metric_against_collection(rank, world):
     """A metric on rank 0, a collection on the others: a ValueError on every rank, not a backend abort."""
     held = nm.SumMetric() if rank == 0 else nm.MetricCollection({"SumMetric": nm.SumMetric()})
     held.update(torch.tensor([1.0]))
-    try:
-        held.compute()
-    except ValueError as e:
-        return {"error": str(e)}
-    return {"error": None}
+    return compute_error(held, ValueError)
 
 
 def nan_extremes(rank, world):
@@ -319,11 +319,7 @@ def groups_differ(rank, world):
 def bad_input(rank, world):
     m = nm.MeanMetric(nan_strategy="error")
     m.update(torch.tensor([1.0, float("nan")] if rank == 1 else [2.0]))
-    try:
-        m.compute()
-    except RuntimeError as e:
-        return {"error": str(e)}
-    return {"error": None}
+    return compute_error(m, RuntimeError)
 
 
 def main():

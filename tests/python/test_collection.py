@@ -416,17 +416,22 @@ def test_no_metric_joins_the_state_of_a_metric_in_two_collections(added_later_to
         assert sorted(sorted(group) for group in collection.compute_groups.values()) == sorted([["acc"], others])
 
 
-def test_a_collection_with_a_metric_kept_alone_merges_one_without():
+@pytest.mark.parametrize("partner", [nm.MulticlassPrecision, nm.MulticlassConfusionMatrix])
+def test_a_collection_with_a_metric_kept_alone_merges_one_without(partner):
+    # with a ConfusionMatrix, the accuracy reads its C x C state there and counts per class here
     batches = _batches()
+
+    def made(accuracy):
+        return nm.MetricCollection({"acc": accuracy, "other": partner(num_classes=6)})
+
     shared = nm.MulticlassAccuracy(num_classes=6)
     elsewhere = nm.MetricCollection({"acc": shared})  # alive: it may update the metric too
-    kept = nm.MetricCollection({"acc": shared, "p": nm.MulticlassPrecision(num_classes=6)})
-    twin = nm.MetricCollection({"acc": nm.MulticlassAccuracy(num_classes=6), "p": nm.MulticlassPrecision(num_classes=6)})
-    assert kept.compute_groups == {0: ["acc"], 1: ["p"]} and twin.compute_groups == {0: ["acc", "p"]}
+    kept, twin = made(shared), made(nm.MulticlassAccuracy(num_classes=6))
+    assert kept.compute_groups == {0: ["acc"], 1: ["other"]} and twin.compute_groups == {0: ["acc", "other"]}
     kept.update(*batches[0])
     twin.update(*batches[1])
     kept.merge_state(twin)
-    expected = {"acc": nm.MulticlassAccuracy(num_classes=6), "p": nm.MulticlassPrecision(num_classes=6)}
+    expected = {"acc": nm.MulticlassAccuracy(num_classes=6), "other": partner(num_classes=6)}
     for name, metric in expected.items():
         for batch in batches[:2]:
             metric.update(*batch)
@@ -491,28 +496,6 @@ def test_a_collection_merges_one_on_another_device_whatever_their_groups():
     kept.merge_state(twin)
     assert kept.compute_groups == {0: ["acc"], 1: ["cm", "p"], 2: ["mean"]}
     assert all(kept[name].device.type == "meta" for name in kept.keys()) and elsewhere["acc"] is shared
-
-
-def test_a_metric_kept_alone_merges_what_the_others_confusion_matrix_state_holds():
-    # there the accuracy reads the matrix's C x C state, here it counts per class
-    batches = _batches()
-
-    def made(accuracy):
-        return nm.MetricCollection({"acc": accuracy, "cm": nm.MulticlassConfusionMatrix(num_classes=6)})
-
-    shared = nm.MulticlassAccuracy(num_classes=6)
-    elsewhere = nm.MetricCollection({"acc": shared})
-    kept, twin = made(shared), made(nm.MulticlassAccuracy(num_classes=6))
-    assert kept.compute_groups == {0: ["acc"], 1: ["cm"]} and twin.compute_groups == {0: ["acc", "cm"]}
-    kept.update(*batches[0])
-    twin.update(*batches[1])
-    kept.merge_state(twin)
-    expected = {"acc": nm.MulticlassAccuracy(num_classes=6), "cm": nm.MulticlassConfusionMatrix(num_classes=6)}
-    for name, metric in expected.items():
-        for batch in batches[:2]:
-            metric.update(*batch)
-        assert torch.equal(kept.compute()[name], metric.compute()), name
-    assert elsewhere["acc"] is shared
 
 
 def test_one_metric_under_two_names_counts_once_after_a_reset_of_its_own():
