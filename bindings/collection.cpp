@@ -51,6 +51,8 @@ void init_collection(py::module_& m) {
       .def("compute", [](const MetricCollection& self) {
              return in_order(self, with_python_warnings([&] { return self.compute(); }));
            })
+      .def("_compute_without_report",
+           [](const MetricCollection& self) { return in_order(self, self.compute_without_report()); })
       .def("check", [](const MetricCollection& self) { with_python_warnings([&] { self.check(); }); })
       .def("reset", &MetricCollection::reset)
       .def("clone", &MetricCollection::clone)

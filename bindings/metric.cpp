@@ -74,6 +74,7 @@ void init_metric(py::module_& m) {
            "compute(self)\n--\n\n"
            "The value over every update since the last reset, on the metric's device. Raises or warns "
            "first if update() counted bad input (NaN values, labels out of range), as the metric's policy says.")
+      .def("_compute_without_report", &Metric::compute_without_report)
       .def("check", [](const Metric& self) { with_python_warnings([&] { self.check(); }); },
            "check(self)\n--\n\nRaises or warns if update() counted bad input since the last reset.")
       .def("bad_input", [](const Metric& self) {

@@ -157,8 +157,8 @@ void MetricCollection::update(const UpdateArgs& args) {
   shared.skip_unknown_keywords = true;
   std::vector<std::pair<Metric*, UpdateStep>> steps;
   steps.reserve(groups_.size());
-  for (const auto& group : groups_) {
-    if (group.updates == Updates::Together) steps.emplace_back(&owner(group), owner(group).prepare_update(shared));
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    if (counts_batches(g)) steps.emplace_back(&owner(groups_[g]), owner(groups_[g]).prepare_update(shared));
   }
   for (auto& [metric, step] : steps) metric->apply(step);
 }
@@ -170,8 +170,8 @@ void MetricCollection::update(const at::Tensor& preds, const at::Tensor& target,
 
 void MetricCollection::check() const {
   const auto taking_turns = lock();
-  for (const auto& group : groups_) {
-    if (group.updates == Updates::Together) entries_[group.members.front()].metric->check();
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    if (counts_batches(g)) entries_[groups_[g].members.front()].metric->check();
   }
 }
 
@@ -180,9 +180,10 @@ std::map<std::string, at::Tensor> MetricCollection::compute() const {
   const auto taking_turns = lock();
   std::string fresh;  // the metrics not updated yet (a meta state holds no count to read)
   std::vector<std::pair<const Group*, BadInputReport>> reports;
-  for (const auto& group : groups_) {
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const auto& group = groups_[g];
     const auto& head = owner(group);
-    if (group.updates == Updates::Apart || head.device().is_meta()) continue;
+    if (!counts_batches(g) || head.device().is_meta()) continue;
     const detail::UpdateLocks locks(head.state(), head.state());
     auto [count, report] = head.state().update_count_and_report();  // one read-back per state
     reports.emplace_back(&group, std::move(report));
@@ -196,6 +197,12 @@ std::map<std::string, at::Tensor> MetricCollection::compute() const {
     const detail::UpdateLocks locks(owner(*group).state(), owner(*group).state());
     entries_[group->members.front()].metric->report_locked(report);
   }
+  return values();
+}
+
+std::map<std::string, at::Tensor> MetricCollection::compute_without_report() const {
+  RECORD_USER_SCOPE("metrics::MetricCollection::compute");
+  const auto taking_turns = lock();
   return values();
 }
 
@@ -214,9 +221,20 @@ std::map<std::string, at::Tensor> MetricCollection::forward(const UpdateArgs& ar
   batch.reset();
   batch.update(args);
   for (size_t g = 0; g < groups_.size(); ++g) {
-    if (groups_[g].updates == Updates::Together) owner(groups_[g]).merge_batch(batch.owner(batch.groups_[g]));
+    if (counts_batches(g)) owner(groups_[g]).merge_batch(batch.owner(batch.groups_[g]));
   }
   return batch.values();
+}
+
+bool MetricCollection::first_with_its_state(size_t g) const {
+  for (size_t i = 0; i < g; ++i) {
+    if (&owner(groups_[i]).state() == &owner(groups_[g]).state()) return false;
+  }
+  return true;
+}
+
+bool MetricCollection::counts_batches(size_t g) const {
+  return groups_[g].updates == Updates::Together && first_with_its_state(g);
 }
 
 std::map<std::string, at::Tensor> MetricCollection::values() const {
@@ -277,7 +295,9 @@ void MetricCollection::merge(const MetricCollection& other, MergeOrder order) {
   // Check every state before changing any: merging a copy first throws what the real merge would.
   auto trial = clone();
   for (size_t i = 0; i < groups_.size(); ++i) trial.owner(trial.groups_[i]).merge(*sources[i], order);
-  for (size_t i = 0; i < groups_.size(); ++i) owner(groups_[i]).merge(*sources[i], order);
+  for (size_t i = 0; i < groups_.size(); ++i) {
+    if (first_with_its_state(i)) owner(groups_[i]).merge(*sources[i], order);
+  }
 }
 
 StateDict MetricCollection::state_dict() const {

@@ -203,6 +203,12 @@ at::Tensor Metric::compute() const {
   return value();
 }
 
+at::Tensor Metric::compute_without_report() const {
+  RECORD_USER_SCOPE(compute_scope_.c_str());
+  const UpdateLocks locks(*state_, *state_);
+  return value();
+}
+
 int64_t Metric::update_count() const {
   TORCH_CHECK_VALUE(!device().is_meta(), name_, ".update_count: the state is on meta, which holds no values; move ",
                     "the metric to a device first");

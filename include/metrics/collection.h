@@ -74,6 +74,8 @@ class MetricCollection {
   /// name -> value (of the metrics updated together); raises or warns once per distinct state that
   /// counted bad input.
   std::map<std::string, at::Tensor> compute() const;
+  /// name -> value, with no report and no read-back: what forward() gives of its batch.
+  std::map<std::string, at::Tensor> compute_without_report() const;
   /// Accumulates, and returns each metric's value on this batch alone (counted on a batch
   /// collection kept from one forward to the next, see ForwardBatch).
   std::map<std::string, at::Tensor> forward(const UpdateArgs& args);
@@ -161,6 +163,12 @@ class MetricCollection {
   std::unique_lock<std::recursive_mutex> lock() const { return std::unique_lock<std::recursive_mutex>(*mutex_); }
   /// name -> value of the metrics updated together, with no report.
   std::map<std::string, at::Tensor> values() const;
+  // Whether no group before `g` holds its state. Groups here share one where a nested collection
+  // handed its metrics over to another, in which they share states anew: a state takes a batch,
+  // a merge and a report once.
+  bool first_with_its_state(size_t g) const;
+  // Whether group `g` counts the collection's batches: updated together, and first with its state.
+  bool counts_batches(size_t g) const;
   const Entry& entry(const std::string& name) const;
   Metric& owner(const Group& group) const { return *entries_[group.owner].metric; }
 

@@ -79,6 +79,9 @@ class Metric {
   at::Tensor compute() const;
   /// The value from the state as it is: no report, no read-back.
   virtual at::Tensor value() const = 0;
+  /// value() under the state's lock: what forward() gives of its batch, whose bad input the next
+  /// compute() or check() reports.
+  at::Tensor compute_without_report() const;
   /// Raises or warns if update() counted bad input since the last reset; otherwise does nothing.
   void check() const;
   /// The bad-input tally read back to the host (clean when the metric tracks none).

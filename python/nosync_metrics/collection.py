@@ -333,7 +333,8 @@ class MetricCollection(Syncable, torch.nn.Module):
             batch.reset()
             batch.update(*args, **kwargs)
         self._core._merge_appended(batch)
-        return self._keyed(self._by_flag("dist_sync_on_step", self._synced_core(batch).compute, batch.compute), own)
+        return self._keyed(self._by_flag("dist_sync_on_step", self._synced_core(batch)._compute_without_report,
+                                         batch._compute_without_report), own)
 
     def _by_flag(self, flag, synced, local):
         """The values of `synced()` for the metrics whose `flag` is set and of `local()` for the others

@@ -350,25 +350,28 @@ class PythonMetric(Syncable):
         return self.update_count > 0
 
     _sync_on_compute_now = None  # what compute() syncs by while _syncing_on_compute sets it
+    _reports_now = True  # whether compute() reports bad input (not for forward()'s batch)
 
     def compute(self):
         """The value over every update since the last reset (over every rank under torch.distributed
         with ``sync_on_compute=True``), on the metric's device. Raises or warns if an update counted
         bad input."""
         syncs = self.sync_on_compute if self._sync_on_compute_now is None else self._sync_on_compute_now
-        if syncs and self._sync_cache is None and self._world_size() > 1:
-            return self._result(self._synced_core().compute())
-        return self._result(super().compute())
+        core = self._synced_core() if syncs and self._sync_cache is None and self._world_size() > 1 else None
+        if self._reports_now:
+            return self._result(super().compute() if core is None else core.compute())
+        return self._result(_C.Metric._compute_without_report(self if core is None else core))
 
     @contextmanager
-    def _syncing_on_compute(self, syncs):
-        """compute() syncs as `syncs` says inside (a subclass's compute() reaches it through super())."""
-        earlier = self._sync_on_compute_now
-        self._sync_on_compute_now = syncs
+    def _syncing_on_compute(self, syncs, reports=True):
+        """compute() syncs as `syncs` says inside, and reports bad input if `reports` (a subclass's
+        compute() reaches it through super())."""
+        earlier = self._sync_on_compute_now, self._reports_now
+        self._sync_on_compute_now, self._reports_now = syncs, reports
         try:
             yield
         finally:
-            self._sync_on_compute_now = earlier
+            self._sync_on_compute_now, self._reports_now = earlier
 
     def forward(self, *args, **kwargs):
         """Accumulates the batch, as update() does, and returns the value of this batch alone (over
@@ -384,18 +387,19 @@ class PythonMetric(Syncable):
         batch.reset()
         batch.update(*args, **kwargs)
         self._merge_appended(batch)
-        return self._result(batch._synced_core().compute())
+        return self._result(batch._synced_core()._compute_without_report())
 
     def _forward_own(self, args, kwargs):
         """forward() of a subclass with its own update() or compute(), as TorchMetrics': both run on
         the metric itself (its attributes change as they would in update()), over a fresh state that
-        then joins the earlier one. A call that raises leaves the state as it was."""
+        then joins the earlier one. As the built-in forward(), it leaves the batch's bad input to the
+        next compute() to report. A call that raises leaves the state as it was."""
         state = _C.Metric.clone(self)
         _C.Metric.reset(state)
         self._swap_state(state)  # the metric counts into the fresh state, `state` keeps the earlier one
         try:
             self.update(*args, **kwargs)
-            with self._syncing_on_compute(self.dist_sync_on_step):
+            with self._syncing_on_compute(self.dist_sync_on_step, reports=False):
                 value = self.compute()
         finally:
             self._swap_state(state)  # the earlier state is back, `state` holds the batch

@@ -322,6 +322,24 @@ def bad_input(rank, world):
     return compute_error(m, RuntimeError)
 
 
+class ComputedMean(nm.MeanMetric):
+    def compute(self):
+        return super().compute() * 1
+
+
+def bad_input_on_step(rank, world):
+    """forward() with dist_sync_on_step over a NaN on rank 1 (nan_strategy="error"): the batch's value
+    over every rank's good values, then compute() reports the NaN; alone, as a subclass, in a collection."""
+    value = torch.tensor([1.0, float("nan")] if rank == 1 else [2.0])
+    on_step = {"nan_strategy": "error", "dist_sync_on_step": True}
+    out = {}
+    for name, held in (("metric", nm.MeanMetric(**on_step)), ("subclass", ComputedMean(**on_step)),
+                       ("collection", nm.MetricCollection({"mean": nm.MeanMetric(**on_step)}))):
+        out[name] = held(value)
+        out[name + "_error"] = compute_error(held, RuntimeError)["error"]
+    return out
+
+
 def main():
     scenario, rank, world, init_file, out_file = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)

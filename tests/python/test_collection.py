@@ -620,6 +620,29 @@ def test_a_nested_collections_metrics_share_states_in_the_one_they_join():
     assert outer.compute_groups == {0: ["MulticlassAccuracy", "MulticlassPrecision", "MulticlassRecall"]}
 
 
+def test_a_batch_given_to_a_nested_collection_counts_once():
+    # its metrics, each in a group of its own there, share one state in the outer collection: the
+    # batch reaches that state once (and so the outer collection's recall, as the README says)
+    inner = nm.MetricCollection({"acc": nm.MulticlassAccuracy(num_classes=4), "f1": nm.MulticlassF1Score(num_classes=4)})
+    outer = nm.MetricCollection([inner, nm.MulticlassRecall(num_classes=4)])
+    batches = _label_batches(21, 3)
+    inner.update(*batches[0])
+    inner(*batches[1])
+    other = inner.clone()
+    other.reset()
+    other.update(*batches[2])
+    inner.merge_state(other)
+    preds = torch.cat([p for p, _ in batches]).numpy()
+    target = torch.cat([t for _, t in batches]).numpy()
+    for name in ("acc", "f1", "MulticlassRecall"):
+        assert outer[name].update_count == 3
+    macro_recall = skm.recall_score(target, preds, average="macro", labels=range(4), zero_division=0)
+    assert outer["acc"].compute().item() == pytest.approx(macro_recall)  # macro accuracy is macro recall
+    assert outer["MulticlassRecall"].compute().item() == pytest.approx(macro_recall)
+    assert outer["f1"].compute().item() == pytest.approx(skm.f1_score(target, preds, average="macro", labels=range(4),
+                                                                      zero_division=0))
+
+
 # ---------------------------------------------------------------- checkpoints whatever the groups
 
 def _confmat_and_precision(compute_groups=True):

@@ -132,6 +132,13 @@ def test_bad_input_on_one_rank_raises_on_every_rank(tmp_path):
         assert got["error"] is not None and "1 NaN value in 1 update" in got["error"]
 
 
+def test_forward_on_step_gives_every_ranks_good_values_and_leaves_the_report_to_compute(tmp_path):
+    for got in run("bad_input_on_step", 2, tmp_path):
+        assert got["metric"].item() == got["subclass"].item() == got["collection"]["mean"].item() == 1.5
+        for name in ("metric", "subclass", "collection"):
+            assert "1 NaN value in 1 update" in got[name + "_error"]
+
+
 def test_sync_unsync_sync_context_and_dist_sync_on_step(tmp_path):
     for rank, got in enumerate(run("sync_api", 2, tmp_path)):
         assert got["inside_total"][0].item() == 3.0 and got["inside_count"] == 2

@@ -563,12 +563,56 @@ class ComputedAccuracy(nm.BinaryAccuracy):
         return super().compute() * 1
 
 
-def test_a_subclass_forward_that_raises_leaves_the_state_as_it_was():
+def _states_equal(a, b):
+    sa, sb = a.state_dict(), b.state_dict()
+    return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa if isinstance(sa[k], torch.Tensor))
+
+
+class ComputedMean(nm.MeanMetric):
+    def compute(self):
+        return super().compute() * 1
+
+
+@pytest.mark.parametrize("make, first, batch, expected, error", [
+    # a target not 0 or 1: left out of the batch's value (3 of 3 right) and reported by compute()
+    (lambda cls: cls(), ([1, 0], [1, 1]), ([1, 1, 0, 1], [1, 1, 0, 5]), 1.0, ValueError),
+    # a NaN under nan_strategy="error": the batch's mean of 3.0, then compute() raises
+    (lambda cls: cls(nan_strategy="error"), ([1.0],), ([3.0, float("nan")],), 3.0, RuntimeError),
+], ids=["accuracy", "mean"])
+def test_a_subclass_forward_counts_bad_input_for_compute_to_report_as_the_built_in_one(make, first, batch, expected,
+                                                                                        error):
+    subclass, built_in = (ComputedAccuracy, nm.BinaryAccuracy) if len(first) == 2 else (ComputedMean, nm.MeanMetric)
+    ours, theirs = make(subclass), make(built_in)
+    for m in (ours, theirs):
+        m.update(*(torch.tensor(x) for x in first))
+        assert m(*(torch.tensor(x) for x in batch)).item() == expected
+    assert _states_equal(ours, theirs) and ours.update_count == 2
+    assert ours.bad_input() == theirs.bad_input()
+    with pytest.raises(error, match=built_in.__name__.replace("Metric", "")):
+        ours.compute()
+
+
+def test_a_collection_forward_counts_a_subclass_members_bad_input_for_compute_to_report():
+    preds, target = torch.tensor([[0.9, 0.1, 0.0], [0.1, 0.8, 0.1], [0.0, 0.1, 0.9]]), torch.tensor([0, 1, 7])
+    values = {}
+    for name, acc in (("subclass", type("MyAccuracy", (nm.MulticlassAccuracy,), {"update": lambda s, p, t:
+                                                                                  nm.MulticlassAccuracy.update(s, p, t)})(
+                          num_classes=3)), ("built-in", nm.MulticlassAccuracy(num_classes=3))):
+        c = nm.MetricCollection({"acc": acc, "f1": nm.MulticlassF1Score(num_classes=3)})
+        values[name] = {k: v.item() for k, v in c(preds, target).items()}
+        assert c["acc"].update_count == c["f1"].update_count == 1
+        assert c["acc"].bad_input()["counts"]["targets outside [0, 3)"] == 1
+        with pytest.raises(ValueError, match="1 target"):
+            c.compute()
+    assert values["subclass"] == values["built-in"] == {"acc": 1.0, "f1": 1.0}
+
+
+def test_a_subclass_forward_given_bad_arguments_leaves_the_state_as_it_was():
     m = ComputedAccuracy()
     m.update(torch.tensor([1, 0]), torch.tensor([1, 1]))
     before = m.state_dict()
     with pytest.raises(ValueError, match="BinaryAccuracy"):
-        m(torch.tensor([1, 1, 0, 1]), torch.tensor([1, 1, 0, 5]))  # a target not 0 or 1, reported by compute()
+        m(torch.tensor([1, 1, 0]), torch.tensor([1, 1]))  # shapes that differ
     after = m.state_dict()
     assert all(torch.equal(before[k], after[k]) for k in before if isinstance(before[k], torch.Tensor))
     assert m.compute().item() == 0.5
