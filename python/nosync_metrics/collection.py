@@ -75,8 +75,9 @@ def _rebuilt(cls, blueprints, prefix, postfix, compute_groups, state, groups=Non
 
 
 def _metric_of(key):
-    """The name of the metric a collection's state-dict key belongs to ("<name>.<state>")."""
-    return key.split(".", 1)[0]
+    """The name of the metric a collection's state-dict key belongs to ("<name>.<state>"); None for
+    a key that is not a string (no metric's: an unexpected key)."""
+    return key.split(".", 1)[0] if isinstance(key, str) else None
 
 
 def _updated_apart(metric):

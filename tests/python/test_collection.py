@@ -803,6 +803,17 @@ def test_a_partial_checkpoint_leaves_an_absent_member_reading_its_group():
     np.testing.assert_allclose(resumed.compute()["prec"].numpy(), precision, rtol=1e-6)
 
 
+def test_a_key_that_is_not_a_string_is_unexpected_in_a_loose_load():
+    c = _confmat_and_precision()
+    c.update(*_label_batches(13, 1)[0])
+    before = c.state_dict()
+    with pytest.raises(ValueError, match="unexpected key '5'"):
+        c.load_state_dict({**before, 5: torch.zeros(1)})
+    result = c.load_state_dict({**before, 5: torch.zeros(1)}, strict=False)
+    assert result.unexpected_keys == [5] and result.missing_keys == []
+    assert all(torch.equal(before[k], v) for k, v in c.state_dict().items())
+
+
 def test_a_model_with_one_persistent_member_of_a_group_loads_its_checkpoint():
     class Model(torch.nn.Module):
         def __init__(self):
