@@ -46,6 +46,12 @@ void update(Metric& self, const py::args& args, const py::kwargs& kwargs) {
   self.update(converted.get());
 }
 
+// update()'s checks (metadata only), counting nothing.
+void check_update(Metric& self, const py::args& args, const py::kwargs& kwargs) {
+  const PythonUpdateArgs converted(args, kwargs, self.name(), self.device(), self.update_parameters());
+  self.prepare_update(converted.get());
+}
+
 at::Tensor forward(Metric& self, const py::args& args, const py::kwargs& kwargs) {
   const PythonUpdateArgs converted(args, kwargs, self.name(), self.device(), self.update_parameters());
   return self.forward(converted.get());
@@ -67,6 +73,7 @@ void init_metric(py::module_& m) {
            "update(self, *args, **kwargs)\n--\n\n"
            "Accumulates a batch: (value, weight=1.0) for aggregators, (preds, target, weight=None) for "
            "classification. Never synchronizes.")
+      .def("_check_update", &check_update)
       .def("forward", &forward,
            "forward(self, *args, **kwargs)\n--\n\nAccumulates, and returns the value of this batch alone.")
       .def("__call__", &forward, "__call__(self, *args, **kwargs)\n--\n\nforward()")
@@ -117,6 +124,7 @@ void init_metric(py::module_& m) {
            "_swap_state(self, other)\n--\n\nExchanges the states of two metrics of the same kind and options.")
       .def("clone", [](const Metric& self) { return std::shared_ptr<Metric>(self.clone()); },
            "clone(self)\n--\n\nA deep copy.")
+      .def("_clone_alone", [](const Metric& self) { return std::shared_ptr<Metric>(self.clone_alone()); })
       .def("__copy__", [](const Metric& self) { return std::shared_ptr<Metric>(self.clone()); },
            "__copy__(self)\n--\n\nA deep copy: a metric's copy never shares its state.")
       .def("__deepcopy__", [](const Metric& self, const py::dict&) { return std::shared_ptr<Metric>(self.clone()); },

@@ -159,6 +159,12 @@ void Metric::check_alone(const char* call) const {
                     "metric a state of its own with MetricCollection::detach(name)");
 }
 
+std::unique_ptr<Metric> Metric::clone_alone() const {
+  auto copy = clone();
+  copy->unshare_state();
+  return copy;
+}
+
 void Metric::unshare_state() {
   std::shared_ptr<MetricState> own;
   {

@@ -112,6 +112,9 @@ class Metric {
 
   /// A deep copy with the same options and state, sharing nothing with this metric.
   virtual std::unique_ptr<Metric> clone() const = 0;
+  /// A clone() holding own_state_copy(): the state this metric would hold alone, in its own
+  /// layout where it shares a larger one in a collection.
+  std::unique_ptr<Metric> clone_alone() const;
 
   /// The options that make this metric what it is, e.g. "num_classes=10, average=macro": in
   /// messages, and compared across ranks before a sync.

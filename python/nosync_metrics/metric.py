@@ -272,12 +272,15 @@ class PythonMetric(Syncable):
 
     _collections = ()  # weak references to the collections in whose compute groups it may share a state
 
-    def _alone(self):
+    def _alone(self, check=None):
         """Before the metric counts, resets or loads on its own (not through its collection): where it
         shares a state with other metrics of a collection, it takes a copy first, so that theirs stays
-        as it was (TorchMetrics' collection hands out metrics with copies of the group's state)."""
+        as it was (TorchMetrics' collection hands out metrics with copies of the group's state).
+        `check` runs before: a call it refuses leaves the metric in its group."""
         if not self._collections:
             return
+        if check is not None:
+            check()
         collections = [ref() for ref in self._collections]
         for collection in collections:
             if collection is not None:
@@ -378,7 +381,7 @@ class PythonMetric(Syncable):
         every rank with ``dist_sync_on_step=True``). A subclass's own update() and compute() are
         what it runs, as in TorchMetrics."""
         self._check_not_synced()
-        self._alone()
+        self._alone(lambda: _C.Metric._check_update(self, *args, **kwargs))
         if self._overrides_update_or_compute():
             return self._forward_own(args, kwargs)
         if not (self.dist_sync_on_step and self._world_size() > 1):
@@ -437,8 +440,9 @@ class PythonMetric(Syncable):
                 # a ValueError, as TorchMetrics raises it
                 raise ValueError(f"{type(self).__name__}.merge_state: expected incoming state to be an instance of "
                                  f"{type(self).__name__}, got {type(item).__name__}")
-        self._alone()
-        super().merge_state(items if several else items[0])
+        incoming = items if several else items[0]
+        self._alone(lambda: _C.Metric.merge_state(_C.Metric._clone_alone(self), incoming))
+        super().merge_state(incoming)
 
     def persistent(self, mode=False):
         """Whether a parent module's state_dict() holds this metric's state (TorchMetrics' default: it
@@ -474,8 +478,10 @@ class PythonMetric(Syncable):
         """Loads a dict from state_dict(), checking every key before changing any. With strict=False,
         unknown keys are ignored and missing keys keep their current values. Returns
         (missing_keys, unexpected_keys), as torch.nn.Module does."""
-        self._alone()
-        return load_state(type(self).__name__, super().load_state_dict, super().state_dict, state_dict, strict, assign)
+        def load(target):
+            return load_state(type(self).__name__, target.load_state_dict, target.state_dict, state_dict, strict, assign)
+        self._alone(lambda: load(_C.Metric._clone_alone(self)))
+        return load(super())
 
     def _load_unless_held(self, state_dict):
         """A parent module's load: a state the metric holds already changes nothing (its collection
@@ -579,7 +585,7 @@ def _update_method(base, parameters, doc):
     cpp_update = base.update
 
     def update(self, *args, **kwargs):
-        self._alone()
+        self._alone(lambda: _C.Metric._check_update(self, *args, **kwargs))
         cpp_update(self, *args, **kwargs)
 
     update.__signature__ = inspect.Signature([arg("self")] + list(parameters))

@@ -364,6 +364,26 @@ def test_dict_values_from_a_nested_collection_keep_its_prefix_and_postfix(base, 
         assert {k: v.item() for k, v in values.items()} == expected
 
 
+@pytest.mark.parametrize("call", [
+    lambda m, p, t: m.update(p, t[:3]),
+    lambda m, p, t: m(p, t[:3]),
+    lambda m, p, t: m.update("x", t),
+    lambda m, p, t: m.merge_state(nm.MulticlassRecall(num_classes=7)),
+    lambda m, p, t: m.merge_state([nm.MulticlassRecall(num_classes=6), {"update_count": torch.tensor(1)}]),
+    lambda m, p, t: m.load_state_dict({}),
+    lambda m, p, t: m.load_state_dict({"tp": torch.zeros(3)}, strict=False),
+], ids=["update", "forward", "update-type", "merge", "merge-list", "load", "load-loose"])
+def test_a_member_call_refused_by_its_checks_leaves_the_member_in_its_group(call):
+    collection = nm.MetricCollection(_three())
+    preds, target = _batches()[0]
+    collection.update(preds, target)
+    before = collection.state_dict()
+    with pytest.raises((ValueError, TypeError)):
+        call(collection["rec"], preds, target)
+    assert collection.compute_groups == {0: ["acc", "prec", "rec"]}
+    assert all(torch.equal(before[k], v) for k, v in collection.state_dict().items())
+
+
 def test_a_member_alone_in_its_group_still_detaches_once_a_later_metric_shares_it():
     preds, target = _batches()[0]
     collection = nm.MetricCollection({"a": nm.MulticlassPrecision(num_classes=6)})
@@ -812,6 +832,23 @@ def test_a_key_that_is_not_a_string_is_unexpected_in_a_loose_load():
     result = c.load_state_dict({**before, 5: torch.zeros(1)}, strict=False)
     assert result.unexpected_keys == [5] and result.missing_keys == []
     assert all(torch.equal(before[k], v) for k, v in c.state_dict().items())
+
+
+def test_a_member_sharing_a_confusion_matrix_merges_and_loads_alone_in_its_own_layout():
+    c = _confmat_and_precision()
+    batches = _label_batches(14, 2)
+    c.update(*batches[0])
+    other = nm.MulticlassPrecision(num_classes=4, average=None)
+    other.update(*batches[1])
+    c["prec"].merge_state(other)
+    _, precision = _expected_confmat_and_precision(batches)
+    np.testing.assert_allclose(c["prec"].compute().numpy(), precision, rtol=1e-6)
+    assert c.compute_groups == {0: ["cm"], 1: ["prec"]}
+    c = _confmat_and_precision()
+    c.update(*batches[0])
+    c["prec"].load_state_dict(other.state_dict())
+    assert torch.equal(c["prec"].compute(), other.compute())
+    assert c.compute_groups == {0: ["cm"], 1: ["prec"]}
 
 
 def test_a_model_with_one_persistent_member_of_a_group_loads_its_checkpoint():
