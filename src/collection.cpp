@@ -68,6 +68,13 @@ bool same_counts(const StateDict& a, const StateDict& b) {
   return true;
 }
 
+// A state dict's tensors without what describes it ("_version", "_metric"): two metrics of one
+// state hold the same.
+StateDict counts_in(StateDict dict) {
+  for (auto it = dict.begin(); it != dict.end();) it = it->first.rfind('_', 0) == 0 ? dict.erase(it) : std::next(it);
+  return dict;
+}
+
 // Groups of names as a partition: their order, and the order within each, set aside.
 std::vector<std::vector<std::string>> partition_of(std::vector<std::vector<std::string>> groups) {
   for (auto& group : groups) std::sort(group.begin(), group.end());
@@ -180,14 +187,18 @@ std::map<std::string, at::Tensor> MetricCollection::compute() const {
   const auto taking_turns = lock();
   std::string fresh;  // the metrics not updated yet (a meta state holds no count to read)
   std::vector<std::pair<const Group*, BadInputReport>> reports;
+  std::vector<int64_t> counts(groups_.size(), -1);
   for (size_t g = 0; g < groups_.size(); ++g) {
     const auto& group = groups_[g];
     const auto& head = owner(group);
-    if (!counts_batches(g) || head.device().is_meta()) continue;
-    const detail::UpdateLocks locks(head.state(), head.state());
-    auto [count, report] = head.state().update_count_and_report();  // one read-back per state
-    reports.emplace_back(&group, std::move(report));
-    if (count != 0) continue;
+    if (group.updates == Updates::Apart || head.device().is_meta()) continue;
+    if (counts_batches(g)) {
+      const detail::UpdateLocks locks(head.state(), head.state());
+      auto [count, report] = head.state().update_count_and_report();  // one read-back per state
+      reports.emplace_back(&group, std::move(report));
+      counts[g] = count;
+    }
+    if (counts[first_with_state_of(g)] != 0) continue;
     for (auto member : group.members) fresh += (fresh.empty() ? "" : ", ") + entries_[member].name;
   }
   if (!fresh.empty()) {
@@ -226,15 +237,14 @@ std::map<std::string, at::Tensor> MetricCollection::forward(const UpdateArgs& ar
   return batch.values();
 }
 
-bool MetricCollection::first_with_its_state(size_t g) const {
-  for (size_t i = 0; i < g; ++i) {
-    if (&owner(groups_[i]).state() == &owner(groups_[g]).state()) return false;
-  }
-  return true;
+size_t MetricCollection::first_with_state_of(size_t g) const {
+  size_t first = 0;
+  while (&owner(groups_[first]).state() != &owner(groups_[g]).state()) ++first;
+  return first;
 }
 
 bool MetricCollection::counts_batches(size_t g) const {
-  return groups_[g].updates == Updates::Together && first_with_its_state(g);
+  return groups_[g].updates == Updates::Together && first_with_state_of(g) == g;
 }
 
 std::map<std::string, at::Tensor> MetricCollection::values() const {
@@ -280,6 +290,17 @@ void MetricCollection::merge(const MetricCollection& other, MergeOrder order) {
                       ".merge: '", theirs.name, "' there counts into a state of this collection, which cannot merge ",
                       "into itself");
   }
+  // groups that share a state here take the first one's source: the others' must hold its counts
+  for (size_t i = 0; i < groups_.size(); ++i) {
+    const auto first = first_with_state_of(i);
+    const auto& source = *other.entries_[groups_[i].owner].metric;
+    const auto& first_source = *other.entries_[groups_[first].owner].metric;
+    TORCH_CHECK_VALUE(&source.state() == &first_source.state() ||
+                          same_counts(counts_in(source.state_dict()), counts_in(first_source.state_dict())),
+                      kName, ".merge: '", entries_[groups_[i].owner].name, "' and '", entries_[groups_[first].owner].name,
+                      "' share one state here (a nested collection handed them over), but the other holds different ",
+                      "counts for them");
+  }
   std::vector<std::unique_ptr<Metric>> read;
   std::vector<const Metric*> sources;
   for (const auto& group : groups_) {
@@ -296,7 +317,7 @@ void MetricCollection::merge(const MetricCollection& other, MergeOrder order) {
   auto trial = clone();
   for (size_t i = 0; i < groups_.size(); ++i) trial.owner(trial.groups_[i]).merge(*sources[i], order);
   for (size_t i = 0; i < groups_.size(); ++i) {
-    if (first_with_its_state(i)) owner(groups_[i]).merge(*sources[i], order);
+    if (first_with_state_of(i) == i) owner(groups_[i]).merge(*sources[i], order);
   }
 }
 
@@ -342,9 +363,19 @@ void MetricCollection::load_state_dict(const StateDict& dict, AbsentMetric absen
   for (size_t i = 0; i < entries_.size(); ++i) {
     if (!loaded[i]) loaded[i] = absent_metric_state(i, loaded);
   }
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const auto first = first_with_state_of(g);
+    TORCH_CHECK_VALUE(first == g || same_counts(counts_in(loaded[groups_[g].owner]->state_dict()),
+                                                counts_in(loaded[groups_[first].owner]->state_dict())),
+                      kName, ".load_state_dict: '", entries_[groups_[g].owner].name, "' and '",
+                      entries_[groups_[first].owner].name, "' share one state here (a nested collection handed ",
+                      "them over), but the dict gives them different parts");
+  }
   const auto groups = groups_holding(loaded);
   if (partition_of(groups) != partition_of(this->groups())) regroup(groups);
-  for (const auto& group : groups_) owner(group).load_state_dict(loaded[group.owner]->state_dict());
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    if (first_with_state_of(g) == g) owner(groups_[g]).load_state_dict(loaded[groups_[g].owner]->state_dict());
+  }
 }
 
 std::unique_ptr<Metric> MetricCollection::absent_metric_state(size_t index,
@@ -439,6 +470,18 @@ MetricCollection MetricCollection::clone() const {
   MetricCollection copy(options_);
   for (const auto& e : entries_) copy.entries_.push_back({e.name, std::shared_ptr<Metric>(e.metric->clone())});
   copy.groups_ = groups_;
+  // groups that share a state here (a nested collection's, handed over) share one in the copy: the
+  // first of them whose owner has the highest level serves the others
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    auto server = first_with_state_of(g);
+    for (auto h = server; h < groups_.size(); ++h) {
+      if (&owner(groups_[h]).state() == &owner(groups_[g]).state() &&
+          owner(groups_[h]).sharing_key().level > owner(groups_[server]).sharing_key().level) {
+        server = h;
+      }
+    }
+    if (server != g) copy.owner(copy.groups_[g]).share_state_of(copy.owner(copy.groups_[server]));
+  }
   for (const auto& group : copy.groups_) {
     for (auto member : group.members) {
       if (member != group.owner) copy.entries_[member].metric->share_state_of(copy.owner(group));

@@ -802,5 +802,69 @@ std::vector<testing::ContractCase> collection_cases() {
 INSTANTIATE_TEST_SUITE_P(Collection, MetricContract, ::testing::ValuesIn(collection_cases()),
                          testing::contract_case_name);
 
+TEST(MetricCollection, GroupsThatShareOneStateTakeABatchAMergeAndALoadOnce) {
+  // A nested collection's metrics, handed over, share a state in the collection they join while
+  // they sit in a group each in theirs: here `joined` shares the objects' state, `nested` (no
+  // compute groups) holds them in a group each.
+  const auto o = Opts::multiclass(10);
+  const auto accuracy = std::make_shared<Accuracy>(o);
+  const auto f1 = std::make_shared<F1Score>(o);
+  MetricCollection joined, nested(MetricCollectionOptions().compute_groups(false));
+  joined.add("accuracy", accuracy).add("f1", f1);
+  nested.add("accuracy", accuracy).add("f1", f1);
+  ASSERT_EQ(joined.groups().size(), 1u);
+  ASSERT_EQ(nested.groups().size(), 2u);
+  Accuracy expected(o);
+  const auto count = [&](const Batch& b) { expected.update(b.preds, b.target); };
+  nested.update(batch(0).preds, batch(0).target);
+  count(batch(0));
+  EXPECT_EQ(accuracy->update_count(), 1);
+  nested.forward(batch(1).preds, batch(1).target);
+  count(batch(1));
+  EXPECT_EQ(f1->update_count(), 2);
+  // a copy shares one state as the original does: merged, its batch counts once
+  auto copy = nested.clone();
+  copy.reset();
+  copy.update(batch(2).preds, batch(2).target);
+  count(batch(2));
+  nested.merge(copy);
+  EXPECT_EQ(accuracy->update_count(), 3);
+  EXPECT_TRUE(tensors_close(nested.compute().at("accuracy"), expected.compute()));
+  // another whose metrics counted the same in two states merges once; different counts are refused
+  MetricCollection separate(MetricCollectionOptions().compute_groups(false));
+  separate.add("accuracy", Accuracy(o)).add("f1", F1Score(o));
+  separate.update(batch(3).preds, batch(3).target);
+  nested.merge(separate);
+  count(batch(3));
+  EXPECT_EQ(accuracy->update_count(), 4);
+  const auto counted = std::make_shared<F1Score>(o);
+  counted->update(batch(4).preds, batch(4).target);
+  MetricCollection different(MetricCollectionOptions().compute_groups(false));
+  different.add("accuracy", Accuracy(o)).add("f1", counted);
+  EXPECT_THROWS_WITH(nested.merge(different), c10::ValueError, "but the other holds different counts for them");
+  // the same parts load once; different ones are refused, changing nothing
+  auto saved = nested.state_dict();
+  nested.load_state_dict(saved);
+  EXPECT_EQ(accuracy->update_count(), 4);
+  saved["f1.update_count"] = at::full({}, 7, at::kLong);
+  EXPECT_THROWS_WITH(nested.load_state_dict(saved), c10::ValueError, "but the dict gives them different parts");
+  EXPECT_EQ(f1->update_count(), 4);
+  EXPECT_TRUE(tensors_close(joined.compute().at("accuracy"), expected.compute()));
+}
+
+TEST(MetricCollection, ComputeWithoutReportGivesTheValueAndLeavesTheReport) {
+  const auto o = Opts::multiclass(10);
+  MetricCollection collection;
+  collection.add("accuracy", Accuracy(o));
+  auto bad = batch(0);
+  bad.target[0] = 10;  // outside [0, 10): left out, reported by compute()
+  collection.update(bad.preds, bad.target);
+  Accuracy expected(o);
+  expected.update(bad.preds.narrow(0, 1, 31), bad.target.narrow(0, 1, 31));
+  EXPECT_TRUE(tensors_close(collection.compute_without_report().at("accuracy"), expected.compute()));
+  EXPECT_TRUE(tensors_close(collection.at("accuracy").compute_without_report(), expected.compute()));
+  EXPECT_THROWS_WITH(collection.compute(), c10::ValueError, "1 target outside [0, 10)");
+}
+
 }  // namespace
 }  // namespace metrics

@@ -163,10 +163,10 @@ class MetricCollection {
   std::unique_lock<std::recursive_mutex> lock() const { return std::unique_lock<std::recursive_mutex>(*mutex_); }
   /// name -> value of the metrics updated together, with no report.
   std::map<std::string, at::Tensor> values() const;
-  // Whether no group before `g` holds its state. Groups here share one where a nested collection
-  // handed its metrics over to another, in which they share states anew: a state takes a batch,
-  // a merge and a report once.
-  bool first_with_its_state(size_t g) const;
+  // The first group that holds the state of group `g` (`g` where no earlier one does). Groups here
+  // share one where a nested collection handed its metrics over to another, in which they share
+  // states anew: a state takes a batch, a merge, a load and a report once.
+  size_t first_with_state_of(size_t g) const;
   // Whether group `g` counts the collection's batches: updated together, and first with its state.
   bool counts_batches(size_t g) const;
   const Entry& entry(const std::string& name) const;

@@ -665,6 +665,26 @@ def test_a_batch_given_to_a_nested_collection_counts_once():
 
 # ---------------------------------------------------------------- checkpoints whatever the groups
 
+
+def test_a_nested_collection_refuses_a_merge_or_load_that_gives_its_shared_state_two_counts():
+    inner = nm.MetricCollection({"acc": nm.MulticlassAccuracy(num_classes=4), "f1": nm.MulticlassF1Score(num_classes=4)})
+    outer = nm.MetricCollection([inner, nm.MulticlassRecall(num_classes=4)])
+    with pytest.warns(UserWarning, match="f1, acc called before any update"):
+        inner.compute()
+    batches = _label_batches(22, 2)
+    inner.update(*batches[0])
+    other = inner.clone()
+    other.reset()
+    other["acc"].update(*batches[1])  # acc alone: the copy's f1 counts nothing
+    before = outer.state_dict()
+    with pytest.raises(ValueError, match="share one state here .* but the other holds different counts"):
+        inner.merge_state(other)
+    saved = inner.state_dict()
+    saved["f1.update_count"] = torch.tensor(5)
+    with pytest.raises(ValueError, match="but the dict gives them different parts"):
+        inner.load_state_dict(saved)
+    assert all(torch.equal(before[k], v) for k, v in outer.state_dict().items())
+
 def _confmat_and_precision(compute_groups=True):
     return nm.MetricCollection({"cm": nm.MulticlassConfusionMatrix(num_classes=4),
                                 "prec": nm.MulticlassPrecision(num_classes=4, average=None)},
