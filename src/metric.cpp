@@ -258,11 +258,19 @@ void Metric::merge(const Metric& other, MergeOrder order) {
   TORCH_CHECK_TYPE(typeid(*this) == typeid(other) && name_ == other.name_, name_, ".merge: cannot merge a ",
                    other.name_, " into a ", name_);
   check_alone("merge");
-  const UpdateLocks locks(*state_, *other.state_);
-  const auto difference = first_difference(description(), other.description());
-  TORCH_CHECK_VALUE(difference.empty(), name_, ".merge: the other metric has other options or state: ", difference,
-                    " there; merge metrics built with the same options");
-  state_->merge(*other.state_, name_, order);
+  // one of the same options whose state is laid out for another metric (a ConfusionMatrix's it
+  // shares, or shared when it was cloned) gives its counts in its own layout
+  const bool same_options = options_text() == other.options_text();
+  const auto alone = same_options && !other.state_->same_entries(*state_) ? other.clone_alone() : nullptr;
+  const auto& source = alone ? *alone : other;
+  const UpdateLocks locks(*state_, *source.state_);
+  const auto difference = first_difference(description(), source.description());
+  TORCH_CHECK_VALUE(difference.empty(), name_, ".merge: the other metric has other ",
+                    same_options ? "state: " : "options or state: ", difference, " there; ",
+                    same_options ? "this one's is laid out for a metric it shares a state with, or shared one with "
+                                   "when it was cloned (clone_alone() gives a copy in its own layout)"
+                                 : "merge metrics built with the same options");
+  state_->merge(*source.state_, name_, order);
 }
 
 std::string Metric::description_of(const MetricState& state) const {

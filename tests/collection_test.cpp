@@ -94,6 +94,26 @@ TEST(MetricCollection, ConfusionMatrixAddedFirstServesTheOthers) {
   EXPECT_TRUE(tensors_close(collection.compute().at("recall"), at::tensor({1.0, 1.0, 0.0, 0.0}).to(at::kFloat)));
 }
 
+TEST(MetricCollection, AMemberSharingAMatrixGivesItAndMergesIntoALoneMetricOfItsOptions) {
+  const auto o = Opts::multiclass(4).average(Average::None);
+  MetricCollection collection;
+  collection.add("confmat", ConfusionMatrix(o)).add("recall", Recall(o));
+  const auto preds = at::tensor({0, 1, 1, 3}, at::kLong), target = at::tensor({0, 1, 2, 2}, at::kLong);
+  collection.update(preds, target);
+  const auto& recall = dynamic_cast<const ClassificationMetric&>(collection.at("recall"));
+  EXPECT_TRUE(at::equal(recall.confusion_matrix(), collection.compute().at("confmat")));
+  Recall lone(o);
+  EXPECT_THROWS_WITH(lone.confusion_matrix(), c10::ValueError, "Recall.confusion_matrix: per-class counts hold no");
+  // a copy of the member holds the matrix: a lone Recall takes its counts in its own layout
+  const auto copy = collection.at("recall").clone();
+  lone.update(preds, target);
+  lone.merge(*copy);
+  Recall expected(o);
+  expected.update(at::cat({preds, preds}), at::cat({target, target}));
+  EXPECT_TRUE(tensors_close(lone.compute(), expected.compute()));
+  EXPECT_THROWS_WITH(copy->merge(lone), c10::ValueError, "clone_alone() gives a copy in its own layout");
+}
+
 TEST(MetricCollection, BinaryAndMultilabelConfusionMatricesShareThePerClassCounts) {
   MetricCollection collection;
   collection.add("confmat", ConfusionMatrix(Opts::multilabel(3))).add("f1", F1Score(Opts::multilabel(3)));

@@ -45,9 +45,12 @@ class ClassificationMetric : public Metric {
   const ClassificationOptions& options() const { return options_; }
   /// The layout of the state this metric reads: a shared C x C matrix serves per-class metrics too.
   CountLayout layout() const;
-  /// tp, fp, tn, fn per class (derived from the matrix under the Matrix layout).
+  /// tp, fp, tn, fn per class (derived from the matrix under the Matrix layout; under the per-class
+  /// layout the state's own tensors: read them, never write).
   StatCounts stat_counts() const;
-  /// Rows targets, columns predictions: [C, C] multiclass, [2, 2] binary, [L, 2, 2] multilabel.
+  /// Rows targets, columns predictions, a copy: [C, C] multiclass (where the state holds the
+  /// matrix: a ConfusionMatrix's, or one shared with it; else ValueError), [2, 2] binary, [L, 2, 2]
+  /// multilabel.
   at::Tensor confusion_matrix() const;
 
   const std::vector<std::string>& update_parameters() const override;

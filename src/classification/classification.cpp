@@ -174,7 +174,12 @@ MetricState ClassificationMetric::own_state_copy() const {
   return own;
 }
 
-at::Tensor ClassificationMetric::confusion_matrix() const { return detail::confusion_matrix(state(), options_); }
+at::Tensor ClassificationMetric::confusion_matrix() const {
+  TORCH_CHECK_VALUE(options_.task() != Task::Multiclass || layout() == CountLayout::Matrix, name(),
+                    ".confusion_matrix: per-class counts hold no C x C matrix; a MulticlassConfusionMatrix counts one, "
+                    "and a multiclass metric that shares its state in a collection reads it");
+  return detail::confusion_matrix(state(), options_);
+}
 
 StatScores::StatScores(ClassificationOptions options) : Cloneable("StatScores", options) {}
 
