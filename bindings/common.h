@@ -110,6 +110,22 @@ auto with_python_warnings(Body&& body) {
   }
 }
 
+/// The __init__ of a base class that makes no metric (Metric, ClassificationMetric): a Python class
+/// written on it, as TorchMetrics' custom metrics are, gets this TypeError, not pybind11's "No
+/// constructor defined!".
+template <class Class>
+void refuse_new_metrics(Class& base, const char* python_name) {
+  py::options options;
+  options.disable_function_signatures();
+  base.def(py::init([python_name](const py::args&, const py::kwargs&) -> std::shared_ptr<typename Class::type> {
+             throw py::type_error(std::string(python_name) +
+                                  " is the base of this library's metrics, not one for new metrics (there is no "
+                                  "add_state): subclass one of its metrics (MeanMetric, MulticlassAccuracy, ...) and "
+                                  "override update() and compute(), which are called as TorchMetrics calls them");
+           }),
+           "__init__(self, *args, **kwargs)\n--\n\nRefuses: a base makes no metric (subclass a metric instead).");
+}
+
 /// Binds metric class `M` under `python_name`: its constructors are the family's to add; update,
 /// forward, compute, state and the rest come from the Metric binding.
 template <class M, class Parent = Metric>

@@ -68,7 +68,9 @@ at::Tensor forward(Metric& self, const py::args& args, const py::kwargs& kwargs)
 void init_metric(py::module_& m) {
   py::options options;
   options.disable_function_signatures();
-  py::class_<Metric, std::shared_ptr<Metric>>(m, "Metric", "Base of every nosync-metrics metric.")
+  py::class_<Metric, std::shared_ptr<Metric>> metric(m, "Metric", "Base of every nosync-metrics metric.");
+  refuse_new_metrics(metric, "Metric");
+  metric
       .def("update", &update,
            "update(self, *args, **kwargs)\n--\n\n"
            "Accumulates a batch: (value, weight=1.0) for aggregators, (preds, target, weight=None) for "

@@ -167,8 +167,8 @@ class MetricCollection(torch.nn.Module):
         """Moves every metric's state to a device, given as torch.nn.Module.to takes it."""
     def set_dtype(self: _Self, dst_type: Union[str, torch.dtype]) -> _Self:
         """set_dtype(dst_type) on every metric, as in TorchMetrics."""
-    def persistent(self, mode: bool = False) -> None:
-        """Sets persistent(mode) on every metric."""
+    def persistent(self, mode: bool = True) -> None:
+        """Sets persistent(mode) on every metric (True by default, as in TorchMetrics)."""
     def state_dict(  # type: ignore[override]
         self, destination: Optional[Dict[str, Tensor]] = None, prefix: str = "", keep_vars: bool = False
     ) -> Dict[str, Tensor]:

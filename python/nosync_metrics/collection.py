@@ -388,8 +388,9 @@ class MetricCollection(Syncable, torch.nn.Module):
             metric.set_dtype(dst_type)
         return self
 
-    def persistent(self, mode=False):
-        """Sets persistent(mode) on every metric (whether a parent module's state_dict() holds its state)."""
+    def persistent(self, mode=True):
+        """Sets persistent(mode) on every metric (whether a parent module's state_dict() holds its state);
+        True by default, as TorchMetrics' MetricCollection.persistent (a metric's is False)."""
         for metric in self._modules.values():
             metric.persistent(mode)
 

@@ -274,9 +274,31 @@ def test_a_model_state_dict_holds_a_metric_only_when_persistent(name):
     assert set(net.state_dict()) == {"linear.weight", "linear.bias"}
     metric.persistent(True)
     assert set(net.state_dict()) == {"linear.weight", "linear.bias"} | _metric_keys(metric)
-    metric.persistent()  # TorchMetrics' default mode: False
+    # TorchMetrics' default mode: False for a metric (True for a collection)
+    metric.persistent(False) if isinstance(metric, nm.MetricCollection) else metric.persistent()
     assert set(net.state_dict()) == {"linear.weight", "linear.bias"}
     assert set(metric.state_dict()) == {k[len("metric."):] for k in _metric_keys(metric)}  # called directly: all
+
+
+def test_a_collections_persistent_defaults_to_true_as_in_torchmetrics():
+    net = torch.nn.Module()
+    net.metrics = nm.MetricCollection({"acc": nm.MulticlassAccuracy(num_classes=4)})
+    assert not net.state_dict()
+    net.metrics.persistent()
+    assert {"metrics.acc.tp", "metrics.acc.update_count"} <= set(net.state_dict())
+    net.metrics.persistent(False)
+    assert not net.state_dict()
+
+
+@pytest.mark.parametrize("base", [nm.Metric, nm.ClassificationMetric])
+def test_a_metric_written_on_a_base_class_is_refused_saying_what_to_subclass(base):
+    class Counted(base):  # TorchMetrics' way: a base, add_state, update and compute
+        def __init__(self):
+            super().__init__()
+
+    with pytest.raises(TypeError, match=f"{base.__name__} is the base of this library's metrics, not one for new "
+                                        "metrics .* subclass one of its metrics"):
+        Counted()
 
 
 def test_model_load_state_dict_restores_a_persistent_metric_exactly(name):
