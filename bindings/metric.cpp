@@ -46,7 +46,7 @@ void update(Metric& self, const py::args& args, const py::kwargs& kwargs) {
   self.update(converted.get());
 }
 
-// update()'s checks (metadata only), counting nothing.
+// update()'s checks (and the conversions of the inputs they make), counting nothing.
 void check_update(Metric& self, const py::args& args, const py::kwargs& kwargs) {
   const PythonUpdateArgs converted(args, kwargs, self.name(), self.device(), self.update_parameters());
   self.prepare_update(converted.get());
@@ -76,6 +76,7 @@ void init_metric(py::module_& m) {
            "Accumulates a batch: (value, weight=1.0) for aggregators, (preds, target, weight=None) for "
            "classification. Never synchronizes.")
       .def("_check_update", &check_update)
+      .def("_shares_state", &Metric::shares_state)
       .def("forward", &forward,
            "forward(self, *args, **kwargs)\n--\n\nAccumulates, and returns the value of this batch alone.")
       .def("__call__", &forward, "__call__(self, *args, **kwargs)\n--\n\nforward()")
@@ -126,7 +127,8 @@ void init_metric(py::module_& m) {
            "_swap_state(self, other)\n--\n\nExchanges the states of two metrics of the same kind and options.")
       .def("clone", [](const Metric& self) { return std::shared_ptr<Metric>(self.clone()); },
            "clone(self)\n--\n\nA deep copy.")
-      .def("_clone_alone", [](const Metric& self) { return std::shared_ptr<Metric>(self.clone_alone()); })
+      .def("_clone_alone", [](const Metric& self) { return std::shared_ptr<Metric>(self.clone_alone()); },
+           "_clone_alone(self)\n--\n\nA copy in the metric's own layout (clone() keeps a shared one's).")
       .def("__copy__", [](const Metric& self) { return std::shared_ptr<Metric>(self.clone()); },
            "__copy__(self)\n--\n\nA deep copy: a metric's copy never shares its state.")
       .def("__deepcopy__", [](const Metric& self, const py::dict&) { return std::shared_ptr<Metric>(self.clone()); },

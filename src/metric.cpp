@@ -261,7 +261,11 @@ void Metric::merge(const Metric& other, MergeOrder order) {
   // one of the same options whose state is laid out for another metric (a ConfusionMatrix's it
   // shares, or shared when it was cloned) gives its counts in its own layout
   const bool same_options = options_text() == other.options_text();
-  const auto alone = same_options && !other.state_->same_entries(*state_) ? other.clone_alone() : nullptr;
+  const bool laid_out_apart = same_options && [&] {
+    const UpdateLocks locks(*state_, *other.state_);
+    return !other.state_->same_entries(*state_);
+  }();
+  const auto alone = laid_out_apart ? other.clone_alone() : nullptr;
   const auto& source = alone ? *alone : other;
   const UpdateLocks locks(*state_, *source.state_);
   const auto difference = first_difference(description(), source.description());

@@ -75,6 +75,9 @@ class Metric {
   /// a fifth of the smallest update; bench/lock_bench); builds with METRICS_CHECK_THREADS raise
   /// on a second concurrent update. The Python bindings turn it on for every metric.
   void lock_updates(bool on) { state_->lock_updates(on); }
+  /// Whether the metric shares its state with group-mates in a MetricCollection: then the calls
+  /// that change the state refuse to run on it directly.
+  bool shares_state() const { return shared_in_groups_ != 0; }
   /// Reports bad input (see BadInputAction), then returns the value on the metric's device.
   at::Tensor compute() const;
   /// The value from the state as it is: no report, no read-back.

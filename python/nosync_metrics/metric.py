@@ -277,7 +277,7 @@ class PythonMetric(Syncable):
         shares a state with other metrics of a collection, it takes a copy first, so that theirs stays
         as it was (TorchMetrics' collection hands out metrics with copies of the group's state).
         `check` runs before: a call it refuses leaves the metric in its group."""
-        if not self._collections:
+        if not self._collections or not _C.Metric._shares_state(self):
             return
         if check is not None:
             check()
