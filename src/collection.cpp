@@ -243,6 +243,15 @@ size_t MetricCollection::first_with_state_of(size_t g) const {
   return first;
 }
 
+size_t MetricCollection::server_of(size_t g) const {
+  const auto level = [&](size_t h) { return owner(groups_[h]).sharing_key().level; };
+  auto server = first_with_state_of(g);
+  for (auto h = server; h < groups_.size(); ++h) {
+    if (first_with_state_of(h) == first_with_state_of(g) && level(h) > level(server)) server = h;
+  }
+  return server;
+}
+
 bool MetricCollection::counts_batches(size_t g) const {
   return groups_[g].updates == Updates::Together && first_with_state_of(g) == g;
 }
@@ -290,14 +299,13 @@ void MetricCollection::merge(const MetricCollection& other, MergeOrder order) {
                       ".merge: '", theirs.name, "' there counts into a state of this collection, which cannot merge ",
                       "into itself");
   }
-  // groups that share a state here take the first one's source: the others' must hold its counts
+  // groups that share a state here take the source of the one that serves the others: theirs must
+  // hold its counts
   for (size_t i = 0; i < groups_.size(); ++i) {
-    const auto first = first_with_state_of(i);
+    const auto first = server_of(i);
     const auto& source = *other.entries_[groups_[i].owner].metric;
     const auto& first_source = *other.entries_[groups_[first].owner].metric;
-    TORCH_CHECK_VALUE(&source.state() == &first_source.state() ||
-                          same_counts(counts_in(source.state_dict()), counts_in(first_source.state_dict())),
-                      kName, ".merge: '", entries_[groups_[i].owner].name, "' and '", entries_[groups_[first].owner].name,
+    TORCH_CHECK_VALUE(same_counts_for(groups_[i].owner, source, groups_[first].owner, first_source), kName, ".merge: '", entries_[groups_[i].owner].name, "' and '", entries_[groups_[first].owner].name,
                       "' share one state here (a nested collection handed them over), but the other holds different ",
                       "counts for them");
   }
@@ -315,9 +323,10 @@ void MetricCollection::merge(const MetricCollection& other, MergeOrder order) {
   }
   // Check every state before changing any: merging a copy first throws what the real merge would.
   auto trial = clone();
-  for (size_t i = 0; i < groups_.size(); ++i) trial.owner(trial.groups_[i]).merge(*sources[i], order);
-  for (size_t i = 0; i < groups_.size(); ++i) {
-    if (first_with_state_of(i) == i) owner(groups_[i]).merge(*sources[i], order);
+  for (auto* into : {&trial, this}) {
+    for (size_t i = 0; i < groups_.size(); ++i) {
+      if (server_of(i) == i) into->owner(into->groups_[i]).merge(*sources[i], order);
+    }
   }
 }
 
@@ -363,19 +372,45 @@ void MetricCollection::load_state_dict(const StateDict& dict, AbsentMetric absen
   for (size_t i = 0; i < entries_.size(); ++i) {
     if (!loaded[i]) loaded[i] = absent_metric_state(i, loaded);
   }
-  for (size_t g = 0; g < groups_.size(); ++g) {
-    const auto first = first_with_state_of(g);
-    TORCH_CHECK_VALUE(first == g || same_counts(counts_in(loaded[groups_[g].owner]->state_dict()),
-                                                counts_in(loaded[groups_[first].owner]->state_dict())),
-                      kName, ".load_state_dict: '", entries_[groups_[g].owner].name, "' and '",
-                      entries_[groups_[first].owner].name, "' share one state here (a nested collection handed ",
-                      "them over), but the dict gives them different parts");
-  }
+  state_loaders(parts, loaded);  // its checks, before the regroup changes anything
   const auto groups = groups_holding(loaded);
   if (partition_of(groups) != partition_of(this->groups())) regroup(groups);
+  const auto loaders = state_loaders(parts, loaded);
   for (size_t g = 0; g < groups_.size(); ++g) {
-    if (first_with_state_of(g) == g) owner(groups_[g]).load_state_dict(loaded[groups_[g].owner]->state_dict());
+    if (loaders.count(groups_[g].owner)) owner(groups_[g]).load_state_dict(loaded[groups_[g].owner]->state_dict());
   }
+}
+
+std::set<size_t> MetricCollection::state_loaders(const std::vector<StateDict>& parts,
+                                                 const std::vector<std::unique_ptr<Metric>>& loaded) const {
+  const auto level = [&](size_t owner) { return entries_[owner].metric->sharing_key().level; };
+  std::set<size_t> loaders;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    if (first_with_state_of(g) != g) continue;
+    std::vector<size_t> given;  // the owners of the groups on this state whose part the dict holds
+    for (auto h = g; h < groups_.size(); ++h) {
+      if (first_with_state_of(h) == g && !parts[groups_[h].owner].empty()) given.push_back(groups_[h].owner);
+    }
+    if (given.empty()) {
+      loaders.insert(groups_[server_of(g)].owner);
+      continue;
+    }
+    const auto loader = *std::max_element(given.begin(), given.end(), [&](size_t a, size_t b) { return level(a) < level(b); });
+    for (auto other : given) {
+      TORCH_CHECK_VALUE(same_counts_for(other, *loaded[other], loader, *loaded[loader]), kName, ".load_state_dict: '",
+                        entries_[other].name, "' and '", entries_[loader].name, "' share one state here (a nested ",
+                        "collection handed them over), but the dict gives them different parts");
+    }
+    loaders.insert(loader);
+  }
+  return loaders;
+}
+
+bool MetricCollection::same_counts_for(size_t a, const Metric& ma, size_t b, const Metric& mb) const {
+  if (&ma.state() == &mb.state()) return true;
+  const bool b_serves = mb.sharing_key().level >= ma.sharing_key().level;
+  const auto read = b_serves ? copy_reading(a, &mb) : copy_reading(b, &ma);
+  return same_counts(counts_in((b_serves ? ma : mb).state_dict()), counts_in(read->state_dict()));
 }
 
 std::unique_ptr<Metric> MetricCollection::absent_metric_state(size_t index,
@@ -473,14 +508,7 @@ MetricCollection MetricCollection::clone() const {
   // groups that share a state here (a nested collection's, handed over) share one in the copy: the
   // first of them whose owner has the highest level serves the others
   for (size_t g = 0; g < groups_.size(); ++g) {
-    auto server = first_with_state_of(g);
-    for (auto h = server; h < groups_.size(); ++h) {
-      if (&owner(groups_[h]).state() == &owner(groups_[g]).state() &&
-          owner(groups_[h]).sharing_key().level > owner(groups_[server]).sharing_key().level) {
-        server = h;
-      }
-    }
-    if (server != g) copy.owner(copy.groups_[g]).share_state_of(copy.owner(copy.groups_[server]));
+    if (server_of(g) != g) copy.owner(copy.groups_[g]).share_state_of(copy.owner(copy.groups_[server_of(g)]));
   }
   for (const auto& group : copy.groups_) {
     for (auto member : group.members) {

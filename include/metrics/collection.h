@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -167,8 +168,19 @@ class MetricCollection {
   // share one where a nested collection handed its metrics over to another, in which they share
   // states anew: a state takes a batch, a merge, a load and a report once.
   size_t first_with_state_of(size_t g) const;
+  // Of the groups that hold the state of group `g`, the first whose owner has the highest level:
+  // its layout is the state's, and serves the others.
+  size_t server_of(size_t g) const;
   // Whether group `g` counts the collection's batches: updated together, and first with its state.
   bool counts_batches(size_t g) const;
+  // The owners whose loaded part loads their state, one per state: where groups share one, of
+  // those whose part the dict holds the highest level's (the others' must agree: else ValueError),
+  // or the server's.
+  std::set<size_t> state_loaders(const std::vector<StateDict>& parts,
+                                 const std::vector<std::unique_ptr<Metric>>& loaded) const;
+  // Whether `ma` and `mb`, states for entries `a` and `b` (of groups that share one state here),
+  // hold the same counts: the higher level's read in the other's layout where they differ.
+  bool same_counts_for(size_t a, const Metric& ma, size_t b, const Metric& mb) const;
   const Entry& entry(const std::string& name) const;
   Metric& owner(const Group& group) const { return *entries_[group.owner].metric; }
 

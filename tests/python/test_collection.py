@@ -685,6 +685,29 @@ def test_a_nested_collection_refuses_a_merge_or_load_that_gives_its_shared_state
         inner.load_state_dict(saved)
     assert all(torch.equal(before[k], v) for k, v in outer.state_dict().items())
 
+
+def test_a_nested_confusion_matrix_and_precision_load_merge_and_load_loosely_as_one_state():
+    # handed over, they share the matrix in the outer collection and sit in a group each here
+    inner = nm.MetricCollection({"cm": nm.MulticlassConfusionMatrix(num_classes=4),
+                                 "prec": nm.MulticlassPrecision(num_classes=4, average=None)})
+    outer = nm.MetricCollection([inner, nm.MulticlassRecall(num_classes=4, average=None)])
+    batches = _label_batches(23, 2)
+    inner.update(*batches[0])
+    saved = inner.state_dict()
+    inner.load_state_dict(saved)
+    other = inner.clone()
+    other.reset()
+    other.update(*batches[1])
+    inner.merge_state(other)
+    confmat, precision = _expected_confmat_and_precision(batches)
+    np.testing.assert_array_equal(inner.compute()["cm"].numpy(), confmat)
+    np.testing.assert_allclose(outer.compute()["prec"].numpy(), precision, rtol=1e-6)
+    assert outer["MulticlassRecall"].update_count == 2
+    # a loose load of the matrix alone: the precision reads it
+    inner.load_state_dict({k: v for k, v in saved.items() if k.startswith("cm.")}, strict=False)
+    assert inner["prec"].update_count == 1
+    np.testing.assert_array_equal(inner.compute()["cm"].numpy(), _expected_confmat_and_precision(batches[:1])[0])
+
 def _confmat_and_precision(compute_groups=True):
     return nm.MetricCollection({"cm": nm.MulticlassConfusionMatrix(num_classes=4),
                                 "prec": nm.MulticlassPrecision(num_classes=4, average=None)},
