@@ -401,6 +401,15 @@ std::set<size_t> MetricCollection::state_loaders(const std::vector<StateDict>& p
                         entries_[other].name, "' and '", entries_[loader].name, "' share one state here (a nested ",
                         "collection handed them over), but the dict gives them different parts");
     }
+    const auto server = groups_[server_of(g)].owner;
+    if (level(loader) < level(server)) {
+      // a part in a smaller layout than the state's cannot load it: it may only agree with it
+      TORCH_CHECK_VALUE(same_counts_for(loader, *loaded[loader], server, *entries_[server].metric), kName,
+                        ".load_state_dict: '", entries_[loader].name, "' shares one state here with '",
+                        entries_[server].name, "' (a nested collection handed them over), laid out for the latter, ",
+                        "whose part the dict lacks; the part given differs from that state, and cannot load it");
+      continue;
+    }
     loaders.insert(loader);
   }
   return loaders;

@@ -175,7 +175,8 @@ class MetricCollection {
   bool counts_batches(size_t g) const;
   // The owners whose loaded part loads their state, one per state: where groups share one, of
   // those whose part the dict holds the highest level's (the others' must agree: else ValueError),
-  // or the server's.
+  // or the server's; none where that part is in a smaller layout than the state's (it must agree
+  // with the state: else ValueError).
   std::set<size_t> state_loaders(const std::vector<StateDict>& parts,
                                  const std::vector<std::unique_ptr<Metric>>& loaded) const;
   // Whether `ma` and `mb`, states for entries `a` and `b` (of groups that share one state here),

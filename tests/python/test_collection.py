@@ -703,6 +703,12 @@ def test_a_nested_confusion_matrix_and_precision_load_merge_and_load_loosely_as_
     np.testing.assert_array_equal(inner.compute()["cm"].numpy(), confmat)
     np.testing.assert_allclose(outer.compute()["prec"].numpy(), precision, rtol=1e-6)
     assert outer["MulticlassRecall"].update_count == 2
+    # a loose load of the precision alone cannot load the matrix: it changes nothing, or is refused
+    before = outer.state_dict()
+    inner.load_state_dict({k: v for k, v in inner.state_dict().items() if k.startswith("prec.")}, strict=False)
+    with pytest.raises(ValueError, match="'prec' shares one state here with 'cm'"):
+        inner.load_state_dict({k: v for k, v in saved.items() if k.startswith("prec.")}, strict=False)
+    assert all(torch.equal(before[k], v) for k, v in outer.state_dict().items())
     # a loose load of the matrix alone: the precision reads it
     inner.load_state_dict({k: v for k, v in saved.items() if k.startswith("cm.")}, strict=False)
     assert inner["prec"].update_count == 1
