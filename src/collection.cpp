@@ -302,10 +302,9 @@ void MetricCollection::merge(const MetricCollection& other, MergeOrder order) {
   // groups that share a state here take the source of the one that serves the others: theirs must
   // hold its counts
   for (size_t i = 0; i < groups_.size(); ++i) {
-    const auto first = server_of(i);
-    const auto& source = *other.entries_[groups_[i].owner].metric;
-    const auto& first_source = *other.entries_[groups_[first].owner].metric;
-    TORCH_CHECK_VALUE(same_counts_for(groups_[i].owner, source, groups_[first].owner, first_source), kName, ".merge: '", entries_[groups_[i].owner].name, "' and '", entries_[groups_[first].owner].name,
+    const auto mine = groups_[i].owner, server = groups_[server_of(i)].owner;
+    TORCH_CHECK_VALUE(same_counts_for(mine, *other.entries_[mine].metric, server, *other.entries_[server].metric),
+                      kName, ".merge: '", entries_[mine].name, "' and '", entries_[server].name,
                       "' share one state here (a nested collection handed them over), but the other holds different ",
                       "counts for them");
   }
@@ -395,7 +394,8 @@ std::set<size_t> MetricCollection::state_loaders(const std::vector<StateDict>& p
       loaders.insert(groups_[server_of(g)].owner);
       continue;
     }
-    const auto loader = *std::max_element(given.begin(), given.end(), [&](size_t a, size_t b) { return level(a) < level(b); });
+    const auto loader =
+        *std::max_element(given.begin(), given.end(), [&](size_t a, size_t b) { return level(a) < level(b); });
     for (auto other : given) {
       TORCH_CHECK_VALUE(same_counts_for(other, *loaded[other], loader, *loaded[loader]), kName, ".load_state_dict: '",
                         entries_[other].name, "' and '", entries_[loader].name, "' share one state here (a nested ",
