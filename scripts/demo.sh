@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 source scripts/env.sh
 
 bash scripts/install-deps.sh
+warn_if_short_of_space 3
 configure
 cmake --build "$METRICS_BUILD_DIR" --target train_mlp update_bench training_step_bench _C  # _C: run_bench.py imports it
 "$METRICS_BUILD_DIR/examples/train_mlp" --steps 300 --log-every 50

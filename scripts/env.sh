@@ -32,3 +32,12 @@ configure_fuzz() {
 asan_preload() {
   echo "$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libstdc++.so)"
 }
+
+# Warns (on stderr) when the file system of the working tree has less than $1 GiB free: short of
+# space, a build stops with "No space left on device" (a precompiled header alone is 0.3 to 0.7 GiB).
+warn_if_short_of_space() {
+  local free_gib
+  free_gib=$(df -Pk . | awk 'NR == 2 {print int($4 / 1048576)}')
+  [ "$free_gib" -ge "$1" ] ||
+    echo "$(basename "$0"): warning: $free_gib GiB free here, and this run writes about $1 GiB (builds, ccache)" >&2
+}

@@ -9,6 +9,7 @@ cd "$(dirname "$0")/.."
 source scripts/env.sh
 
 bash scripts/install-deps.sh || exit 1
+warn_if_short_of_space 8  # build, build-asan, build-fuzz: 4 GiB; ccache: up to 4
 configure -DMETRICS_WERROR=ON || exit 1
 cmake --build "$METRICS_BUILD_DIR" || exit 1
 
