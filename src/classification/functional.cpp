@@ -66,9 +66,9 @@ at::Tensor average_scores(const at::Tensor& score, const Doubles& c, const Class
   return score;
 }
 
-// A binary score is a scalar, or one per sample.
-at::Tensor finish(const at::Tensor& score, const ClassificationOptions& o) {
-  return (binary(o) ? score.reshape(samplewise(o) ? at::IntArrayRef{-1} : at::IntArrayRef{}) : score).to(at::kFloat);
+// A binary score is a scalar, or one per sample; float32 as TorchMetrics' scores are, or `dtype`.
+at::Tensor finish(const at::Tensor& score, const ClassificationOptions& o, at::ScalarType dtype = at::kFloat) {
+  return (binary(o) ? score.reshape(samplewise(o) ? at::IntArrayRef{-1} : at::IntArrayRef{}) : score).to(dtype);
 }
 
 // tp / (tp + other): precision (other = fp) and recall (other = fn).
@@ -111,9 +111,11 @@ at::Tensor fbeta_score(const StatCounts& counts, double beta, const Classificati
   const auto score = [&](const at::Tensor& tp, const at::Tensor& fp, const at::Tensor& fn) {
     return safe_divide((1 + beta2) * tp, (1 + beta2) * tp + beta2 * fn + fp, o.zero_division());
   };
-  if (binary(o)) return finish(score(c.tp, c.fp, c.fn), o);
-  if (o.average() == Average::Micro) return finish(score(c.tp.sum(-1), c.fp.sum(-1), c.fn.sum(-1)), o);
-  return finish(average_scores(score(c.tp, c.fp, c.fn), c, o, /*top_k=*/1), o);
+  // in the default dtype, as TorchMetrics' (1 + beta^2) * tp makes it of integer counts
+  const auto dtype = c10::typeMetaToScalarType(c10::get_default_dtype());
+  if (binary(o)) return finish(score(c.tp, c.fp, c.fn), o, dtype);
+  if (o.average() == Average::Micro) return finish(score(c.tp.sum(-1), c.fp.sum(-1), c.fn.sum(-1)), o, dtype);
+  return finish(average_scores(score(c.tp, c.fp, c.fn), c, o, /*top_k=*/1), o, dtype);
 }
 
 at::Tensor stat_scores(const StatCounts& c, const ClassificationOptions& o) {

@@ -3,6 +3,8 @@
 The expected dtypes are read from TorchMetrics 1.6.3's source, not from our output:
 - aggregation.py: the states are made with dtype=torch.get_default_dtype(), so values come in it;
 - utilities/compute.py, _safe_divide: `num.float()` on integer counts, so scores are float32;
+  save F-beta's (functional/classification/f_beta.py, _fbeta_reduce: `(1 + beta**2) * tp`, integer
+  counts times a Python float, is in the default dtype, and _safe_divide keeps a floating dtype);
 - classification/stat_scores.py and confusion_matrix.py: the states are torch.long counts;
   functional/classification/stat_scores.py: macro is `res.float().mean()` (float32), weighted is
   `res * (weight / weight.sum())` (long / long: the default dtype); confusion_matrix.py,
@@ -17,6 +19,7 @@ import pickle
 import numpy as np
 import pytest
 import torch
+from sklearn import metrics as sklearn_metrics
 
 import nosync_metrics as nm
 
@@ -44,9 +47,12 @@ CASES = {
     "MultilabelAccuracy": (lambda: nm.MultilabelAccuracy(2), MULTILABEL, torch.float32),
     "MulticlassPrecision weighted": (lambda: nm.MulticlassPrecision(3, average="weighted"), MULTICLASS, torch.float32),
     "MultilabelRecall none": (lambda: nm.MultilabelRecall(2, average=None), MULTILABEL, torch.float32),
-    "BinaryF1Score": (nm.BinaryF1Score, BINARY, torch.float32),
-    "MulticlassFBetaScore micro": (lambda: nm.MulticlassFBetaScore(0.5, 3, average="micro"), MULTICLASS,
-                                   torch.float32),
+    "BinaryF1Score": (nm.BinaryF1Score, BINARY, DEFAULT),
+    "MulticlassFBetaScore micro": (lambda: nm.MulticlassFBetaScore(0.5, 3, average="micro"), MULTICLASS, DEFAULT),
+    "MulticlassF1Score weighted": (lambda: nm.MulticlassF1Score(3, average="weighted"), MULTICLASS, DEFAULT),
+    "MultilabelFBetaScore none": (lambda: nm.MultilabelFBetaScore(2.0, 2, average=None), MULTILABEL, DEFAULT),
+    "F1Score binary samplewise": (lambda: nm.F1Score(task="binary", multidim_average="samplewise"),
+                                  (T([[0, 1, 1], [0, 1, 0]]), T([[0, 1, 0], [1, 1, 0]])), DEFAULT),
     "BinaryConfusionMatrix": (nm.BinaryConfusionMatrix, BINARY, torch.int64),
     "MulticlassConfusionMatrix": (lambda: nm.MulticlassConfusionMatrix(3), MULTICLASS, torch.int64),
     "MultilabelConfusionMatrix": (lambda: nm.MultilabelConfusionMatrix(2), MULTILABEL, torch.int64),
@@ -198,3 +204,22 @@ def test_the_conversion_adds_no_sync(name):
     with nm.count_syncs() as converted_syncs:
         converted.compute()
     assert converted_syncs.by_op == native_syncs.by_op
+
+
+def test_fbeta_under_a_float64_default_is_computed_in_float64():
+    """As TorchMetrics computes it (and sklearn, in float64): not a float32 value widened."""
+    rng = np.random.default_rng(3)
+    preds, target = rng.integers(0, 5, 997), rng.integers(0, 5, 997)
+    want = sklearn_metrics.fbeta_score(target, preds, beta=0.3, average="macro")
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        metric = nm.MulticlassFBetaScore(0.3, 5)
+        metric.update(T(preds), T(target))
+        value = metric.compute()
+    finally:
+        torch.set_default_dtype(before)
+    assert value.dtype == torch.float64 and value.item() == pytest.approx(want, rel=1e-15)
+    assert float(np.float32(want)) != want  # a float32 value would differ
+    metric.update(T(preds), T(target))  # back under float32: float32
+    assert metric.compute().dtype == torch.float32

@@ -25,7 +25,8 @@ namespace functional {
 at::Tensor accuracy(const StatCounts& counts, const ClassificationOptions& options);
 at::Tensor precision(const StatCounts& counts, const ClassificationOptions& options);
 at::Tensor recall(const StatCounts& counts, const ClassificationOptions& options);
-/// (1 + beta^2) tp / ((1 + beta^2) tp + beta^2 fn + fp); beta = 1 is F1.
+/// (1 + beta^2) tp / ((1 + beta^2) tp + beta^2 fn + fp); beta = 1 is F1. In the default dtype
+/// (c10::get_default_dtype()), as TorchMetrics' arithmetic makes it, not float32.
 at::Tensor fbeta_score(const StatCounts& counts, double beta, const ClassificationOptions& options);
 /// [tp, fp, tn, fn, support] for binary and micro (counts' dtype), [C, 5] for none, and the
 /// float32 mean (macro) or support-weighted mean (weighted) over classes.
