@@ -3,6 +3,8 @@
 
 #include <cstring>
 
+#include <metrics/shape_error.h>
+
 #include "common.h"
 
 namespace metrics::python {
@@ -17,8 +19,9 @@ void set_python_error(PyObject* type, const char* message) {
   Py_DECREF(text);
 }
 
-// NotConstructedError, made by init_errors.
+// NotConstructedError and ShapeError, made by init_errors.
 PyObject* not_constructed_error = nullptr;
+PyObject* shape_error = nullptr;
 
 }  // namespace
 
@@ -39,9 +42,17 @@ void init_errors(py::module_& m) {
       "A metric or collection used before its constructor ran: a TypeError and an AttributeError.", bases.ptr(),
       nullptr);
   m.attr("NotConstructedError") = py::reinterpret_borrow<py::object>(not_constructed_error);
+  // a RuntimeError too, as TorchMetrics raises one for preds and target of different shapes
+  const auto shape_bases = py::make_tuple(py::handle(PyExc_ValueError), py::handle(PyExc_RuntimeError));
+  shape_error = PyErr_NewExceptionWithDoc(
+      "nosync_metrics._C.ShapeError", "Inputs whose shapes do not fit together: a ValueError and a RuntimeError.",
+      shape_bases.ptr(), nullptr);
+  m.attr("ShapeError") = py::reinterpret_borrow<py::object>(shape_error);
   py::register_exception_translator([](std::exception_ptr error) {
     try {
       if (error) std::rethrow_exception(error);
+    } catch (const ShapeError& e) {
+      set_python_error(shape_error, e.what_without_backtrace());
     } catch (const c10::ValueError& e) {
       set_python_error(PyExc_ValueError, e.what_without_backtrace());
     } catch (const c10::TypeError& e) {

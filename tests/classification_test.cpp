@@ -11,6 +11,7 @@
 
 #include <metrics/backend.h>
 #include <metrics/classification.h>
+#include <metrics/shape_error.h>
 #include <metrics/sync_counter.h>
 
 #include "../src/classification/entry_counts_simd.h"
@@ -428,14 +429,15 @@ TEST(Errors, ClearMessagesAndStateUnchanged) {
   Precision precision(Opts::multiclass(3));
   precision.update(longs({0, 1}), longs({0, 2}));
   const auto before = precision.state_dict();
-  EXPECT_THROWS_WITH(precision.update(doc_scores(), longs({0, 1, 2})), c10::ValueError,
+  EXPECT_THROWS_WITH(precision.update(doc_scores(), longs({0, 1, 2})), ShapeError,
                      "MulticlassPrecision.update: preds has shape [4, 3] but target has [3]");
   EXPECT_THROWS_WITH(precision.update(longs({0, 1}), floats({0, 1}).to(at::kComplexFloat)), c10::TypeError,
                      "MulticlassPrecision.update: target has dtype ComplexFloat; expected class labels");
   EXPECT_THROWS_WITH(precision.update(floats({0, 1}), longs({0, 1})), c10::TypeError,
                      "preds shaped like target are labels and must be integers");
-  EXPECT_THROWS_WITH(precision.update(longs({0, 1}), longs({0, 1}), values({1, 1})), c10::ValueError,
-                     "weight given, but the metric counts without weights; build it with weighted=true");
+  EXPECT_THROWS_WITH(precision.update(longs({0, 1}), longs({0, 1}), values({1, 1})), c10::TypeError,
+                     "a weight was given (the third argument or weight=), but the metric counts without weights; "
+                     "build it with weighted=true");
   EXPECT_THROWS_WITH(precision.update(longs({0}).to(at::kMeta), longs({0}).to(at::kMeta)), c10::ValueError,
                      "preds is on meta and target on meta but the metric's state is on cpu");
   EXPECT_THROWS_WITH(Precision(Opts::multiclass(3).top_k(2)).update(longs({0}), longs({0})), c10::ValueError,

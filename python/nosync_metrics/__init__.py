@@ -11,7 +11,7 @@ by compute() or check(). count_syncs() counts the sync points of any block of co
 
 import torch  # noqa: F401  (loads libtorch and its Python bindings before the extension)
 
-from ._C import ClassificationMetric, Metric, __version__
+from ._C import ClassificationMetric, Metric, ShapeError, __version__
 from .aggregation import MaxMetric, MeanMetric, MinMetric, SumMetric
 from .classification import (
     Accuracy,
@@ -80,6 +80,7 @@ __all__ = [
     "MultilabelStatScores",
     "Precision",
     "Recall",
+    "ShapeError",
     "StatScores",
     "SumMetric",
     "count_syncs",

@@ -26,6 +26,9 @@ class _IncompatibleKeys(NamedTuple):
     missing_keys: List[str]
     unexpected_keys: List[str]
 
+class ShapeError(ValueError, RuntimeError):
+    """Inputs whose shapes do not fit together (preds and target, a weight and the values)."""
+
 class Metric(torch.nn.Module):
     """Base of every nosync-metrics metric; a torch.nn.Module, as TorchMetrics' Metric."""
 

@@ -1,4 +1,5 @@
 #include <metrics/aggregation.h>
+#include <metrics/shape_error.h>
 
 #include <ATen/ATen.h>
 #include <ATen/ExpandUtils.h>
@@ -74,8 +75,8 @@ void check_weight(const std::string& metric, const ValueArg& value, const ValueA
   TORCH_CHECK_VALUE(w.device() == device, metric, ".update: weight is on ", w.device(), " but ",
                     value.is_tensor() ? "value" : "the metric's state", " is on ", device);
   const auto value_sizes = value.is_tensor() ? value.tensor().sizes() : c10::IntArrayRef{};
-  TORCH_CHECK_VALUE(at::is_expandable_to(w.sizes(), value_sizes), metric, ".update: weight of shape ", w.sizes(),
-                    " is not broadcastable to value of shape ", value_sizes);
+  METRICS_CHECK_SHAPE(at::is_expandable_to(w.sizes(), value_sizes), metric, ".update: weight of shape ", w.sizes(),
+                      " is not broadcastable to value of shape ", value_sizes);
 }
 
 // Mean and Sum take (value, weight); Min and Max take value.

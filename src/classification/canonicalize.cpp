@@ -4,6 +4,8 @@
 
 #include <limits>
 
+#include <metrics/shape_error.h>
+
 #include "../dense_input.h"
 #include "kernels.h"
 
@@ -61,15 +63,16 @@ void check_tensors(const std::string& metric, const at::Tensor& preds, const at:
 // The shape of the weights the task takes, checked: (N,) or the target's own shape.
 void check_weight(const std::string& metric, const ClassificationOptions& o, const at::Tensor& weight,
                   const at::Tensor& target) {
-  TORCH_CHECK_VALUE(o.weighted(), metric,
-                    ".update: weight given, but the metric counts without weights; build it with weighted=true");
+  // a TypeError, as an unexpected argument is (TorchMetrics' metrics take no weight)
+  TORCH_CHECK_TYPE(o.weighted(), metric, ".update: a weight was given (the third argument or weight=), but the ",
+                   "metric counts without weights; build it with weighted=true");
   check_dense(metric, "weight", weight);
   TORCH_CHECK_TYPE(is_score_type(weight.scalar_type()), metric, ".update: weight has dtype ", weight.scalar_type(),
                    "; expected a floating-point tensor");
   TORCH_CHECK_VALUE(weight.device() == target.device(), metric, ".update: weight is on ", weight.device(),
                     " but target is on ", target.device());
   const bool per_sample = weight.dim() == 1 && weight.size(0) == target.size(0);
-  TORCH_CHECK_VALUE(per_sample || weight.sizes() == target.sizes(), metric, ".update: weight has shape ",
+  METRICS_CHECK_SHAPE(per_sample || weight.sizes() == target.sizes(), metric, ".update: weight has shape ",
                     weight.sizes(), "; expected (N,) = [", target.size(0), "] or the target's shape ", target.sizes());
 }
 
@@ -96,13 +99,13 @@ void check_shapes(const std::string& metric, const ClassificationOptions& o, con
   const auto k = o.num_classes();
   switch (o.task()) {
     case Task::Binary:
-      TORCH_CHECK_VALUE(preds.sizes() == target.sizes(), metric, ".update: preds has shape ", preds.sizes(),
-                        " but target has ", target.sizes(), "; expected the same shape (N, ...)");
+      METRICS_CHECK_SHAPE(preds.sizes() == target.sizes(), metric, ".update: preds has shape ", preds.sizes(),
+                          " but target has ", target.sizes(), "; expected the same shape (N, ...)");
       return;
     case Task::Multilabel:
-      TORCH_CHECK_VALUE(preds.sizes() == target.sizes() && preds.dim() >= 2 && preds.size(1) == k, metric,
-                        ".update: preds has shape ", preds.sizes(), " and target ", target.sizes(),
-                        "; expected both (N, ", k, ", ...)");
+      METRICS_CHECK_SHAPE(preds.sizes() == target.sizes() && preds.dim() >= 2 && preds.size(1) == k, metric,
+                          ".update: preds has shape ", preds.sizes(), " and target ", target.sizes(),
+                          "; expected both (N, ", k, ", ...)");
       return;
     case Task::Multiclass:
       break;
@@ -115,14 +118,14 @@ void check_shapes(const std::string& metric, const ClassificationOptions& o, con
                      " must hold floating-point scores, got ", preds.scalar_type());
     const bool same_rest = preds.size(0) == target.size(0) && preds.sizes().slice(2) == target.sizes().slice(1);
     const bool classes_ok = unknown ? preds.size(1) >= 1 : preds.size(1) == k;
-    TORCH_CHECK_VALUE(classes_ok && same_rest, metric, ".update: preds has shape ", preds.sizes(), " but target has ",
-                      target.sizes(), "; expected preds (N, ", classes, ", ...)", unknown ? " with C >= 1" : "",
-                      " and target (N, ...)");
+    METRICS_CHECK_SHAPE(classes_ok && same_rest, metric, ".update: preds has shape ", preds.sizes(), " but target has ",
+                        target.sizes(), "; expected preds (N, ", classes, ", ...)", unknown ? " with C >= 1" : "",
+                        " and target (N, ...)");
     return;
   }
-  TORCH_CHECK_VALUE(preds.sizes() == target.sizes(), metric, ".update: preds has shape ", preds.sizes(),
-                    " but target has ", target.sizes(), "; expected preds (N, ", classes,
-                    ", ...) scores or (N, ...) labels shaped like target");
+  METRICS_CHECK_SHAPE(preds.sizes() == target.sizes(), metric, ".update: preds has shape ", preds.sizes(),
+                      " but target has ", target.sizes(), "; expected preds (N, ", classes,
+                      ", ...) scores or (N, ...) labels shaped like target");
   TORCH_CHECK_TYPE(is_integral(preds.scalar_type()), metric, ".update: preds shaped like target are labels and ",
                    "must be integers, got ", preds.scalar_type(), "; scores need a class dimension (N, ", classes,
                    ", ...)");

@@ -836,7 +836,7 @@ def test_a_weight_keyword_goes_only_to_the_metrics_that_take_it():
     values = collection.compute()
     assert values["acc"].item() == pytest.approx(5 / 7)
     assert values["loss"].item() == pytest.approx((0.7 * 5 + 0.1 * 2) / 7)
-    with pytest.raises(ValueError, match="MulticlassAccuracy.update: weight given"):
+    with pytest.raises(TypeError, match="MulticlassAccuracy.update: a weight was given"):
         nm.MulticlassAccuracy(num_classes=4).update(preds, target, weight=torch.ones(5))
 
 

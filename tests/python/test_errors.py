@@ -45,7 +45,8 @@ def test_classification_errors():
         m.update(torch.randn(4, 3), torch.tensor([0, 1, 2]))
     with pytest.raises(TypeError, match="target has dtype ComplexFloat"):
         m.update(torch.tensor([0, 1]), torch.tensor([0.0, 1.0], dtype=torch.cfloat))
-    with pytest.raises(ValueError, match="weight given, but the metric counts without weights"):
+    with pytest.raises(TypeError, match=r"a weight was given \(the third argument or weight=\), but the metric counts "
+                       "without weights"):
         m.update(torch.tensor([0, 1]), torch.tensor([0, 1]), torch.ones(2))
     assert _same_state(m.state_dict(), before)
     with pytest.raises(ValueError, match="MulticlassAccuracy: num_classes must be at least 2"):
@@ -65,6 +66,34 @@ def test_classification_errors():
         nm.MulticlassAccuracy()
     with pytest.raises(TypeError):
         nm.MulticlassF1Score()  # required there, as in TorchMetrics
+
+
+SHAPE_MISMATCHES = {  # TorchMetrics raises a RuntimeError for each (its _check_same_shape, or a torch op)
+    "binary": (nm.BinaryAccuracy, (torch.rand(8, 1), torch.randint(0, 2, (8,))), "preds has shape"),
+    "multilabel": (lambda: nm.MultilabelF1Score(3), (torch.rand(4, 3), torch.randint(0, 2, (4, 2))), "preds has shape"),
+    "multiclass batch": (lambda: nm.MulticlassAccuracy(3), (torch.randn(8, 3), torch.randint(0, 3, (7,))),
+                         "preds has shape"),
+    "multiclass labels": (lambda: nm.MulticlassRecall(3), (torch.tensor([0, 1]), torch.tensor([0, 1, 2])),
+                          "preds has shape"),
+    "weighted classes": (lambda: nm.MulticlassPrecision(3, weighted=True),
+                         (torch.tensor([0, 1]), torch.tensor([0, 1]), torch.ones(3)), "weight has shape"),
+    "mean weight": (nm.MeanMetric, (torch.ones(3), torch.ones(2)), "is not broadcastable"),
+}
+
+
+@pytest.mark.parametrize("case", SHAPE_MISMATCHES)
+def test_shapes_that_do_not_fit_raise_a_shape_error_a_value_and_runtime_error(case):
+    make, args, message = SHAPE_MISMATCHES[case]
+    metric = make()
+    before = metric.state_dict()
+    with pytest.raises(nm.ShapeError, match=message) as raised:
+        metric.update(*args)
+    assert isinstance(raised.value, ValueError) and isinstance(raised.value, RuntimeError)
+    assert str(raised.value).startswith(type(metric).__name__.replace("Metric", "") if case == "mean weight"
+                                        else type(metric).__name__)
+    with pytest.raises(RuntimeError, match=message):  # as a TorchMetrics user catches it
+        metric(*args)
+    assert _same_state(metric.state_dict(), before)
 
 
 def test_deferred_reports_become_warnings_or_errors():

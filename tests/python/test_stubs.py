@@ -13,7 +13,9 @@ import nosync_metrics as nm
 PACKAGE = pathlib.Path(nm.__file__).parent
 STUB = ast.parse((PACKAGE / "__init__.pyi").read_text())
 DECLARED = {node.name: node for node in STUB.body if isinstance(node, (ast.ClassDef, ast.FunctionDef))}
-CLASSES = {name: getattr(nm, name) for name in nm.__all__ if inspect.isclass(getattr(nm, name))}
+# (the exceptions, as the standard library's, take what BaseException takes)
+CLASSES = {name: getattr(nm, name) for name in nm.__all__
+           if inspect.isclass(getattr(nm, name)) and not issubclass(getattr(nm, name), BaseException)}
 # The C++ bases: pybind11 classes, whose methods take what the C++ takes (see the tests at the end).
 CPP_BASES = {"Metric", "ClassificationMetric"}
 KINDS = {"posonlyargs": inspect.Parameter.POSITIONAL_ONLY, "args": inspect.Parameter.POSITIONAL_OR_KEYWORD,
