@@ -252,6 +252,10 @@ size_t MetricCollection::server_of(size_t g) const {
   return server;
 }
 
+bool MetricCollection::lays_out(size_t g) const {
+  return owner(groups_[g]).state().same_layout(copy_reading(groups_[g].owner)->state());
+}
+
 bool MetricCollection::counts_batches(size_t g) const {
   return groups_[g].updates == Updates::Together && first_with_state_of(g) == g;
 }
@@ -310,9 +314,14 @@ void MetricCollection::merge(const MetricCollection& other, MergeOrder order) {
   }
   std::vector<std::unique_ptr<Metric>> read;
   std::vector<const Metric*> sources;
-  for (const auto& group : groups_) {
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const auto& group = groups_[g];
     const auto& source = *other.entries_[group.owner].metric;
     const auto& mine = owner(group);
+    TORCH_CHECK_VALUE(server_of(g) != g || lays_out(g) || source.state().same_entries(mine.state()), kName,
+                      ".merge: '", entries_[group.owner].name, "' counts here into the state of a collection this one ",
+                      "was handed to, laid out for a metric of that one, which the other's counts do not give: merge ",
+                      "into that collection");
     if (source.state().same_entries(mine.state()) || !serves(mine, source)) {
       sources.push_back(&source);
     } else {
@@ -390,8 +399,10 @@ std::set<size_t> MetricCollection::state_loaders(const std::vector<StateDict>& p
     for (auto h = g; h < groups_.size(); ++h) {
       if (first_with_state_of(h) == g && !parts[groups_[h].owner].empty()) given.push_back(groups_[h].owner);
     }
+    const auto server = groups_[server_of(g)].owner;
+    const bool laid_out = lays_out(server_of(g));
     if (given.empty()) {
-      loaders.insert(groups_[server_of(g)].owner);
+      if (laid_out) loaders.insert(server);
       continue;
     }
     const auto loader =
@@ -401,13 +412,14 @@ std::set<size_t> MetricCollection::state_loaders(const std::vector<StateDict>& p
                         entries_[other].name, "' and '", entries_[loader].name, "' share one state here (a nested ",
                         "collection handed them over), but the dict gives them different parts");
     }
-    const auto server = groups_[server_of(g)].owner;
-    if (level(loader) < level(server)) {
+    if (!laid_out || level(loader) < level(server)) {
       // a part in a smaller layout than the state's cannot load it: it may only agree with it
       TORCH_CHECK_VALUE(same_counts_for(loader, *loaded[loader], server, *entries_[server].metric), kName,
-                        ".load_state_dict: '", entries_[loader].name, "' shares one state here with '",
-                        entries_[server].name, "' (a nested collection handed them over), laid out for the latter, ",
-                        "whose part the dict lacks; the part given differs from that state, and cannot load it");
+                        ".load_state_dict: '", entries_[loader].name, "' shares one state here with ",
+                        laid_out ? "'" + entries_[server].name + "' (a nested collection handed them over)"
+                                 : std::string("a metric of a collection this one was handed to"),
+                        ", laid out for the latter, whose part the dict lacks; the part given differs from that ",
+                        "state, and cannot load it");
       continue;
     }
     loaders.insert(loader);
@@ -625,10 +637,20 @@ MetricCollection::SharedMarks& MetricCollection::SharedMarks::operator=(SharedMa
   return *this;
 }
 
-void MetricCollection::SharedMarks::set(std::vector<std::shared_ptr<Metric>> metrics) {
+void MetricCollection::SharedMarks::set(std::vector<std::shared_ptr<Metric>> metrics) noexcept {
   for (const auto& metric : metrics) count_shared(*metric, 1);
   for (const auto& metric : metrics_) count_shared(*metric, -1);
-  metrics_ = std::move(metrics);
+  const auto unmarked = std::exchange(metrics_, std::move(metrics));
+  for (const auto& metric : unmarked) let_go(metric);  // (unmarked holds one reference)
+}
+
+void MetricCollection::let_go(const std::shared_ptr<Metric>& metric) {
+  // (the last of a group holds its state alone, maybe laid out for another: it takes its own too)
+  if (metric->shares_state() || metric.use_count() == 1) return;
+  try {
+    metric->unshare_state();
+  } catch (...) {  // out of memory, in a destructor: it shares on, as it did
+  }
 }
 
 size_t MetricCollection::index_of(const std::string& name) const {

@@ -384,6 +384,28 @@ TEST(MetricCollection, AMemberThatSharesItsStateRefusesCallsMadeOnItDirectly) {
   EXPECT_EQ(shared->update_count(), 0);
 }
 
+TEST(MetricCollection, MetricsKeptAfterTheCollectionIsGoneCountApartInTheirOwnLayout) {
+  const auto o = Opts::multiclass(4).average(Average::None);
+  const auto matrix = std::make_shared<ConfusionMatrix>(o);
+  const auto precision = std::make_shared<Precision>(o);
+  const auto a = batch(0, 4), b = batch(1, 4);
+  auto collection = std::make_unique<MetricCollection>();
+  collection->add("matrix", matrix).add("precision", precision);
+  collection->update(a.preds, a.target);
+  collection.reset();
+  precision->update(b.preds, b.target);
+  EXPECT_EQ(matrix->update_count(), 1);
+  EXPECT_EQ(precision->update_count(), 2);
+  Precision expected(o);
+  expected.update(a.preds, a.target);
+  expected.update(b.preds, b.target);
+  EXPECT_TRUE(states_equal(precision->state_dict(), expected.state_dict()));  // its own layout: tp, fp, tn, fn
+  precision->merge(Precision(o));
+  ConfusionMatrix first(o);
+  first.update(a.preds, a.target);
+  EXPECT_TRUE(at::equal(matrix->compute(), first.compute()));
+}
+
 TEST(MetricCollection, ADictWithoutAMetricsKeysNamesTheMetric) {
   const auto o = Opts::multiclass(3);
   MetricCollection collection;

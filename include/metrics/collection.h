@@ -169,14 +169,18 @@ class MetricCollection {
   // states anew: a state takes a batch, a merge, a load and a report once.
   size_t first_with_state_of(size_t g) const;
   // Of the groups that hold the state of group `g`, the first whose owner has the highest level:
-  // its layout is the state's, and serves the others.
+  // its layout is the state's (unless no owner's here is: lays_out()), and serves the others.
   size_t server_of(size_t g) const;
+  // Whether the state of group `g` is laid out as its owner's own. The server of a state is not
+  // where the state is a collection's this one was handed to, laid out for a metric of that one
+  // alone (an outer ConfusionMatrix's C x C counts, shared by an inner Precision and Recall).
+  bool lays_out(size_t g) const;
   // Whether group `g` counts the collection's batches: updated together, and first with its state.
   bool counts_batches(size_t g) const;
   // The owners whose loaded part loads their state, one per state: where groups share one, of
   // those whose part the dict holds the highest level's (the others' must agree: else ValueError),
   // or the server's; none where that part is in a smaller layout than the state's (it must agree
-  // with the state: else ValueError).
+  // with the state: else ValueError), or where the state is laid out for no owner here (lays_out()).
   std::set<size_t> state_loaders(const std::vector<StateDict>& parts,
                                  const std::vector<std::unique_ptr<Metric>>& loaded) const;
   // Whether `ma` and `mb`, states for entries `a` and `b` (of groups that share one state here),
@@ -185,26 +189,31 @@ class MetricCollection {
   const Entry& entry(const std::string& name) const;
   Metric& owner(const Group& group) const { return *entries_[group.owner].metric; }
 
-  MetricCollectionOptions options_;
-  std::vector<Entry> entries_;
-  std::vector<Group> groups_;  // distinct states, in the order first used
   // The metrics this collection counts as sharing a state with others (Metric::check_alone),
-  // counted again whenever the groups change, and no longer once the collection is gone.
+  // counted again whenever the groups change, and no longer once the collection is gone. (Before
+  // entries_: it lets go of the metrics after them.)
   class SharedMarks {
    public:
     SharedMarks() = default;
     SharedMarks(SharedMarks&& other) noexcept : metrics_(std::exchange(other.metrics_, {})) {}
     SharedMarks& operator=(SharedMarks&& other) noexcept;
     ~SharedMarks() { set({}); }
-    void set(std::vector<std::shared_ptr<Metric>> metrics);
+    void set(std::vector<std::shared_ptr<Metric>> metrics) noexcept;
 
    private:
     std::vector<std::shared_ptr<Metric>> metrics_;
   };
+
+  MetricCollectionOptions options_;
+  SharedMarks shared_;
+  std::vector<Entry> entries_;
+  std::vector<Group> groups_;  // distinct states, in the order first used
   // Marks the metrics of every group of more than one metric object.
   void mark_shared();
   static void count_shared(Metric& metric, int by) { metric.shared_in_groups_ += by; }
-  SharedMarks shared_;
+  // A metric no collection counts as sharing any more, held elsewhere too (its collection gone,
+  // the metric kept), takes a state of its own: its group-mates of then count on without it.
+  static void let_go(const std::shared_ptr<Metric>& metric);
   ForwardBatch<MetricCollection> batch_;
   std::unique_ptr<std::recursive_mutex> mutex_ = std::make_unique<std::recursive_mutex>();
 };

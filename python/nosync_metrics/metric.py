@@ -440,6 +440,8 @@ class PythonMetric(Syncable):
                 # a ValueError, as TorchMetrics raises it
                 raise ValueError(f"{type(self).__name__}.merge_state: expected incoming state to be an instance of "
                                  f"{type(self).__name__}, got {type(item).__name__}")
+        # itself: its counts as they are before the merge, added again as TorchMetrics adds them
+        items = [_C.Metric._clone_alone(self) if item is self else item for item in items]
         incoming = items if several else items[0]
         self._alone(lambda: _C.Metric.merge_state(_C.Metric._clone_alone(self), incoming))
         super().merge_state(incoming)

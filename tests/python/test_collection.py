@@ -1,6 +1,7 @@
 """MetricCollection: shared states from options, values equal to separate metrics."""
 
 import copy
+import gc
 import pickle
 import threading
 import time
@@ -713,6 +714,79 @@ def test_a_nested_confusion_matrix_and_precision_load_merge_and_load_loosely_as_
     inner.load_state_dict({k: v for k, v in saved.items() if k.startswith("cm.")}, strict=False)
     assert inner["prec"].update_count == 1
     np.testing.assert_array_equal(inner.compute()["cm"].numpy(), _expected_confmat_and_precision(batches[:1])[0])
+
+def test_a_nested_collection_whose_shared_state_is_laid_out_for_an_outer_metric_loads_what_agrees():
+    # the inner per-class metrics count into the outer ConfusionMatrix's C x C state, which no
+    # metric of the inner collection lays out: its own state_dict loads (it agrees), a differing
+    # one is refused before anything loads (the mean too), and a merge of per-class counts, which
+    # cannot add to a matrix, is refused with what to do
+    inner = nm.MetricCollection({"mean": nm.MeanMetric(), "prec": nm.MulticlassPrecision(num_classes=4, average=None),
+                                 "rec": nm.MulticlassRecall(num_classes=4, average=None)})
+    outer = nm.MetricCollection([inner, nm.MulticlassConfusionMatrix(num_classes=4)])
+    batches = _label_batches(31, 2)
+    inner.update(*batches[0])  # (the mean takes preds as values, target as weights)
+    saved, saved_mean = inner.state_dict(), inner["mean"].compute()
+    inner.load_state_dict(saved)
+    inner.load_state_dict(saved, strict=False)
+    inner["mean"].update(torch.tensor([100.0]))
+    inner.update(*batches[1])
+    before = outer.state_dict()
+    with pytest.raises(ValueError, match="'(prec|rec)' shares one state here with a metric of a collection this one "
+                                         "was handed to, laid out for the latter"):
+        inner.load_state_dict(saved)
+    with pytest.raises(ValueError, match="counts here into the state of a collection this one was handed to"):
+        inner.merge_state(inner.clone())
+    assert all(torch.equal(before[k], v) for k, v in outer.state_dict().items())
+    inner.load_state_dict({k: v for k, v in saved.items() if k.startswith("mean.")}, strict=False)
+    assert inner["mean"].compute().item() == saved_mean.item() != pytest.approx(0)
+    _, precision = _expected_confmat_and_precision(batches)
+    np.testing.assert_allclose(inner.compute()["prec"].numpy(), precision, rtol=1e-6)
+
+
+def test_metrics_kept_after_their_collection_is_gone_count_on_their_own():
+    collection = nm.MetricCollection({"cm": nm.MulticlassConfusionMatrix(num_classes=4),
+                                      "prec": nm.MulticlassPrecision(num_classes=4, average=None)})
+    batches = _label_batches(32, 2)
+    collection.update(*batches[0])
+    cm, prec = collection["cm"], collection["prec"]
+    del collection
+    gc.collect()
+    prec.update(*batches[1])
+    assert cm.update_count == 1 and prec.update_count == 2
+    np.testing.assert_array_equal(cm.compute().numpy(), _expected_confmat_and_precision(batches[:1])[0])
+    np.testing.assert_allclose(prec.compute().numpy(), _expected_confmat_and_precision(batches)[1], rtol=1e-6)
+    prec.load_state_dict(prec.state_dict())
+    prec.merge_state(nm.MulticlassPrecision(num_classes=4, average=None))
+    assert prec.update_count == 2
+
+
+def test_nested_metrics_count_apart_once_the_outer_collection_is_gone():
+    inner = nm.MetricCollection({"acc": nm.MulticlassAccuracy(num_classes=4), "f1": nm.MulticlassF1Score(num_classes=4)})
+    outer = nm.MetricCollection([inner, nm.MulticlassRecall(num_classes=4)])
+    batches = _label_batches(33, 2)
+    inner.update(*batches[0])
+    del outer
+    gc.collect()
+    f1 = inner["f1"].compute()
+    inner["acc"].update(*batches[1])
+    assert inner["f1"].update_count == 1 and torch.equal(inner["f1"].compute(), f1)
+    assert inner["acc"].update_count == 2
+
+
+def test_a_member_merging_itself_adds_its_counts_again_as_in_torchmetrics():
+    collection = nm.MetricCollection({"acc": nm.MulticlassAccuracy(num_classes=4), "f1": nm.MulticlassF1Score(num_classes=4)})
+    collection.update(*_label_batches(34, 1)[0])
+    before = collection.state_dict()
+    collection["acc"].merge_state(collection["acc"])
+    after = collection.state_dict()
+    for key in ("tp", "fp", "tn", "fn", "update_count"):
+        assert torch.equal(after["acc." + key], 2 * before["acc." + key]), key
+        assert torch.equal(after["f1." + key], before["f1." + key]), key
+    lone = nm.MulticlassAccuracy(num_classes=4)
+    lone.update(*_label_batches(34, 1)[0])
+    lone.merge_state(lone)
+    assert torch.equal(lone.state_dict()["tp"], after["acc.tp"])
+
 
 def _confmat_and_precision(compute_groups=True):
     return nm.MetricCollection({"cm": nm.MulticlassConfusionMatrix(num_classes=4),
