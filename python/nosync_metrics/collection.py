@@ -188,11 +188,12 @@ class MetricCollection(Syncable, torch.nn.Module):
 
     @staticmethod
     def _handed_over(collection):
-        """(key, metric) of a nested collection's metrics, each first given a state of its own there:
-        they share states anew in the collection they join, and the nested one stays right."""
+        """(key, metric) of a nested collection's metrics, each first given a state of its own there,
+        which no metric added to it later joins: they share states anew in the collection they join,
+        and the nested one stays right."""
         pairs = list(collection.items())
         for _, metric in pairs:
-            collection._detach(metric)
+            collection._detach(metric, keep_alone=True)
             # handed over: they share states anew in the collection they join
             metric._collections = tuple(ref for ref in metric._collections if ref() is not collection)
         return pairs

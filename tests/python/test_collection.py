@@ -641,6 +641,18 @@ def test_a_nested_collections_metrics_share_states_in_the_one_they_join():
     assert outer.compute_groups == {0: ["MulticlassAccuracy", "MulticlassPrecision", "MulticlassRecall"]}
 
 
+def test_a_metric_added_to_a_nested_collection_later_keeps_out_of_the_states_handed_over():
+    inner = nm.MetricCollection({"acc": nm.MulticlassAccuracy(num_classes=4)})
+    outer = nm.MetricCollection([inner, nm.MulticlassRecall(num_classes=4)])
+    inner.add_metrics({"f1": nm.MulticlassF1Score(num_classes=4)})
+    batches = _label_batches(35, 2)
+    outer.update(*batches[0])
+    assert inner["f1"].update_count == 0 and inner["acc"].update_count == 1
+    inner["acc"].update(*batches[1])  # on its own: it takes a copy, and the outer recall keeps its state
+    assert inner["acc"].update_count == 2 and outer["MulticlassRecall"].update_count == 1
+    assert inner["f1"].update_count == 0
+
+
 def test_a_batch_given_to_a_nested_collection_counts_once():
     # its metrics, each in a group of its own there, share one state in the outer collection: the
     # batch reaches that state once (and so the outer collection's recall, as the README says)
