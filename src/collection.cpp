@@ -115,6 +115,7 @@ MetricCollection& MetricCollection::add(const std::string& name, std::shared_ptr
   TORCH_CHECK_VALUE(metric != nullptr, kName, ".add: metric '", name, "' is null");
   TORCH_CHECK_VALUE(std::none_of(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.name == name; }),
                     kName, ".add: a metric named '", name, "' is already in the collection");
+  marks_.hold(metric);
   entries_.push_back({name, std::move(metric)});
   join_group(entries_.size() - 1, updates);
   mark_shared();
@@ -252,6 +253,39 @@ size_t MetricCollection::server_of(size_t g) const {
   return server;
 }
 
+void MetricCollection::take_back_states() {
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    if (first_with_state_of(g) != g) continue;
+    std::vector<size_t> on_state;
+    for (auto h = g; h < groups_.size(); ++h) {
+      if (first_with_state_of(h) == g) on_state.push_back(h);
+    }
+    if (on_state.size() == 1) continue;
+    const auto& state = owner(groups_[g]).state_;
+    std::vector<const Metric*> holders;  // distinct metric objects
+    bool marked_elsewhere = false;
+    for (auto h : on_state) {
+      std::vector<const Metric*> objects;
+      for (auto member : groups_[h].members) {
+        const auto* metric = entries_[member].metric.get();
+        if (std::find(objects.begin(), objects.end(), metric) == objects.end()) objects.push_back(metric);
+      }
+      const int marked_here = objects.size() > 1 ? 1 : 0;
+      for (const auto* metric : objects) marked_elsewhere |= metric->shared_in_groups_ > marked_here;
+      holders.insert(holders.end(), objects.begin(), objects.end());
+    }
+    if (marked_elsewhere || state.use_count() != static_cast<long>(holders.size())) continue;
+    for (auto h : on_state) {
+      auto& head = owner(groups_[h]);
+      head.unshare_state();
+      for (auto member : groups_[h].members) {
+        if (!same_object(member, groups_[h].owner)) entries_[member].metric->share_state_of(head);
+      }
+    }
+    batch_.clear();
+  }
+}
+
 bool MetricCollection::lays_out(size_t g) const {
   return owner(groups_[g]).state().same_layout(copy_reading(groups_[g].owner)->state());
 }
@@ -284,6 +318,7 @@ void MetricCollection::reset() {
 void MetricCollection::merge(const MetricCollection& other, MergeOrder order) {
   const std::scoped_lock taking_turns(*mutex_, *other.mutex_);
   const detail::CollectionCall call;
+  take_back_states();
   // the groups may come in another order (a load or a detach appends the groups it makes)
   TORCH_CHECK_VALUE(names() == other.names() && refines(groups(), other.groups()), kName,
                     ".merge: the other collection has different metrics or groups");
@@ -318,7 +353,7 @@ void MetricCollection::merge(const MetricCollection& other, MergeOrder order) {
     const auto& group = groups_[g];
     const auto& source = *other.entries_[group.owner].metric;
     const auto& mine = owner(group);
-    TORCH_CHECK_VALUE(server_of(g) != g || lays_out(g) || source.state().same_entries(mine.state()), kName,
+    TORCH_CHECK_VALUE(server_of(g) != g || source.state().same_entries(mine.state()) || lays_out(g), kName,
                       ".merge: '", entries_[group.owner].name, "' counts here into the state of a collection this one ",
                       "was handed to, laid out for a metric of that one, which the other's counts do not give: merge ",
                       "into that collection");
@@ -350,6 +385,7 @@ StateDict MetricCollection::state_dict() const {
 void MetricCollection::load_state_dict(const StateDict& dict, AbsentMetric absent) {
   const auto taking_turns = lock();
   const detail::CollectionCall call;
+  take_back_states();
   std::vector<StateDict> parts(entries_.size());
   for (const auto& [key, tensor] : dict) {
     const auto dot = key.find('.');
@@ -524,7 +560,10 @@ void MetricCollection::to(at::Device device) {
 MetricCollection MetricCollection::clone() const {
   const auto taking_turns = lock();
   MetricCollection copy(options_);
-  for (const auto& e : entries_) copy.entries_.push_back({e.name, std::shared_ptr<Metric>(e.metric->clone())});
+  for (const auto& e : entries_) {
+    copy.entries_.push_back({e.name, std::shared_ptr<Metric>(e.metric->clone())});
+    copy.marks_.hold(copy.entries_.back().metric);
+  }
   copy.groups_ = groups_;
   // groups that share a state here (a nested collection's, handed over) share one in the copy: the
   // first of them whose owner has the highest level serves the others
@@ -626,30 +665,40 @@ void MetricCollection::mark_shared() {
     }
     if (objects.size() > 1) shared.insert(shared.end(), objects.begin(), objects.end());
   }
-  shared_.set(std::move(shared));
+  marks_.set_shared(std::move(shared));
 }
 
-MetricCollection::SharedMarks& MetricCollection::SharedMarks::operator=(SharedMarks&& other) noexcept {
+MetricCollection::Marks& MetricCollection::Marks::operator=(Marks&& other) noexcept {
   if (this != &other) {
-    set({});
-    metrics_ = std::exchange(other.metrics_, {});
+    release();
+    held_ = std::exchange(other.held_, {});
+    shared_ = std::exchange(other.shared_, {});
   }
   return *this;
 }
 
-void MetricCollection::SharedMarks::set(std::vector<std::shared_ptr<Metric>> metrics) noexcept {
-  for (const auto& metric : metrics) count_shared(*metric, 1);
-  for (const auto& metric : metrics_) count_shared(*metric, -1);
-  const auto unmarked = std::exchange(metrics_, std::move(metrics));
-  for (const auto& metric : unmarked) let_go(metric);  // (unmarked holds one reference)
+void MetricCollection::Marks::hold(const std::shared_ptr<Metric>& metric) {
+  if (std::find(held_.begin(), held_.end(), metric) != held_.end()) return;  // (under another name)
+  held_.push_back(metric);
+  count_held(*metric, 1);
 }
 
-void MetricCollection::let_go(const std::shared_ptr<Metric>& metric) {
-  // (the last of a group holds its state alone, maybe laid out for another: it takes its own too)
-  if (metric->shares_state() || metric.use_count() == 1) return;
-  try {
-    metric->unshare_state();
-  } catch (...) {  // out of memory, in a destructor: it shares on, as it did
+void MetricCollection::Marks::set_shared(std::vector<std::shared_ptr<Metric>> metrics) {
+  for (const auto& metric : metrics) count_shared(*metric, 1);
+  for (const auto& metric : shared_) count_shared(*metric, -1);
+  shared_ = std::move(metrics);
+}
+
+void MetricCollection::Marks::release() noexcept {
+  set_shared({});
+  for (const auto& metric : std::exchange(held_, {})) {
+    // (no collection updates it now; the last of a group holds its state alone, maybe laid out
+    // for another metric: it takes its own too)
+    if (count_held(*metric, -1) != 0 || metric.use_count() == 1) continue;
+    try {
+      metric->unshare_state();
+    } catch (...) {  // out of memory, in a destructor: it shares on, as it did
+    }
   }
 }
 
@@ -710,6 +759,7 @@ std::vector<StateEntry> MetricCollection::state_entries() const {
 void MetricCollection::load_state_entries(const StateDict& dict) {
   const auto taking_turns = lock();
   const detail::CollectionCall call;
+  take_back_states();
   std::vector<StateDict> parts(groups_.size());
   size_t used = 0;
   for (size_t g = 0; g < groups_.size(); ++g) {

@@ -175,6 +175,10 @@ class MetricCollection {
   // where the state is a collection's this one was handed to, laid out for a metric of that one
   // alone (an outer ConfusionMatrix's C x C counts, shared by an inner Precision and Recall).
   bool lays_out(size_t g) const;
+  // Groups that share one state, handed over to a collection gone since (no other collection
+  // marks their metrics, no metric outside this one holds it), each take a state of their own in
+  // their owner's layout, as they had before the handover.
+  void take_back_states();
   // Whether group `g` counts the collection's batches: updated together, and first with its state.
   bool counts_batches(size_t g) const;
   // The owners whose loaded part loads their state, one per state: where groups share one, of
@@ -189,31 +193,35 @@ class MetricCollection {
   const Entry& entry(const std::string& name) const;
   Metric& owner(const Group& group) const { return *entries_[group.owner].metric; }
 
-  // The metrics this collection counts as sharing a state with others (Metric::check_alone),
-  // counted again whenever the groups change, and no longer once the collection is gone. (Before
-  // entries_: it lets go of the metrics after them.)
-  class SharedMarks {
+  // The metrics this collection holds, and those it counts as sharing a state with others
+  // (Metric::check_alone), counted again whenever the groups change. Once the collection is gone it
+  // counts neither, and a metric it held that no collection holds any more, kept by its caller,
+  // takes a state of its own: its group-mates of then count on without it. (Before entries_: it
+  // lets go of the metrics after them.)
+  class Marks {
    public:
-    SharedMarks() = default;
-    SharedMarks(SharedMarks&& other) noexcept : metrics_(std::exchange(other.metrics_, {})) {}
-    SharedMarks& operator=(SharedMarks&& other) noexcept;
-    ~SharedMarks() { set({}); }
-    void set(std::vector<std::shared_ptr<Metric>> metrics) noexcept;
+    Marks() = default;
+    Marks(Marks&& other) noexcept
+        : held_(std::exchange(other.held_, {})), shared_(std::exchange(other.shared_, {})) {}
+    Marks& operator=(Marks&& other) noexcept;
+    ~Marks() { release(); }
+    void hold(const std::shared_ptr<Metric>& metric);
+    void set_shared(std::vector<std::shared_ptr<Metric>> metrics);
 
    private:
-    std::vector<std::shared_ptr<Metric>> metrics_;
+    void release() noexcept;
+    std::vector<std::shared_ptr<Metric>> held_, shared_;
   };
 
   MetricCollectionOptions options_;
-  SharedMarks shared_;
+  Marks marks_;
   std::vector<Entry> entries_;
   std::vector<Group> groups_;  // distinct states, in the order first used
   // Marks the metrics of every group of more than one metric object.
   void mark_shared();
   static void count_shared(Metric& metric, int by) { metric.shared_in_groups_ += by; }
-  // A metric no collection counts as sharing any more, held elsewhere too (its collection gone,
-  // the metric kept), takes a state of its own: its group-mates of then count on without it.
-  static void let_go(const std::shared_ptr<Metric>& metric);
+  // Counts `metric` as held by one collection more (by = 1) or less (-1); returns how many hold it.
+  static int count_held(Metric& metric, int by) { return metric.held_by_collections_ += by; }
   ForwardBatch<MetricCollection> batch_;
   std::unique_ptr<std::recursive_mutex> mutex_ = std::make_unique<std::recursive_mutex>();
 };

@@ -187,9 +187,10 @@ class Metric {
   BadInputAction action_;
   std::shared_ptr<MetricState> state_;
   ForwardBatch<Metric> batch_;
-  // How many collection groups this metric shares its state in, with other metrics (set by
-  // MetricCollection; a copy starts at 0).
+  // How many collection groups this metric shares its state in, with other metrics, and how many
+  // collections hold it (set by MetricCollection; a copy starts at 0).
   std::atomic<int> shared_in_groups_{0};
+  std::atomic<int> held_by_collections_{0};
 };
 
 /// Whether this build of the library raises on concurrent updates of one metric

@@ -772,17 +772,29 @@ def test_metrics_kept_after_their_collection_is_gone_count_on_their_own():
     assert prec.update_count == 2
 
 
-def test_nested_metrics_count_apart_once_the_outer_collection_is_gone():
-    inner = nm.MetricCollection({"acc": nm.MulticlassAccuracy(num_classes=4), "f1": nm.MulticlassF1Score(num_classes=4)})
-    outer = nm.MetricCollection([inner, nm.MulticlassRecall(num_classes=4)])
-    batches = _label_batches(33, 2)
-    inner.update(*batches[0])
+def test_a_nested_collection_whose_outer_one_is_gone_merges_and_loads_its_states_as_its_own():
+    # its per-class metrics shared the outer ConfusionMatrix's C x C state; once that collection is
+    # gone, a merge or load takes the states back, each in its own layout
+    inner = nm.MetricCollection({"prec": nm.MulticlassPrecision(num_classes=4, average=None),
+                                 "rec": nm.MulticlassRecall(num_classes=4, average=None)})
+    outer = nm.MetricCollection([inner, nm.MulticlassConfusionMatrix(num_classes=4)])
+    batches = _label_batches(36, 3)
+    outer.update(*batches[0])
     del outer
     gc.collect()
-    f1 = inner["f1"].compute()
-    inner["acc"].update(*batches[1])
-    assert inner["f1"].update_count == 1 and torch.equal(inner["f1"].compute(), f1)
-    assert inner["acc"].update_count == 2
+    saved = inner.state_dict()
+    other = inner.clone()
+    other.reset()
+    other.update(*batches[1])
+    inner.merge_state(other)
+    _, precision = _expected_confmat_and_precision(batches[:2])
+    np.testing.assert_allclose(inner.compute()["prec"].numpy(), precision, rtol=1e-6)
+    inner["prec"].update(*batches[2])  # on its own: the recall keeps its state
+    assert inner["rec"].update_count == 2 and inner["prec"].update_count == 3
+    inner.load_state_dict(saved)
+    assert inner["rec"].update_count == 1 and inner["prec"].update_count == 1
+    np.testing.assert_allclose(inner.compute()["prec"].numpy(), _expected_confmat_and_precision(batches[:1])[1],
+                               rtol=1e-6)
 
 
 def test_a_member_merging_itself_adds_its_counts_again_as_in_torchmetrics():
