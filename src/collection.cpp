@@ -161,6 +161,7 @@ void MetricCollection::update(const UpdateArgs& args) {
   RECORD_USER_SCOPE("metrics::MetricCollection::update");
   const auto taking_turns = lock();
   const detail::CollectionCall call;
+  take_back_states();
   auto shared = args;
   shared.skip_unknown_keywords = true;
   std::vector<std::pair<Metric*, UpdateStep>> steps;
@@ -221,6 +222,7 @@ std::map<std::string, at::Tensor> MetricCollection::compute_without_report() con
 std::map<std::string, at::Tensor> MetricCollection::forward(const UpdateArgs& args) {
   const auto taking_turns = lock();
   const detail::CollectionCall call;
+  take_back_states();
   const std::lock_guard<std::mutex> one_forward(batch_.mutex());
   // a member's state may have moved or changed layout through another collection it is in
   const auto same_states = [&](const MetricCollection& b) {
@@ -254,6 +256,10 @@ size_t MetricCollection::server_of(size_t g) const {
 }
 
 void MetricCollection::take_back_states() {
+  if (!takes_back_) return;
+  bool shared_across = false;  // (the common case, checked first: no group shares another's state)
+  for (size_t g = 0; g < groups_.size() && !shared_across; ++g) shared_across = first_with_state_of(g) != g;
+  if (!shared_across) return;
   for (size_t g = 0; g < groups_.size(); ++g) {
     if (first_with_state_of(g) != g) continue;
     std::vector<size_t> on_state;
@@ -261,8 +267,6 @@ void MetricCollection::take_back_states() {
       if (first_with_state_of(h) == g) on_state.push_back(h);
     }
     if (on_state.size() == 1) continue;
-    const auto& state = owner(groups_[g]).state_;
-    std::vector<const Metric*> holders;  // distinct metric objects
     bool marked_elsewhere = false;
     for (auto h : on_state) {
       std::vector<const Metric*> objects;
@@ -272,9 +276,8 @@ void MetricCollection::take_back_states() {
       }
       const int marked_here = objects.size() > 1 ? 1 : 0;
       for (const auto* metric : objects) marked_elsewhere |= metric->shared_in_groups_ > marked_here;
-      holders.insert(holders.end(), objects.begin(), objects.end());
     }
-    if (marked_elsewhere || state.use_count() != static_cast<long>(holders.size())) continue;
+    if (marked_elsewhere) continue;
     for (auto h : on_state) {
       auto& head = owner(groups_[h]);
       head.unshare_state();
@@ -560,6 +563,7 @@ void MetricCollection::to(at::Device device) {
 MetricCollection MetricCollection::clone() const {
   const auto taking_turns = lock();
   MetricCollection copy(options_);
+  copy.takes_back_ = false;
   for (const auto& e : entries_) {
     copy.entries_.push_back({e.name, std::shared_ptr<Metric>(e.metric->clone())});
     copy.marks_.hold(copy.entries_.back().metric);
@@ -759,7 +763,6 @@ std::vector<StateEntry> MetricCollection::state_entries() const {
 void MetricCollection::load_state_entries(const StateDict& dict) {
   const auto taking_turns = lock();
   const detail::CollectionCall call;
-  take_back_states();
   std::vector<StateDict> parts(groups_.size());
   size_t used = 0;
   for (size_t g = 0; g < groups_.size(); ++g) {

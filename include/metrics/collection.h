@@ -176,8 +176,9 @@ class MetricCollection {
   // alone (an outer ConfusionMatrix's C x C counts, shared by an inner Precision and Recall).
   bool lays_out(size_t g) const;
   // Groups that share one state, handed over to a collection gone since (no other collection
-  // marks their metrics, no metric outside this one holds it), each take a state of their own in
-  // their owner's layout, as they had before the handover.
+  // marks their metrics as sharing it), each take a state of their own in their owner's layout,
+  // as they had before the handover: at the start of update, forward, merge and load_state_dict.
+  // (Not in load_state_entries: a synced copy loads the layout state_entries() walked.)
   void take_back_states();
   // Whether group `g` counts the collection's batches: updated together, and first with its state.
   bool counts_batches(size_t g) const;
@@ -214,6 +215,9 @@ class MetricCollection {
   };
 
   MetricCollectionOptions options_;
+  // Whether take_back_states() runs: not in a clone() (a forward batch, a synced copy), whose
+  // groups share states as the original's do, for as long as it lives.
+  bool takes_back_ = true;
   Marks marks_;
   std::vector<Entry> entries_;
   std::vector<Group> groups_;  // distinct states, in the order first used

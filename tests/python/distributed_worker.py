@@ -340,6 +340,28 @@ def bad_input_on_step(rank, world):
     return out
 
 
+def nested_sync(rank, world):
+    """A nested collection whose metrics share its outer collection's C x C state computes over
+    every rank and forwards with dist_sync_on_step, while the outer one lives and after."""
+    inner = nm.MetricCollection({"prec": nm.MulticlassPrecision(num_classes=CLASSES, average=None),
+                                 "rec": nm.MulticlassRecall(num_classes=CLASSES, average=None)})
+    outer = nm.MetricCollection([inner, nm.MulticlassConfusionMatrix(num_classes=CLASSES)])
+    for i in mine(rank, world):
+        b = batch(i)
+        inner.update(b["preds"], b["target"])
+    out = {"alive": inner.compute()}
+    del outer
+    gc.collect()
+    out["gone"] = inner.compute()
+    step = nm.MetricCollection({"prec": nm.MulticlassPrecision(num_classes=CLASSES, average=None,
+                                                               dist_sync_on_step=True)})
+    step_outer = nm.MetricCollection([step, nm.MulticlassConfusionMatrix(num_classes=CLASSES)])
+    b = batch(rank)
+    out["step"] = step(b["preds"], b["target"])
+    out["step_count"] = step_outer["MulticlassConfusionMatrix"].update_count
+    return out
+
+
 def main():
     scenario, rank, world, init_file, out_file = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)

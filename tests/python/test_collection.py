@@ -797,6 +797,24 @@ def test_a_nested_collection_whose_outer_one_is_gone_merges_and_loads_its_states
                                rtol=1e-6)
 
 
+def test_two_nested_collections_whose_outer_one_is_gone_count_apart():
+    first = nm.MetricCollection({"p": nm.MulticlassPrecision(num_classes=4, average=None),
+                                 "r": nm.MulticlassRecall(num_classes=4, average=None)})
+    second = nm.MetricCollection({"f": nm.MulticlassF1Score(num_classes=4, average=None)})
+    outer = nm.MetricCollection([first, second])  # one group: p, r and f share one state
+    del outer
+    gc.collect()
+    batches = _label_batches(37, 2)
+    first.update(*batches[0])
+    second.update(*batches[1])
+    _, precision = _expected_confmat_and_precision(batches[:1])
+    np.testing.assert_allclose(first.compute()["p"].numpy(), precision, rtol=1e-6)
+    preds, target = (t.numpy() for t in batches[1])
+    np.testing.assert_allclose(second.compute()["f"].numpy(),
+                               skm.f1_score(target, preds, labels=range(4), average=None, zero_division=0), rtol=1e-6)
+    assert first["r"].update_count == 1 and second["f"].update_count == 1
+
+
 def test_a_member_merging_itself_adds_its_counts_again_as_in_torchmetrics():
     collection = nm.MetricCollection({"acc": nm.MulticlassAccuracy(num_classes=4), "f1": nm.MulticlassF1Score(num_classes=4)})
     collection.update(*_label_batches(34, 1)[0])

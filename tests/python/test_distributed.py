@@ -204,3 +204,23 @@ def test_sync_benchmark_runs_and_counts_one_all_reduce_per_reduction_and_dtype(b
     out = subprocess.run([sys.executable, str(repo_dir / "bench" / "sync_bench.py"), "--ranks", "2", "--repeats", "2"],
                          env=env, capture_output=True, text=True, check=True, timeout=900).stdout
     assert "| 2 |" in out and "all_reduce 4, all_gather 1 |" in out, out
+
+
+def test_a_nested_collection_sharing_its_outer_ones_state_computes_over_every_rank_while_it_lives_and_after(
+        tmp_path):
+    whole = [worker.batch(i) for i in range(worker.BATCHES)]
+    preds = torch.cat([b["preds"] for b in whole]).argmax(1)
+    target = torch.cat([b["target"] for b in whole])
+    expected = {"prec": nm.MulticlassPrecision(num_classes=worker.CLASSES, average=None),
+                "rec": nm.MulticlassRecall(num_classes=worker.CLASSES, average=None)}
+    for metric in expected.values():
+        metric.update(preds, target)
+    step = nm.MulticlassPrecision(num_classes=worker.CLASSES, average=None)
+    step.update(torch.cat([worker.batch(r)["preds"] for r in range(2)]),
+                torch.cat([worker.batch(r)["target"] for r in range(2)]))
+    for got in run("nested_sync", 2, tmp_path):
+        for name, metric in expected.items():
+            assert torch.allclose(got["alive"][name], metric.compute()), name
+            assert torch.allclose(got["gone"][name], metric.compute()), name
+        assert torch.allclose(got["step"]["prec"], step.compute())
+        assert got["step_count"] == 1
