@@ -161,7 +161,6 @@ void MetricCollection::update(const UpdateArgs& args) {
   RECORD_USER_SCOPE("metrics::MetricCollection::update");
   const auto taking_turns = lock();
   const detail::CollectionCall call;
-  take_back_states();
   auto shared = args;
   shared.skip_unknown_keywords = true;
   std::vector<std::pair<Metric*, UpdateStep>> steps;
@@ -222,7 +221,6 @@ std::map<std::string, at::Tensor> MetricCollection::compute_without_report() con
 std::map<std::string, at::Tensor> MetricCollection::forward(const UpdateArgs& args) {
   const auto taking_turns = lock();
   const detail::CollectionCall call;
-  take_back_states();
   const std::lock_guard<std::mutex> one_forward(batch_.mutex());
   // a member's state may have moved or changed layout through another collection it is in
   const auto same_states = [&](const MetricCollection& b) {
@@ -253,40 +251,6 @@ size_t MetricCollection::server_of(size_t g) const {
     if (first_with_state_of(h) == first_with_state_of(g) && level(h) > level(server)) server = h;
   }
   return server;
-}
-
-void MetricCollection::take_back_states() {
-  if (!takes_back_) return;
-  bool shared_across = false;  // (the common case, checked first: no group shares another's state)
-  for (size_t g = 0; g < groups_.size() && !shared_across; ++g) shared_across = first_with_state_of(g) != g;
-  if (!shared_across) return;
-  for (size_t g = 0; g < groups_.size(); ++g) {
-    if (first_with_state_of(g) != g) continue;
-    std::vector<size_t> on_state;
-    for (auto h = g; h < groups_.size(); ++h) {
-      if (first_with_state_of(h) == g) on_state.push_back(h);
-    }
-    if (on_state.size() == 1) continue;
-    bool marked_elsewhere = false;
-    for (auto h : on_state) {
-      std::vector<const Metric*> objects;
-      for (auto member : groups_[h].members) {
-        const auto* metric = entries_[member].metric.get();
-        if (std::find(objects.begin(), objects.end(), metric) == objects.end()) objects.push_back(metric);
-      }
-      const int marked_here = objects.size() > 1 ? 1 : 0;
-      for (const auto* metric : objects) marked_elsewhere |= metric->shared_in_groups_ > marked_here;
-    }
-    if (marked_elsewhere) continue;
-    for (auto h : on_state) {
-      auto& head = owner(groups_[h]);
-      head.unshare_state();
-      for (auto member : groups_[h].members) {
-        if (!same_object(member, groups_[h].owner)) entries_[member].metric->share_state_of(head);
-      }
-    }
-    batch_.clear();
-  }
 }
 
 bool MetricCollection::lays_out(size_t g) const {
@@ -321,7 +285,6 @@ void MetricCollection::reset() {
 void MetricCollection::merge(const MetricCollection& other, MergeOrder order) {
   const std::scoped_lock taking_turns(*mutex_, *other.mutex_);
   const detail::CollectionCall call;
-  take_back_states();
   // the groups may come in another order (a load or a detach appends the groups it makes)
   TORCH_CHECK_VALUE(names() == other.names() && refines(groups(), other.groups()), kName,
                     ".merge: the other collection has different metrics or groups");
@@ -388,7 +351,6 @@ StateDict MetricCollection::state_dict() const {
 void MetricCollection::load_state_dict(const StateDict& dict, AbsentMetric absent) {
   const auto taking_turns = lock();
   const detail::CollectionCall call;
-  take_back_states();
   std::vector<StateDict> parts(entries_.size());
   for (const auto& [key, tensor] : dict) {
     const auto dot = key.find('.');
@@ -563,7 +525,6 @@ void MetricCollection::to(at::Device device) {
 MetricCollection MetricCollection::clone() const {
   const auto taking_turns = lock();
   MetricCollection copy(options_);
-  copy.takes_back_ = false;
   for (const auto& e : entries_) {
     copy.entries_.push_back({e.name, std::shared_ptr<Metric>(e.metric->clone())});
     copy.marks_.hold(copy.entries_.back().metric);

@@ -175,11 +175,6 @@ class MetricCollection {
   // where the state is a collection's this one was handed to, laid out for a metric of that one
   // alone (an outer ConfusionMatrix's C x C counts, shared by an inner Precision and Recall).
   bool lays_out(size_t g) const;
-  // Groups that share one state, handed over to a collection gone since (no other collection
-  // marks their metrics as sharing it), each take a state of their own in their owner's layout,
-  // as they had before the handover: at the start of update, forward, merge and load_state_dict.
-  // (Not in load_state_entries: a synced copy loads the layout state_entries() walked.)
-  void take_back_states();
   // Whether group `g` counts the collection's batches: updated together, and first with its state.
   bool counts_batches(size_t g) const;
   // The owners whose loaded part loads their state, one per state: where groups share one, of
@@ -215,9 +210,6 @@ class MetricCollection {
   };
 
   MetricCollectionOptions options_;
-  // Whether take_back_states() runs: not in a clone() (a forward batch, a synced copy), whose
-  // groups share states as the original's do, for as long as it lives.
-  bool takes_back_ = true;
   Marks marks_;
   std::vector<Entry> entries_;
   std::vector<Group> groups_;  // distinct states, in the order first used

@@ -772,49 +772,6 @@ def test_metrics_kept_after_their_collection_is_gone_count_on_their_own():
     assert prec.update_count == 2
 
 
-def test_a_nested_collection_whose_outer_one_is_gone_merges_and_loads_its_states_as_its_own():
-    # its per-class metrics shared the outer ConfusionMatrix's C x C state; once that collection is
-    # gone, a merge or load takes the states back, each in its own layout
-    inner = nm.MetricCollection({"prec": nm.MulticlassPrecision(num_classes=4, average=None),
-                                 "rec": nm.MulticlassRecall(num_classes=4, average=None)})
-    outer = nm.MetricCollection([inner, nm.MulticlassConfusionMatrix(num_classes=4)])
-    batches = _label_batches(36, 3)
-    outer.update(*batches[0])
-    del outer
-    gc.collect()
-    saved = inner.state_dict()
-    other = inner.clone()
-    other.reset()
-    other.update(*batches[1])
-    inner.merge_state(other)
-    _, precision = _expected_confmat_and_precision(batches[:2])
-    np.testing.assert_allclose(inner.compute()["prec"].numpy(), precision, rtol=1e-6)
-    inner["prec"].update(*batches[2])  # on its own: the recall keeps its state
-    assert inner["rec"].update_count == 2 and inner["prec"].update_count == 3
-    inner.load_state_dict(saved)
-    assert inner["rec"].update_count == 1 and inner["prec"].update_count == 1
-    np.testing.assert_allclose(inner.compute()["prec"].numpy(), _expected_confmat_and_precision(batches[:1])[1],
-                               rtol=1e-6)
-
-
-def test_two_nested_collections_whose_outer_one_is_gone_count_apart():
-    first = nm.MetricCollection({"p": nm.MulticlassPrecision(num_classes=4, average=None),
-                                 "r": nm.MulticlassRecall(num_classes=4, average=None)})
-    second = nm.MetricCollection({"f": nm.MulticlassF1Score(num_classes=4, average=None)})
-    outer = nm.MetricCollection([first, second])  # one group: p, r and f share one state
-    del outer
-    gc.collect()
-    batches = _label_batches(37, 2)
-    first.update(*batches[0])
-    second.update(*batches[1])
-    _, precision = _expected_confmat_and_precision(batches[:1])
-    np.testing.assert_allclose(first.compute()["p"].numpy(), precision, rtol=1e-6)
-    preds, target = (t.numpy() for t in batches[1])
-    np.testing.assert_allclose(second.compute()["f"].numpy(),
-                               skm.f1_score(target, preds, labels=range(4), average=None, zero_division=0), rtol=1e-6)
-    assert first["r"].update_count == 1 and second["f"].update_count == 1
-
-
 def test_a_member_merging_itself_adds_its_counts_again_as_in_torchmetrics():
     collection = nm.MetricCollection({"acc": nm.MulticlassAccuracy(num_classes=4), "f1": nm.MulticlassF1Score(num_classes=4)})
     collection.update(*_label_batches(34, 1)[0])
