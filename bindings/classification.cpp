@@ -78,8 +78,8 @@ void init_classification(py::module_& m) {
         py::arg("multidim_average") = "global", py::arg("ignore_index") = py::none(), py::arg("validate_args") = true,
         py::arg("zero_division") = 0.0, py::arg("weighted") = false, py::arg("device") = py::none());
 
-  auto base = bind_metric<ClassificationMetric>(m, "ClassificationMetric",
-                                                "Base of the classification metrics: update(preds, target, weight=None).");
+  auto base = bind_metric<ClassificationMetric>(
+      m, "ClassificationMetric", "Base of the classification metrics: update(preds, target, weight=None).");
   refuse_new_metrics(base, "ClassificationMetric");
 
   bind<StatScores>(m, "StatScores", "[tp, fp, tn, fn, support]").def(py::init<ClassificationOptions>());

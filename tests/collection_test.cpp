@@ -539,7 +539,8 @@ TEST(MetricCollection, UnweightedClassificationMetricsLeaveTheWeightToTheMetrics
   Accuracy alone(Opts::multiclass(3));
   EXPECT_THROWS_WITH(alone.update(args), c10::TypeError, "unexpected argument 'value'");
   args.keywords.erase(args.keywords.begin() + 2);
-  EXPECT_THROWS_WITH(alone.update(args), c10::TypeError, "a weight was given (the third argument or weight=), but the metric counts without weights");
+  EXPECT_THROWS_WITH(alone.update(args), c10::TypeError,
+                     "a weight was given (the third argument or weight=), but the metric counts without weights");
   EXPECT_EQ(alone.update_count(), 0);
 }
 

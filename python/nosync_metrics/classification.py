@@ -103,9 +103,9 @@ def _options(who, task, arguments):
 
 def _values_dtype(self):
     """TorchMetrics 1.6 holds counts in int64 states and returns them so, and its scores in float32
-    (its _safe_divide's .float()), F-beta's in the default dtype: the C++ metric's own dtypes. Its set_dtype(d) converts every state,
-    counts included, to d, and every value then comes in d. Our weighted counts are floating, as its
-    floating states: in the metric's dtype."""
+    (its _safe_divide's .float()), F-beta's in the default dtype: the C++ metric's own dtypes. Its
+    set_dtype(d) converts every state, counts included, to d, and every value then comes in d. Our
+    weighted counts are floating, as its floating states: in the metric's dtype."""
     return self.dtype if self._dtype_set or self._arguments["weighted"] else None
 
 

@@ -481,7 +481,8 @@ class PythonMetric(Syncable):
         unknown keys are ignored and missing keys keep their current values. Returns
         (missing_keys, unexpected_keys), as torch.nn.Module does."""
         def load(target):
-            return load_state(type(self).__name__, target.load_state_dict, target.state_dict, state_dict, strict, assign)
+            return load_state(type(self).__name__, target.load_state_dict, target.state_dict, state_dict, strict,
+                              assign)
         self._alone(lambda: load(_C.Metric._clone_alone(self)))
         return load(super())
 

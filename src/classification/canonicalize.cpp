@@ -73,7 +73,8 @@ void check_weight(const std::string& metric, const ClassificationOptions& o, con
                     " but target is on ", target.device());
   const bool per_sample = weight.dim() == 1 && weight.size(0) == target.size(0);
   METRICS_CHECK_SHAPE(per_sample || weight.sizes() == target.sizes(), metric, ".update: weight has shape ",
-                    weight.sizes(), "; expected (N,) = [", target.size(0), "] or the target's shape ", target.sizes());
+                      weight.sizes(), "; expected (N,) = [", target.size(0), "] or the target's shape ",
+                      target.sizes());
 }
 
 at::Tensor canonical_weight(const ClassificationOptions& o, const at::Tensor& weight, const at::Tensor& target) {

@@ -773,7 +773,8 @@ def test_metrics_kept_after_their_collection_is_gone_count_on_their_own():
 
 
 def test_a_member_merging_itself_adds_its_counts_again_as_in_torchmetrics():
-    collection = nm.MetricCollection({"acc": nm.MulticlassAccuracy(num_classes=4), "f1": nm.MulticlassF1Score(num_classes=4)})
+    collection = nm.MetricCollection({"acc": nm.MulticlassAccuracy(num_classes=4),
+                                      "f1": nm.MulticlassF1Score(num_classes=4)})
     collection.update(*_label_batches(34, 1)[0])
     before = collection.state_dict()
     collection["acc"].merge_state(collection["acc"])
