@@ -253,9 +253,7 @@ size_t MetricCollection::server_of(size_t g) const {
   return server;
 }
 
-bool MetricCollection::lays_out(size_t g) const {
-  return owner(groups_[g]).state().same_layout(copy_reading(groups_[g].owner)->state());
-}
+bool MetricCollection::lays_out(size_t g) const { return owner(groups_[g]).holds_own_layout(); }
 
 bool MetricCollection::counts_batches(size_t g) const {
   return groups_[g].updates == Updates::Together && first_with_state_of(g) == g;

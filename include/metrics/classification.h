@@ -64,6 +64,7 @@ class ClassificationMetric : public Metric {
   std::string state_problem() const override;
   /// The per-class counts of a C x C state this metric shares, in a per-class state.
   MetricState own_state_copy() const override;
+  bool holds_own_layout() const override;
 
  protected:
   ClassificationMetric(const std::string& base_name, ClassificationOptions options,

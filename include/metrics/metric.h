@@ -127,6 +127,9 @@ class Metric {
   /// metric that shares a larger state converts the counts); by default a copy as it is. Called
   /// under the state's lock.
   virtual MetricState own_state_copy() const { return *state_; }
+  /// Whether the state is laid out as this metric's own, not as a larger one it shares; by
+  /// default it is.
+  virtual bool holds_own_layout() const { return true; }
 
   /// What is wrong with the state as it is, beyond the bad-input tally (read back from the device),
   /// reported by check() as the tally is; empty when nothing is. By default nothing.

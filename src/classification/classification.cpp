@@ -158,8 +158,10 @@ std::string ClassificationMetric::state_problem() const {
   return name() + ": the weighted counts overflowed float64 (the weights add up past 1.8e308); scale the weights down";
 }
 
+bool ClassificationMetric::holds_own_layout() const { return detail::layout_of(state()) == layout_; }
+
 MetricState ClassificationMetric::own_state_copy() const {
-  if (detail::layout_of(state()) == layout_) return Metric::own_state_copy();
+  if (holds_own_layout()) return Metric::own_state_copy();
   TORCH_INTERNAL_ASSERT(layout_ == CountLayout::PerClass, "only a per-class metric shares a larger state");
   auto dict = state().state_dict();
   const auto counts = detail::stat_counts(state());
