@@ -20,6 +20,7 @@ import torch
 import cuda_launches  # bench/, on the path from conftest.py
 import launch_bench
 import nosync_metrics as nm
+from test_aggregation import expected as aggregator_expected  # an aggregator stream's float64 value
 
 DEVICE = "cuda"
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (CI has none)")
@@ -388,27 +389,6 @@ def aggregator_stream(weighted):
         (3, 1),
     ]
     return stream if weighted else [(x, 1.0) for x, _ in stream]
-
-
-def aggregator_expected(kind, stream, strategy):
-    xs, ws = [], []
-    for x, w in stream:
-        xv = torch.as_tensor(x, dtype=torch.float64).numpy().ravel()
-        wv = np.broadcast_to(torch.as_tensor(w, dtype=torch.float64).numpy(),
-                             torch.as_tensor(x).shape).ravel()
-        xs.append(xv)
-        ws.append(wv)
-    x, w = np.concatenate(xs), np.concatenate(ws)
-    bad = np.isnan(x) | np.isnan(w)
-    if strategy in ("warn", "ignore", "error"):
-        x, w = x[~bad], w[~bad]
-    elif isinstance(strategy, float):
-        x, w = np.where(bad, strategy, x), np.where(bad, 1.0, w)
-    if kind == "mean":
-        return (w * x).sum() / w.sum()
-    if kind == "sum":
-        return (w * x).sum()
-    return x.min() if kind == "min" else x.max()
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
