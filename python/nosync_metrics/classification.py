@@ -18,7 +18,8 @@ after set_dtype(d), every value in d (StatScores' macro average still float32). 
 import inspect
 
 from . import _C
-from .metric import _P, CONSTANTS, check_bool, check_device, check_int, check_real, check_str, metric_class
+from .metric import _P, CONSTANTS, bound_arguments, check_bool, check_device, check_int, check_real, check_str
+from .metric import metric_class
 from .metric import arg as _arg
 
 
@@ -201,12 +202,7 @@ def _task_wrapper(name, classes, parameters, doc):
     signature = inspect.Signature([_arg("cls"), _arg("task")] + parameters + [_P("kwargs", _P.VAR_KEYWORD)])
 
     def __new__(cls, *args, **kwargs):
-        try:
-            bound = signature.bind(cls, *args, **kwargs)
-        except TypeError as error:
-            raise TypeError(f"{name}: {error}") from None
-        bound.apply_defaults()
-        arguments = dict(bound.arguments)
+        arguments = bound_arguments(name, signature, cls, *args, **kwargs)
         task = arguments.pop("task")
         extra = arguments.pop("kwargs")
         del arguments["cls"]

@@ -597,17 +597,22 @@ def _update_method(base, parameters, doc):
     return update
 
 
+def bound_arguments(name, signature, *args, **kwargs):
+    """The arguments bound to `signature`, defaults applied, as a dict; a TypeError names `name`."""
+    try:
+        bound = signature.bind(*args, **kwargs)
+    except TypeError as error:
+        raise TypeError(f"{name}: {error}") from None
+    bound.apply_defaults()
+    return dict(bound.arguments)
+
+
 def _init_method(signature, construct):
     """__init__ taking `signature`: checks TorchMetrics' Metric arguments, then construct(self, arguments)."""
     def __init__(self, *args, **kwargs):
         torch.nn.Module.__init__(self)  # first: Module.__setattr__ reads what it sets
         name = type(self).__name__
-        try:
-            bound = signature.bind(self, *args, **kwargs)
-        except TypeError as error:
-            raise TypeError(f"{name}: {error}") from None
-        bound.apply_defaults()
-        arguments = dict(bound.arguments)
+        arguments = bound_arguments(name, signature, self, *args, **kwargs)
         del arguments["self"]
         unexpected = arguments.pop("kwargs")
         if unexpected:
