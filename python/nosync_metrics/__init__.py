@@ -44,6 +44,7 @@ from .classification import (
     StatScores,
 )
 from .collection import MetricCollection
+from .metric import StateDictError
 from .sync import count_syncs, sync_class_ops
 
 __all__ = [
@@ -81,6 +82,7 @@ __all__ = [
     "Precision",
     "Recall",
     "ShapeError",
+    "StateDictError",
     "StatScores",
     "SumMetric",
     "count_syncs",

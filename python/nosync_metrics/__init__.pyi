@@ -29,6 +29,9 @@ class _IncompatibleKeys(NamedTuple):
 class ShapeError(ValueError, RuntimeError):
     """Inputs whose shapes do not fit together (preds and target, a weight and the values)."""
 
+class StateDictError(ValueError, RuntimeError):
+    """A state dict that load_state_dict refuses (a missing or unexpected key, a value that does not fit)."""
+
 class Metric(torch.nn.Module):
     """Base of every nosync-metrics metric; a torch.nn.Module, as TorchMetrics' Metric."""
 

@@ -7,11 +7,11 @@ import copy
 import functools
 import inspect
 import numbers
-from collections import namedtuple
 from collections.abc import Mapping
 from contextlib import contextmanager
 
 import torch
+from torch.nn.modules.module import _IncompatibleKeys
 
 from . import _C
 from ._C import Metric  # noqa: F401  (TorchMetrics' import path: torchmetrics.metric.Metric)
@@ -139,28 +139,32 @@ def parse_dtype(who, dst_type):
 
 # ---------------------------------------------------------------- state dicts as nn.Module gives them
 
-#: What load_state_dict returns, as torch.nn.Module.load_state_dict does.
-IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
+class StateDictError(ValueError, RuntimeError):
+    """A state dict that load_state_dict refuses (a missing or unexpected key, a value that does not
+    fit): a ValueError, and a RuntimeError as torch.nn.Module's load_state_dict raises."""
 
 
 def load_state(who, load, current, state_dict, strict, assign):
     """Loads `state_dict` with `load` (the C++ load, which checks every key before it changes any).
-    strict=False completes the dict from `current` (the state now) and drops unknown keys."""
+    strict=False completes the dict from `current` (the state now) and drops unknown keys. Returns
+    what torch.nn.Module.load_state_dict returns."""
     if not isinstance(state_dict, Mapping):
         raise TypeError(f"{who}.load_state_dict: expected state_dict to be dict-like, got {type(state_dict)}")
     check_bool(f"{who}.load_state_dict", "strict", strict)
     if assign:
         raise ValueError(f"{who}.load_state_dict: assign=True is not supported: the values are copied into the "
                          "metric's own state tensors")
-    if strict:
-        load(dict(state_dict))
-        return IncompatibleKeys([], [])
-    state = current()
-    missing = [key for key in state if key not in state_dict]
-    unexpected = [key for key in state_dict if key not in state]
-    state.update((key, value) for key, value in state_dict.items() if key in state)
-    load(state)
-    return IncompatibleKeys(missing, unexpected)
+    missing, unexpected, state = [], [], dict(state_dict)
+    if not strict:
+        state = current()
+        missing = [key for key in state if key not in state_dict]
+        unexpected = [key for key in state_dict if key not in state]
+        state.update((key, value) for key, value in state_dict.items() if key in state)
+    try:
+        load(state)
+    except ValueError as error:
+        raise StateDictError(str(error)) from None
+    return _IncompatibleKeys(missing, unexpected)
 
 
 def _same_state(state, given):

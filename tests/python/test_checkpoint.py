@@ -63,6 +63,34 @@ def test_another_metric_or_other_options_are_refused_and_change_nothing(tmp_path
         assert _same(other.state_dict(), before)
 
 
+@pytest.mark.parametrize("make", [lambda: nm.MulticlassAccuracy(num_classes=4), _collection])
+def test_a_refused_dict_raises_what_nn_module_raises_and_changes_nothing(make):
+    """A missing or unexpected key is a StateDictError: a RuntimeError, as torch.nn.Module's
+    load_state_dict raises (and TorchMetrics' with it), and a ValueError, as before. load_state_dict()
+    returns nn.Module's type. (state_dict() stays a plain dict: LibTorch's pickle reader, which
+    load_checkpoint uses, cannot read the OrderedDict nn.Module gives.)"""
+    preds, target, loss = _batches(1)[0]
+    metric = make()
+    metric.update(preds=preds, target=target, **({"value": loss} if isinstance(metric, nm.MetricCollection) else {}))
+    saved = metric.state_dict()
+    assert type(saved) is dict
+    counts = next(key for key in saved if key.endswith("tp"))
+    for bad in [{**saved, "foo": torch.zeros(1)}, {k: v for k, v in saved.items() if k != counts}]:
+        with pytest.raises(RuntimeError, match="load_state_dict: (unexpected key 'foo'|missing key)") as caught:
+            make().load_state_dict(bad)
+        assert isinstance(caught.value, ValueError) and type(caught.value) is nm.StateDictError
+    with pytest.raises(nm.StateDictError, match="missing key|holds no key"):
+        metric.load_state_dict({})
+    assert _same(metric.state_dict(), saved)
+    fresh = make()
+    matched = fresh.load_state_dict(saved)
+    assert type(matched) is torch.nn.modules.module._IncompatibleKeys and matched == ([], [])
+    assert _same(fresh.state_dict(), saved)
+    partial = make().load_state_dict({counts: saved[counts], "foo": torch.zeros(1)}, strict=False)
+    assert type(partial) is torch.nn.modules.module._IncompatibleKeys
+    assert partial.missing_keys == [key for key in saved if key != counts] and partial.unexpected_keys == ["foo"]
+
+
 def test_damaged_files_are_refused_and_change_nothing(tmp_path):
     acc = nm.MulticlassAccuracy(num_classes=4)
     path = tmp_path / "acc.pt"
