@@ -4,7 +4,7 @@
 # clone of the current commit (HEAD of this repository: commit first) inside a throwaway copy of
 # a minimal Debian 12 (debootstrap --variant=minbase bookworm, from the mirror this machine's apt
 # uses). Ends with one verdict line, e.g.
-#   fresh-debian: PASS demo=ok test="1283 passed, 0 failed" commit=abc1234 time=21m05s
+#   fresh-debian: PASS demo=ok test="10752 passed, 0 failed" commit=abc1234 time=21m05s
 #
 # Run as root, not part of .ci/run: the first run downloads ~0.5 GB (the minbase chroot, made once
 # and kept pristine under /var/cache/nosync-metrics/chroots/bookworm-minbase, then the packages).

@@ -3,7 +3,7 @@
 # PyTorch 2.6, Debian 12 ships 1.13.1. As root, in a clean environment, in a fresh clone of the
 # current commit (HEAD of this repository: commit first) inside a throwaway overlay over a cached
 # Debian 13 chroot. Ends with one verdict line, e.g.
-#   torch2: PASS torch=2.6.0+debian test="1283 passed, 0 failed" commit=abc1234 time=12m40s
+#   torch2: PASS torch=2.6.0+debian test="10752 passed, 0 failed" commit=abc1234 time=16m30s
 #
 # Run as root, not part of .ci/run: the first run makes the chroot (debootstrap --variant=minbase
 # trixie from the mirror this machine's apt uses, kept as chroots/trixie-minbase, then a copy with
