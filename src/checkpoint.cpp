@@ -4,7 +4,9 @@
 #include <torch/csrc/jit/serialization/pickle.h>
 
 #include <fstream>
+#include <ios>
 #include <iterator>
+#include <vector>
 
 namespace metrics {
 namespace {
@@ -18,10 +20,20 @@ void write(const StateDict& state, const std::string& who, const std::string& pa
   TORCH_CHECK_VALUE(out.good(), who, ".save_checkpoint: cannot write '", path, "'");
 }
 
-StateDict read(const std::string& who, const std::string& path) {
+std::vector<char> read_bytes(const std::string& who, const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   TORCH_CHECK_VALUE(in.good(), who, ".load_checkpoint: cannot open '", path, "'");
-  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<char> bytes;
+  try {
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  } catch (const std::ios_base::failure& e) {  // a directory opens, and fails on the first read
+    TORCH_CHECK_VALUE(false, who, ".load_checkpoint: cannot read '", path, "': ", e.what());
+  }
+  return bytes;
+}
+
+StateDict read(const std::string& who, const std::string& path) {
+  const auto bytes = read_bytes(who, path);
   c10::IValue loaded;
   try {
     loaded = torch::jit::pickle_load(bytes);
@@ -39,6 +51,19 @@ StateDict read(const std::string& who, const std::string& path) {
   return state;
 }
 
+// Loads the checkpoint at `path` into `target` (a metric or a collection), naming the path in the
+// ValueError of a state that the target refuses.
+template <typename Target>
+void load(Target& target, const std::string& who, const std::string& path) {
+  const auto state = read(who, path);
+  try {
+    target.load_state_dict(state);
+  } catch (const c10::ValueError& e) {
+    TORCH_CHECK_VALUE(false, who, ".load_checkpoint: '", path, "' holds a state this one refuses: ",
+                      e.what_without_backtrace());
+  }
+}
+
 }  // namespace
 
 void save_checkpoint(const Metric& metric, const std::string& path) {
@@ -46,7 +71,7 @@ void save_checkpoint(const Metric& metric, const std::string& path) {
 }
 
 void load_checkpoint(Metric& metric, const std::string& path) {
-  metric.load_state_dict(read(metric.name(), path));
+  load(metric, metric.name(), path);
 }
 
 void save_checkpoint(const MetricCollection& collection, const std::string& path) {
@@ -54,7 +79,7 @@ void save_checkpoint(const MetricCollection& collection, const std::string& path
 }
 
 void load_checkpoint(MetricCollection& collection, const std::string& path) {
-  collection.load_state_dict(read("MetricCollection", path));
+  load(collection, "MetricCollection", path);
 }
 
 }  // namespace metrics

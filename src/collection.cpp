@@ -22,6 +22,18 @@ UpdateArgs classification_args(const at::Tensor& preds, const at::Tensor& target
   return args;
 }
 
+// Runs `load`, a load of the part of the dict that belongs to the metric named `name`, naming that
+// metric in the ValueError of a part it refuses (two metrics of one class give one message).
+template <typename Load>
+void loading_part_of(const std::string& who, const std::string& name, Load&& load) {
+  try {
+    load();
+  } catch (const c10::ValueError& e) {
+    TORCH_CHECK_VALUE(false, kName, who, ": the part of '", name, "' (its keys '", name, ".*'): ",
+                      e.what_without_backtrace());
+  }
+}
+
 // Whether `metric` has not counted anything yet. A meta state holds no count to read: it counts as
 // fresh, so that meta collections group as real ones do.
 bool never_updated(const Metric& metric) { return metric.device().is_meta() || metric.update_count() == 0; }
@@ -354,8 +366,9 @@ void MetricCollection::load_state_dict(const StateDict& dict, AbsentMetric absen
     const auto dot = key.find('.');
     const auto owner = key.substr(0, dot);
     auto it = std::find_if(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.name == owner; });
-    TORCH_CHECK_VALUE(dot != std::string::npos && it != entries_.end(), kName, ".load_state_dict: unexpected key '",
-                      key, "'");
+    TORCH_CHECK_VALUE(dot != std::string::npos, kName, ".load_state_dict: unexpected key '", key,
+                      "': a collection's keys are '<metric name>.<state>' (is this one metric's state_dict()?)");
+    TORCH_CHECK_VALUE(it != entries_.end(), kName, ".load_state_dict: unexpected key '", key, "'");
     parts[it - entries_.begin()].emplace(key.substr(dot + 1), tensor);
   }
   // every part loads into a copy first: a bad dict changes nothing
@@ -364,7 +377,9 @@ void MetricCollection::load_state_dict(const StateDict& dict, AbsentMetric absen
     TORCH_CHECK_VALUE(!parts[i].empty() || absent != AbsentMetric::Refused, kName,
                       ".load_state_dict: the dict holds no key of metric '", entries_[i].name, "' (its keys start with '",
                       entries_[i].name, ".')");
-    if (!parts[i].empty()) loaded[i] = loaded_alone(i, parts[i]);
+    if (!parts[i].empty()) {
+      loading_part_of(".load_state_dict", entries_[i].name, [&] { loaded[i] = loaded_alone(i, parts[i]); });
+    }
   }
   // a metric under several names holds the part of its first name in the dict under all of them
   for (size_t i = 0; i < entries_.size(); ++i) {
@@ -734,7 +749,10 @@ void MetricCollection::load_state_entries(const StateDict& dict) {
     }
   }
   TORCH_CHECK_VALUE(used == dict.size(), kName, ".load_state_entries: ", dict.size() - used, " unexpected keys");
-  for (size_t g = 0; g < groups_.size(); ++g) owner(groups_[g]).clone()->load_state_dict(parts[g]);
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    loading_part_of(".load_state_entries", entries_[groups_[g].members.front()].name,
+                    [&] { owner(groups_[g]).clone()->load_state_dict(parts[g]); });
+  }
   for (size_t g = 0; g < groups_.size(); ++g) owner(groups_[g]).load_state_dict(parts[g]);
 }
 

@@ -93,6 +93,7 @@ TEST(Checkpoint, AnotherMetricsStateIsRefusedAndChangesNothing) {
   feed(precision, 0, 1);
   const auto before = precision.state_dict();
   EXPECT_THROWS_WITH(load_checkpoint(precision, path), c10::ValueError,
+                     "MulticlassPrecision.load_checkpoint: '" + path + "' holds a state this one refuses: "
                      "MulticlassPrecision.load_state_dict: the state is of another metric: it has "
                      "'MulticlassAccuracy(num_classes=5");
   EXPECT_TRUE(states_equal(precision.state_dict(), before));
@@ -118,7 +119,47 @@ TEST(Checkpoint, TruncatedCorruptedOrMissingFilesAreRefusedAndChangeNothing) {
   });
   EXPECT_THROWS_WITH(load_checkpoint(accuracy, path), c10::ValueError, "MulticlassAccuracy.load_checkpoint");
   EXPECT_THROWS_WITH(load_checkpoint(accuracy, TempFile("missing").path), c10::ValueError, "cannot open");
+  // a directory opens, and its first read fails (a std::ios_base::failure, named so)
+  EXPECT_THROWS_WITH(load_checkpoint(accuracy, ::testing::TempDir()), c10::ValueError,
+                     "MulticlassAccuracy.load_checkpoint: cannot read '" + ::testing::TempDir() + "'");
   EXPECT_TRUE(states_equal(accuracy.state_dict(), before));
+}
+
+TEST(Checkpoint, ACollectionNamesTheFileAndTheMetricWhosePartItRefuses) {
+  const TempFile one("one"), both("both");
+  MetricCollection collection;
+  collection.add("loss", Mean()).add("aux", Mean());
+  UpdateArgs args;
+  args.keywords = {{"value", at::ones({3}, at::kDouble)}};
+  collection.update(args);
+  const auto before = collection.state_dict();
+  auto state = before;
+  state["aux.update_count"] = state["aux.update_count"] * 0 - 2;
+  EXPECT_THROWS_WITH(collection.load_state_dict(state), c10::ValueError,
+                     "MetricCollection.load_state_dict: the part of 'aux' (its keys 'aux.*'): Mean.load_state_dict: "
+                     "'update_count' holds -2");
+  state = before;
+  state.erase("aux.total");
+  EXPECT_THROWS_WITH(collection.load_state_dict(state), c10::ValueError,
+                     "the part of 'aux' (its keys 'aux.*'): Mean.load_state_dict: missing key 'total'");
+  StateDict entries;  // two Means share one state: the walk names it after the first
+  for (const auto& entry : collection.state_entries()) entries.emplace(entry.name, entry.tensor.clone());
+  entries.at("loss.update_count").fill_(-2);
+  EXPECT_THROWS_WITH(collection.load_state_entries(entries), c10::ValueError,
+                     "MetricCollection.load_state_entries: the part of 'loss' (its keys 'loss.*'): Mean.load_state_dict: "
+                     "'update_count' holds -2");
+  Mean single;
+  save_checkpoint(single, one.path);
+  EXPECT_THROWS_WITH(load_checkpoint(collection, one.path), c10::ValueError,
+                     "MetricCollection.load_checkpoint: '" + one.path + "' holds a state this one refuses: "
+                     "MetricCollection.load_state_dict: unexpected key '");
+  EXPECT_THROWS_WITH(load_checkpoint(collection, one.path), c10::ValueError,
+                     "(is this one metric's state_dict()?)");
+  MetricCollection other;
+  other.add("loss", Mean()).add("aux", Sum());
+  save_checkpoint(other, both.path);
+  EXPECT_THROWS_WITH(load_checkpoint(collection, both.path), c10::ValueError, "the part of 'aux'");
+  EXPECT_TRUE(states_equal(collection.state_dict(), before));
 }
 
 TEST(Checkpoint, StateDictsCarryTheFormatVersionAndTheMetric) {

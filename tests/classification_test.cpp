@@ -439,7 +439,9 @@ TEST(Errors, ClearMessagesAndStateUnchanged) {
                      "a weight was given (the third argument or weight=), but the metric counts without weights; "
                      "build it with weighted=true");
   EXPECT_THROWS_WITH(precision.update(longs({0}).to(at::kMeta), longs({0}).to(at::kMeta)), c10::ValueError,
-                     "preds is on meta and target on meta but the metric's state is on cpu");
+                     "preds and target are on meta but the metric's state is on cpu; move the metric with .to(meta)");
+  EXPECT_THROWS_WITH(precision.update(longs({0}), longs({0}).to(at::kMeta)), c10::ValueError,
+                     "preds is on cpu and target on meta; both must be on the metric's device, cpu");
   EXPECT_THROWS_WITH(Precision(Opts::multiclass(3).top_k(2)).update(longs({0}), longs({0})), c10::ValueError,
                      "top_k = 2 needs scores (N, 3, ...), but preds are labels");
   EXPECT_TRUE(states_equal(precision.state_dict(), before));

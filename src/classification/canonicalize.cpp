@@ -54,8 +54,9 @@ void check_tensors(const std::string& metric, const at::Tensor& preds, const at:
   TORCH_CHECK_TYPE(is_score_type(preds.scalar_type()) || is_integral(preds.scalar_type()), metric,
                    ".update: preds has dtype ", preds.scalar_type(),
                    "; expected float32/float64/float16/bfloat16 scores or integer labels");
-  TORCH_CHECK_VALUE(preds.device() == state_device && target.device() == state_device, metric,
-                    ".update: preds is on ", preds.device(), " and target on ", target.device(),
+  TORCH_CHECK_VALUE(preds.device() == target.device(), metric, ".update: preds is on ", preds.device(),
+                    " and target on ", target.device(), "; both must be on the metric's device, ", state_device);
+  TORCH_CHECK_VALUE(preds.device() == state_device, metric, ".update: preds and target are on ", preds.device(),
                     " but the metric's state is on ", state_device, "; move the metric with .to(", preds.device(), ")");
   TORCH_CHECK_VALUE(target.dim() >= 1, metric, ".update: target must have a batch dimension, got a 0-dim tensor");
 }
