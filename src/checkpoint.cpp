@@ -38,8 +38,9 @@ StateDict read(const std::string& who, const std::string& path) {
   try {
     loaded = torch::jit::pickle_load(bytes);
   } catch (const c10::Error& e) {
-    TORCH_CHECK_VALUE(false, who, ".load_checkpoint: '", path, "' is not a readable checkpoint (truncated or ",
-                      "corrupted?): ", e.what_without_backtrace());
+    TORCH_CHECK_VALUE(false, who, ".load_checkpoint: '", path, "' is not a readable checkpoint (truncated, ",
+                      "corrupted, or a torch.save of an OrderedDict, as nn.Module's state_dict() gives, which ",
+                      "LibTorch cannot read: save a dict): ", e.what_without_backtrace());
   }
   TORCH_CHECK_VALUE(loaded.isGenericDict(), who, ".load_checkpoint: '", path, "' holds no state dict");
   StateDict state;

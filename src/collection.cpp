@@ -362,13 +362,17 @@ void MetricCollection::load_state_dict(const StateDict& dict, AbsentMetric absen
   const auto taking_turns = lock();
   const detail::CollectionCall call;
   std::vector<StateDict> parts(entries_.size());
+  const bool prefixed = std::any_of(dict.begin(), dict.end(), [](const auto& item) {
+    return item.first.find('.') != std::string::npos;
+  });
   for (const auto& [key, tensor] : dict) {
     const auto dot = key.find('.');
     const auto owner = key.substr(0, dot);
     auto it = std::find_if(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.name == owner; });
-    TORCH_CHECK_VALUE(dot != std::string::npos, kName, ".load_state_dict: unexpected key '", key,
-                      "': a collection's keys are '<metric name>.<state>' (is this one metric's state_dict()?)");
-    TORCH_CHECK_VALUE(it != entries_.end(), kName, ".load_state_dict: unexpected key '", key, "'");
+    TORCH_CHECK_VALUE(dot != std::string::npos && it != entries_.end(), kName, ".load_state_dict: unexpected key '",
+                      key, "'",
+                      prefixed ? "" : ": a collection's keys are '<metric name>.<state>' (is this one metric's "
+                                      "state_dict()?)");
     parts[it - entries_.begin()].emplace(key.substr(dot + 1), tensor);
   }
   // every part loads into a copy first: a bad dict changes nothing

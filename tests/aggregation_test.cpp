@@ -741,8 +741,11 @@ TEST(AggregationBadInput, ClearErrorsAndStateUnchanged) {
                      "Mean.update: value is on meta but the metric's state is on cpu");
   EXPECT_THROWS_WITH(mean.update(2.0, floats({1})), c10::ValueError,
                      "Mean.update: weight of shape [1] is not broadcastable to value of shape []");
-  EXPECT_THROWS_WITH(mean.update(2.0, at::ones({1}, at::TensorOptions().device(at::kMeta))), c10::ValueError,
-                     "Mean.update: weight is on meta but the metric's state is on cpu");
+  EXPECT_THROWS_WITH(mean.update(2.0, at::ones({}, at::TensorOptions().device(at::kMeta))), c10::ValueError,
+                     "Mean.update: weight is on meta but the metric's state is on cpu; move the metric with .to(meta)");
+  EXPECT_THROWS_WITH(mean.update(at::ones({2}, at::TensorOptions().device(at::kMeta)), floats({1, 1})),
+                     c10::ValueError,
+                     "Mean.update: value is on meta, weight on cpu; every input must be on the metric's device, cpu");
   EXPECT_TRUE(states_equal(mean.state_dict(), before));
   EXPECT_EQ(mean.update_count(), 1);
 }

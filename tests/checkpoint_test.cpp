@@ -155,6 +155,14 @@ TEST(Checkpoint, ACollectionNamesTheFileAndTheMetricWhosePartItRefuses) {
                      "MetricCollection.load_state_dict: unexpected key '");
   EXPECT_THROWS_WITH(load_checkpoint(collection, one.path), c10::ValueError,
                      "(is this one metric's state_dict()?)");
+  state = before;
+  state.emplace("foo", at::zeros({1}));  // a collection's dict and one key more: no such hint
+  try {
+    collection.load_state_dict(state);
+    ADD_FAILURE() << "a stray key loaded";
+  } catch (const c10::ValueError& e) {
+    EXPECT_EQ(std::string(e.what_without_backtrace()), "MetricCollection.load_state_dict: unexpected key 'foo'");
+  }
   MetricCollection other;
   other.add("loss", Mean()).add("aux", Sum());
   save_checkpoint(other, both.path);

@@ -441,7 +441,11 @@ TEST(Errors, ClearMessagesAndStateUnchanged) {
   EXPECT_THROWS_WITH(precision.update(longs({0}).to(at::kMeta), longs({0}).to(at::kMeta)), c10::ValueError,
                      "preds and target are on meta but the metric's state is on cpu; move the metric with .to(meta)");
   EXPECT_THROWS_WITH(precision.update(longs({0}), longs({0}).to(at::kMeta)), c10::ValueError,
-                     "preds is on cpu and target on meta; both must be on the metric's device, cpu");
+                     "preds is on cpu, target on meta; every input must be on the metric's device, cpu");
+  EXPECT_THROWS_WITH(Precision(Opts::multiclass(3).weighted(true))
+                         .update(longs({0}).to(at::kMeta), longs({0}).to(at::kMeta), values({1})),
+                     c10::ValueError,
+                     "preds is on meta, target on meta, weight on cpu; every input must be on the metric's device, cpu");
   EXPECT_THROWS_WITH(Precision(Opts::multiclass(3).top_k(2)).update(longs({0}), longs({0})), c10::ValueError,
                      "top_k = 2 needs scores (N, 3, ...), but preds are labels");
   EXPECT_TRUE(states_equal(precision.state_dict(), before));

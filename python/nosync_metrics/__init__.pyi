@@ -4,11 +4,12 @@ Every runtime signature is checked against these by tests/python/test_stubs.py.
 """
 
 import contextlib
-from typing import Any, Callable, ClassVar, Dict, ItemsView, Iterator, KeysView, List, Literal, Mapping, NamedTuple
+from typing import Any, Callable, ClassVar, Dict, ItemsView, Iterator, KeysView, List, Literal, Mapping
 from typing import Optional, Sequence, Tuple, TypeVar, Union, ValuesView
 
 import torch
 from torch import Tensor
+from torch.nn.modules.module import _IncompatibleKeys
 
 _Self = TypeVar("_Self")
 _Task = Literal["binary", "multiclass", "multilabel"]
@@ -21,10 +22,6 @@ _AvailableFn = Optional[Callable[[], bool]]
 _Value = Union[Tensor, float, int, bool, Sequence[float], Any]  # Any: a NumPy array or scalar
 
 __version__: str
-
-class _IncompatibleKeys(NamedTuple):
-    missing_keys: List[str]
-    unexpected_keys: List[str]
 
 class ShapeError(ValueError, RuntimeError):
     """Inputs whose shapes do not fit together (preds and target, a weight and the values)."""

@@ -19,8 +19,8 @@ import inspect
 
 from . import _C
 from .metric import _P, CONSTANTS, bound_arguments, check_bool, check_device, check_int, check_real, check_str
-from .metric import metric_class
 from .metric import arg as _arg
+from .metric import metric_class
 
 
 _EXTRAS = [_arg("weighted", False, _P.KEYWORD_ONLY), _arg("device", None, _P.KEYWORD_ONLY)]

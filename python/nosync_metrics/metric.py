@@ -140,8 +140,9 @@ def parse_dtype(who, dst_type):
 # ---------------------------------------------------------------- state dicts as nn.Module gives them
 
 class StateDictError(ValueError, RuntimeError):
-    """A state dict that load_state_dict refuses (a missing or unexpected key, a value that does not
-    fit): a ValueError, and a RuntimeError as torch.nn.Module's load_state_dict raises."""
+    """A state dict that load_state_dict refuses (a missing or unexpected key, a tensor that does not
+    fit): a ValueError, and a RuntimeError as torch.nn.Module's load_state_dict raises. (A value that
+    is not a tensor stays a TypeError.)"""
 
 
 def load_state(who, load, current, state_dict, strict, assign):
@@ -154,8 +155,9 @@ def load_state(who, load, current, state_dict, strict, assign):
     if assign:
         raise ValueError(f"{who}.load_state_dict: assign=True is not supported: the values are copied into the "
                          "metric's own state tensors")
-    missing, unexpected, state = [], [], dict(state_dict)
-    if not strict:
+    if strict:
+        missing, unexpected, state = [], [], dict(state_dict)
+    else:
         state = current()
         missing = [key for key in state if key not in state_dict]
         unexpected = [key for key in state_dict if key not in state]
@@ -601,8 +603,9 @@ def _update_method(base, parameters, doc):
     return update
 
 
-def bound_arguments(name, signature, *args, **kwargs):
-    """The arguments bound to `signature`, defaults applied, as a dict; a TypeError names `name`."""
+def bound_arguments(name, signature, /, *args, **kwargs):
+    """The arguments bound to `signature`, defaults applied, as a dict; a TypeError names `name`.
+    (Positional-only: `name=` and `signature=` are the caller's keywords, refused by name.)"""
     try:
         bound = signature.bind(*args, **kwargs)
     except TypeError as error:

@@ -9,9 +9,12 @@
 #include <limits>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "../allocated_state.h"
 #include "../dense_input.h"
+#include "../input_devices.h"
 #include "../number_text.h"
 #include "kernels.h"
 
@@ -51,32 +54,37 @@ void check_extremum_options(const std::string& metric, const AggregationOptions&
                     " is beyond the range of the float32 state; use dtype float64");
 }
 
-void check_value(const std::string& metric, const ValueArg& value, at::Device state_device) {
+void check_value(const std::string& metric, const ValueArg& value) {
   if (!value.is_tensor()) return;
   const auto& t = value.tensor();
   TORCH_CHECK_TYPE(t.defined(), metric, ".update: value is an undefined tensor");
   detail::check_dense(metric, "value", t);
   TORCH_CHECK_TYPE(is_real(t.scalar_type()), metric, ".update: value has dtype ", t.scalar_type(),
                    "; expected a real (floating, integer or bool) tensor");
-  TORCH_CHECK_VALUE(t.device() == state_device, metric, ".update: value is on ", t.device(),
-                    " but the metric's state is on ", state_device, "; move the metric with .to(", t.device(), ")");
 }
 
 // A host value with a weight tensor is a 0-dim value (as TorchMetrics makes it one): the weight
 // must broadcast to it.
-void check_weight(const std::string& metric, const ValueArg& value, const ValueArg& weight, at::Device state_device) {
+void check_weight(const std::string& metric, const ValueArg& value, const ValueArg& weight) {
   if (!weight.is_tensor()) return;
   const auto& w = weight.tensor();
   TORCH_CHECK_TYPE(w.defined(), metric, ".update: weight is an undefined tensor");
   detail::check_dense(metric, "weight", w);
   TORCH_CHECK_TYPE(is_real(w.scalar_type()), metric, ".update: weight has dtype ", w.scalar_type(),
                    "; expected a real (floating, integer or bool) tensor");
-  const auto device = value.is_tensor() ? value.tensor().device() : state_device;
-  TORCH_CHECK_VALUE(w.device() == device, metric, ".update: weight is on ", w.device(), " but ",
-                    value.is_tensor() ? "value" : "the metric's state", " is on ", device);
   const auto value_sizes = value.is_tensor() ? value.tensor().sizes() : c10::IntArrayRef{};
   METRICS_CHECK_SHAPE(at::is_expandable_to(w.sizes(), value_sizes), metric, ".update: weight of shape ", w.sizes(),
                       " is not broadcastable to value of shape ", value_sizes);
+}
+
+// The arguments that are tensors on the metric's device.
+void check_arg_devices(const std::string& metric, const std::vector<std::pair<const char*, const ValueArg*>>& args,
+                       at::Device state_device) {
+  std::vector<detail::NamedInput> inputs;
+  for (const auto& [name, arg] : args) {
+    if (arg->is_tensor()) inputs.emplace_back(name, &arg->tensor());
+  }
+  if (!inputs.empty()) detail::check_devices(metric, inputs, state_device);
 }
 
 // Mean and Sum take (value, weight); Min and Max take value.
@@ -159,8 +167,9 @@ SharingKey WeightedSumMetric::sharing_key() const { return {name() + "(" + optio
 std::string WeightedSumMetric::options_text() const { return describe(options_); }
 
 void WeightedSumMetric::check_args(const ValueArg& value, const ValueArg& weight) const {
-  check_value(name(), value, device());
-  check_weight(name(), value, weight, device());
+  check_value(name(), value);
+  check_weight(name(), value, weight);
+  check_arg_devices(name(), {{"value", &value}, {"weight", &weight}}, device());
 }
 
 void WeightedSumMetric::accumulate(const ValueArg& value, const ValueArg& weight) {
@@ -238,7 +247,10 @@ SharingKey ExtremumMetric::sharing_key() const { return {name() + "(" + options_
 
 std::string ExtremumMetric::options_text() const { return describe(options_); }
 
-void ExtremumMetric::check_args(const ValueArg& value) const { check_value(name(), value, device()); }
+void ExtremumMetric::check_args(const ValueArg& value) const {
+  check_value(name(), value);
+  check_arg_devices(name(), {{"value", &value}}, device());
+}
 
 void ExtremumMetric::accumulate(const ValueArg& value) {
   const auto v = value.is_tensor() ? as_floating(value.tensor()) : at::Tensor();

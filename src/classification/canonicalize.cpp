@@ -3,10 +3,12 @@
 #include <ATen/ATen.h>
 
 #include <limits>
+#include <vector>
 
 #include <metrics/shape_error.h>
 
 #include "../dense_input.h"
+#include "../input_devices.h"
 #include "kernels.h"
 
 namespace metrics {
@@ -42,8 +44,7 @@ at::Tensor classes_last(const at::Tensor& t, int64_t k) {
 namespace detail {
 namespace {
 
-void check_tensors(const std::string& metric, const at::Tensor& preds, const at::Tensor& target,
-                   at::Device state_device, bool binary_like) {
+void check_tensors(const std::string& metric, const at::Tensor& preds, const at::Tensor& target, bool binary_like) {
   TORCH_CHECK_TYPE(preds.defined() && target.defined(), metric, ".update: preds and target must be defined tensors");
   check_dense(metric, "preds", preds);
   check_dense(metric, "target", target);
@@ -54,10 +55,6 @@ void check_tensors(const std::string& metric, const at::Tensor& preds, const at:
   TORCH_CHECK_TYPE(is_score_type(preds.scalar_type()) || is_integral(preds.scalar_type()), metric,
                    ".update: preds has dtype ", preds.scalar_type(),
                    "; expected float32/float64/float16/bfloat16 scores or integer labels");
-  TORCH_CHECK_VALUE(preds.device() == target.device(), metric, ".update: preds is on ", preds.device(),
-                    " and target on ", target.device(), "; both must be on the metric's device, ", state_device);
-  TORCH_CHECK_VALUE(preds.device() == state_device, metric, ".update: preds and target are on ", preds.device(),
-                    " but the metric's state is on ", state_device, "; move the metric with .to(", preds.device(), ")");
   TORCH_CHECK_VALUE(target.dim() >= 1, metric, ".update: target must have a batch dimension, got a 0-dim tensor");
 }
 
@@ -70,8 +67,6 @@ void check_weight(const std::string& metric, const ClassificationOptions& o, con
   check_dense(metric, "weight", weight);
   TORCH_CHECK_TYPE(is_score_type(weight.scalar_type()), metric, ".update: weight has dtype ", weight.scalar_type(),
                    "; expected a floating-point tensor");
-  TORCH_CHECK_VALUE(weight.device() == target.device(), metric, ".update: weight is on ", weight.device(),
-                    " but target is on ", target.device());
   const bool per_sample = weight.dim() == 1 && weight.size(0) == target.size(0);
   METRICS_CHECK_SHAPE(per_sample || weight.sizes() == target.sizes(), metric, ".update: weight has shape ",
                       weight.sizes(), "; expected (N,) = [", target.size(0), "] or the target's shape ",
@@ -151,10 +146,13 @@ void check_samplewise(const std::string& metric, const ClassificationOptions& o,
 ClassificationBatch canonicalize(const std::string& metric, const ClassificationOptions& o, const at::Tensor& preds,
                                  const at::Tensor& target, const c10::optional<at::Tensor>& weight,
                                  at::Device state_device) {
-  check_tensors(metric, preds, target, state_device, o.task() != Task::Multiclass);
+  check_tensors(metric, preds, target, o.task() != Task::Multiclass);
+  if (weight) check_weight(metric, o, *weight, target);
+  std::vector<NamedInput> inputs{{"preds", &preds}, {"target", &target}};
+  if (weight) inputs.emplace_back("weight", &*weight);
+  check_devices(metric, inputs, state_device);
   check_shapes(metric, o, preds, target);
   check_samplewise(metric, o, preds, target);
-  if (weight) check_weight(metric, o, *weight, target);
 
   ClassificationBatch batch;
   batch.scores = is_score_type(preds.scalar_type());
