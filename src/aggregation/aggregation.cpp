@@ -5,12 +5,11 @@
 #include <ATen/ExpandUtils.h>
 #include <ATen/record_function.h>
 
+#include <array>
 #include <cmath>
 #include <limits>
 #include <sstream>
 #include <string>
-#include <utility>
-#include <vector>
 
 #include "../allocated_state.h"
 #include "../dense_input.h"
@@ -77,14 +76,14 @@ void check_weight(const std::string& metric, const ValueArg& value, const ValueA
                       " is not broadcastable to value of shape ", value_sizes);
 }
 
-// The arguments that are tensors on the metric's device.
-void check_arg_devices(const std::string& metric, const std::vector<std::pair<const char*, const ValueArg*>>& args,
+// The arguments that are tensors (value, and the weight where one is given) on the metric's device.
+void check_arg_devices(const std::string& metric, const ValueArg& value, const ValueArg* weight,
                        at::Device state_device) {
-  std::vector<detail::NamedInput> inputs;
-  for (const auto& [name, arg] : args) {
-    if (arg->is_tensor()) inputs.emplace_back(name, &arg->tensor());
-  }
-  if (!inputs.empty()) detail::check_devices(metric, inputs, state_device);
+  std::array<detail::NamedInput, 2> inputs;
+  size_t count = 0;
+  if (value.is_tensor()) inputs[count++] = {"value", &value.tensor()};
+  if (weight != nullptr && weight->is_tensor()) inputs[count++] = {"weight", &weight->tensor()};
+  if (count > 0) detail::check_devices(metric, {inputs.data(), count}, state_device);
 }
 
 // Mean and Sum take (value, weight); Min and Max take value.
@@ -169,7 +168,7 @@ std::string WeightedSumMetric::options_text() const { return describe(options_);
 void WeightedSumMetric::check_args(const ValueArg& value, const ValueArg& weight) const {
   check_value(name(), value);
   check_weight(name(), value, weight);
-  check_arg_devices(name(), {{"value", &value}, {"weight", &weight}}, device());
+  check_arg_devices(name(), value, &weight, device());
 }
 
 void WeightedSumMetric::accumulate(const ValueArg& value, const ValueArg& weight) {
@@ -249,7 +248,7 @@ std::string ExtremumMetric::options_text() const { return describe(options_); }
 
 void ExtremumMetric::check_args(const ValueArg& value) const {
   check_value(name(), value);
-  check_arg_devices(name(), {{"value", &value}}, device());
+  check_arg_devices(name(), value, nullptr, device());
 }
 
 void ExtremumMetric::accumulate(const ValueArg& value) {

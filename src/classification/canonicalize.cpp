@@ -3,7 +3,6 @@
 #include <ATen/ATen.h>
 
 #include <limits>
-#include <vector>
 
 #include <metrics/shape_error.h>
 
@@ -148,9 +147,8 @@ ClassificationBatch canonicalize(const std::string& metric, const Classification
                                  at::Device state_device) {
   check_tensors(metric, preds, target, o.task() != Task::Multiclass);
   if (weight) check_weight(metric, o, *weight, target);
-  std::vector<NamedInput> inputs{{"preds", &preds}, {"target", &target}};
-  if (weight) inputs.emplace_back("weight", &*weight);
-  check_devices(metric, inputs, state_device);
+  const NamedInput inputs[] = {{"preds", &preds}, {"target", &target}, {"weight", weight ? &*weight : nullptr}};
+  check_devices(metric, c10::ArrayRef<NamedInput>(inputs, weight ? 3 : 2), state_device);
   check_shapes(metric, o, preds, target);
   check_samplewise(metric, o, preds, target);
 
