@@ -125,6 +125,9 @@ MetricCollection::MetricCollection(MetricCollectionOptions options) : options_(o
 MetricCollection& MetricCollection::add(const std::string& name, std::shared_ptr<Metric> metric, Updates updates) {
   const auto taking_turns = lock();
   TORCH_CHECK_VALUE(metric != nullptr, kName, ".add: metric '", name, "' is null");
+  TORCH_CHECK_VALUE(!name.empty() && name.find('.') == std::string::npos, kName, ".add: a metric's name must be ",
+                    "non-empty and hold no '.', which separates it from the state's name in state_dict() keys; got '",
+                    name, "'");
   TORCH_CHECK_VALUE(std::none_of(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.name == name; }),
                     kName, ".add: a metric named '", name, "' is already in the collection");
   marks_.hold(metric);
@@ -362,18 +365,20 @@ void MetricCollection::load_state_dict(const StateDict& dict, AbsentMetric absen
   const auto taking_turns = lock();
   const detail::CollectionCall call;
   std::vector<StateDict> parts(entries_.size());
-  const bool prefixed = std::any_of(dict.begin(), dict.end(), [](const auto& item) {
-    return item.first.find('.') != std::string::npos;
-  });
-  for (const auto& [key, tensor] : dict) {
+  // the metric each key names ("<name>.<state>"), or none
+  const auto owner_of = [&](const std::string& key) {
     const auto dot = key.find('.');
-    const auto owner = key.substr(0, dot);
-    auto it = std::find_if(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.name == owner; });
-    TORCH_CHECK_VALUE(dot != std::string::npos && it != entries_.end(), kName, ".load_state_dict: unexpected key '",
-                      key, "'",
-                      prefixed ? "" : ": a collection's keys are '<metric name>.<state>' (is this one metric's "
-                                      "state_dict()?)");
-    parts[it - entries_.begin()].emplace(key.substr(dot + 1), tensor);
+    if (dot == std::string::npos) return entries_.end();
+    return std::find_if(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.name == key.substr(0, dot); });
+  };
+  const bool names_a_metric =
+      std::any_of(dict.begin(), dict.end(), [&](const auto& item) { return owner_of(item.first) != entries_.end(); });
+  for (const auto& [key, tensor] : dict) {
+    const auto it = owner_of(key);
+    TORCH_CHECK_VALUE(it != entries_.end(), kName, ".load_state_dict: unexpected key '", key, "'",
+                      names_a_metric ? "" : ": a collection's keys are '<metric name>.<state>' (is this one "
+                                            "metric's state_dict()?)");
+    parts[it - entries_.begin()].emplace(key.substr(key.find('.') + 1), tensor);
   }
   // every part loads into a copy first: a bad dict changes nothing
   std::vector<std::unique_ptr<Metric>> loaded(entries_.size());

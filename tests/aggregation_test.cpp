@@ -746,6 +746,8 @@ TEST(AggregationBadInput, ClearErrorsAndStateUnchanged) {
   EXPECT_THROWS_WITH(mean.update(at::ones({2}, at::TensorOptions().device(at::kMeta)), floats({1, 1})),
                      c10::ValueError,
                      "Mean.update: value is on meta, weight on cpu; every input must be on the metric's device, cpu");
+  EXPECT_THROWS_WITH(mean.update(at::ones({2}, at::TensorOptions().device(at::kMeta)), floats({1, 1, 1})),
+                     c10::ValueError, "value is on meta, weight on cpu");  // before the shapes are compared
   EXPECT_TRUE(states_equal(mean.state_dict(), before));
   EXPECT_EQ(mean.update_count(), 1);
 }

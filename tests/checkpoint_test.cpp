@@ -155,6 +155,9 @@ TEST(Checkpoint, ACollectionNamesTheFileAndTheMetricWhosePartItRefuses) {
                      "MetricCollection.load_state_dict: unexpected key '");
   EXPECT_THROWS_WITH(load_checkpoint(collection, one.path), c10::ValueError,
                      "(is this one metric's state_dict()?)");
+  auto stray = Mean().state_dict();  // keys of no metric here, one of them with a '.': the hint still
+  stray.emplace("x.y", at::zeros({1}));
+  EXPECT_THROWS_WITH(collection.load_state_dict(stray), c10::ValueError, "(is this one metric's state_dict()?)");
   state = before;
   state.emplace("foo", at::zeros({1}));  // a collection's dict and one key more: no such hint
   try {

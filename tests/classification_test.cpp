@@ -446,6 +446,10 @@ TEST(Errors, ClearMessagesAndStateUnchanged) {
                          .update(longs({0}).to(at::kMeta), longs({0}).to(at::kMeta), values({1})),
                      c10::ValueError,
                      "preds is on meta, target on meta, weight on cpu; every input must be on the metric's device, cpu");
+  // a weight shaped like preds does not hide that the target is the odd one out
+  EXPECT_THROWS_WITH(
+      Accuracy(Opts::binary().weighted(true)).update(floats({0.1, 0.7, 0.9}), longs({0, 1}), values({1, 1, 1})),
+      ShapeError, "preds has shape [3] but target has [2]");
   EXPECT_THROWS_WITH(Precision(Opts::multiclass(3).top_k(2)).update(longs({0}), longs({0})), c10::ValueError,
                      "top_k = 2 needs scores (N, 3, ...), but preds are labels");
   EXPECT_TRUE(states_equal(precision.state_dict(), before));

@@ -320,6 +320,11 @@ TEST(MetricCollection, ReportsBadInputAndRejectsBadUse) {
   EXPECT_THROWS_WITH(collection.compute(), c10::ValueError, "MulticlassAccuracy: 32 targets outside [0, 10)");
   EXPECT_THROWS_WITH(collection.add("f1", F1Score(Opts::multiclass(10))), c10::ValueError,
                      "MetricCollection.add: a metric named 'f1' is already in the collection");
+  for (const std::string name : {"a.b", ""}) {  // a '.' separates the metric from its state in state_dict() keys
+    EXPECT_THROWS_WITH(collection.add(name, Mean()), c10::ValueError,
+                       "MetricCollection.add: a metric's name must be non-empty and hold no '.'");
+  }
+  EXPECT_EQ(collection.names().size(), 4u);
   EXPECT_THROWS_WITH(collection.at("auc"), c10::IndexError, "MetricCollection: no metric named 'auc'");
   const auto before = collection.state_dict();
   EXPECT_THROWS_WITH(collection.update(b.preds, b.target.to(at::kComplexFloat)), c10::TypeError,

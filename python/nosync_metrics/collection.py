@@ -222,6 +222,9 @@ class MetricCollection(Syncable, torch.nn.Module):
     def _add(self, name, metric):
         if not isinstance(name, str):
             raise ValueError(f"MetricCollection: metric names must be strings, got {name!r}")
+        if not name or "." in name:  # a KeyError, as torch.nn.ModuleDict (and so TorchMetrics) raises
+            raise KeyError(f"MetricCollection: a metric's name must be non-empty and hold no '.', which separates it "
+                           f"from the state's name in state_dict() keys; got {name!r}")
         if name in self._modules:
             raise ValueError(f"MetricCollection: encountered two metrics both named {name}")
         if not isinstance(metric, _C.Metric):

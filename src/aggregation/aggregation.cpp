@@ -10,6 +10,7 @@
 #include <limits>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "../allocated_state.h"
 #include "../dense_input.h"
@@ -62,18 +63,22 @@ void check_value(const std::string& metric, const ValueArg& value) {
                    "; expected a real (floating, integer or bool) tensor");
 }
 
-// A host value with a weight tensor is a 0-dim value (as TorchMetrics makes it one): the weight
-// must broadcast to it.
-void check_weight(const std::string& metric, const ValueArg& value, const ValueArg& weight) {
+void check_weight_type(const std::string& metric, const ValueArg& weight) {
   if (!weight.is_tensor()) return;
   const auto& w = weight.tensor();
   TORCH_CHECK_TYPE(w.defined(), metric, ".update: weight is an undefined tensor");
   detail::check_dense(metric, "weight", w);
   TORCH_CHECK_TYPE(is_real(w.scalar_type()), metric, ".update: weight has dtype ", w.scalar_type(),
                    "; expected a real (floating, integer or bool) tensor");
+}
+
+// A host value with a weight tensor is a 0-dim value (as TorchMetrics makes it one): the weight
+// must broadcast to it.
+void check_weight_shape(const std::string& metric, const ValueArg& value, const ValueArg& weight) {
+  if (!weight.is_tensor()) return;
   const auto value_sizes = value.is_tensor() ? value.tensor().sizes() : c10::IntArrayRef{};
-  METRICS_CHECK_SHAPE(at::is_expandable_to(w.sizes(), value_sizes), metric, ".update: weight of shape ", w.sizes(),
-                      " is not broadcastable to value of shape ", value_sizes);
+  METRICS_CHECK_SHAPE(at::is_expandable_to(weight.tensor().sizes(), value_sizes), metric, ".update: weight of shape ",
+                      weight.tensor().sizes(), " is not broadcastable to value of shape ", value_sizes);
 }
 
 // The arguments that are tensors (value, and the weight where one is given) on the metric's device.
@@ -167,8 +172,9 @@ std::string WeightedSumMetric::options_text() const { return describe(options_);
 
 void WeightedSumMetric::check_args(const ValueArg& value, const ValueArg& weight) const {
   check_value(name(), value);
-  check_weight(name(), value, weight);
+  check_weight_type(name(), weight);
   check_arg_devices(name(), value, &weight, device());
+  check_weight_shape(name(), value, weight);
 }
 
 void WeightedSumMetric::accumulate(const ValueArg& value, const ValueArg& weight) {

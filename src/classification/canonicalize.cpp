@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include <limits>
+#include <vector>
 
 #include <metrics/shape_error.h>
 
@@ -57,15 +58,18 @@ void check_tensors(const std::string& metric, const at::Tensor& preds, const at:
   TORCH_CHECK_VALUE(target.dim() >= 1, metric, ".update: target must have a batch dimension, got a 0-dim tensor");
 }
 
-// The shape of the weights the task takes, checked: (N,) or the target's own shape.
-void check_weight(const std::string& metric, const ClassificationOptions& o, const at::Tensor& weight,
-                  const at::Tensor& target) {
+// A weight, where the metric takes one: a dense floating-point tensor.
+void check_weight_type(const std::string& metric, const ClassificationOptions& o, const at::Tensor& weight) {
   // a TypeError, as an unexpected argument is (TorchMetrics' metrics take no weight)
   TORCH_CHECK_TYPE(o.weighted(), metric, ".update: a weight was given (the third argument or weight=), but the ",
                    "metric counts without weights; build it with weighted=true");
   check_dense(metric, "weight", weight);
   TORCH_CHECK_TYPE(is_score_type(weight.scalar_type()), metric, ".update: weight has dtype ", weight.scalar_type(),
                    "; expected a floating-point tensor");
+}
+
+// The shape of the weights the task takes, checked: (N,) or the target's own shape.
+void check_weight_shape(const std::string& metric, const at::Tensor& weight, const at::Tensor& target) {
   const bool per_sample = weight.dim() == 1 && weight.size(0) == target.size(0);
   METRICS_CHECK_SHAPE(per_sample || weight.sizes() == target.sizes(), metric, ".update: weight has shape ",
                       weight.sizes(), "; expected (N,) = [", target.size(0), "] or the target's shape ",
@@ -146,11 +150,12 @@ ClassificationBatch canonicalize(const std::string& metric, const Classification
                                  const at::Tensor& target, const c10::optional<at::Tensor>& weight,
                                  at::Device state_device) {
   check_tensors(metric, preds, target, o.task() != Task::Multiclass);
-  if (weight) check_weight(metric, o, *weight, target);
+  if (weight) check_weight_type(metric, o, *weight);
   const NamedInput inputs[] = {{"preds", &preds}, {"target", &target}, {"weight", weight ? &*weight : nullptr}};
   check_devices(metric, c10::ArrayRef<NamedInput>(inputs, weight ? 3 : 2), state_device);
   check_shapes(metric, o, preds, target);
   check_samplewise(metric, o, preds, target);
+  if (weight) check_weight_shape(metric, *weight, target);
 
   ClassificationBatch batch;
   batch.scores = is_score_type(preds.scalar_type());

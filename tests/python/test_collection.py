@@ -49,6 +49,19 @@ def test_duplicate_class_names_in_a_list_are_rejected():
         nm.MetricCollection([nm.MulticlassAccuracy(num_classes=6), nm.MulticlassAccuracy(num_classes=6, top_k=2)])
 
 
+@pytest.mark.parametrize("name", ["a.b", ""])
+def test_a_name_state_dict_keys_cannot_carry_is_a_key_error(name):
+    """As torch.nn.ModuleDict (and so TorchMetrics) refuses it: '.' separates a metric's name from
+    its state's in state_dict() keys, so such a collection could not load its own state_dict()."""
+    with pytest.raises(KeyError, match="a metric's name must be non-empty and hold no '.'"):
+        nm.MetricCollection({name: nm.MeanMetric()})
+    collection = nm.MetricCollection({"loss": nm.MeanMetric()})
+    with pytest.raises(KeyError):
+        collection.add_metrics({name: nm.SumMetric()})
+    assert list(collection.keys()) == ["loss"]
+    collection.load_state_dict(collection.state_dict())
+
+
 def test_dict_names_postfix_forward_and_other_metrics():
     acc = nm.MulticlassAccuracy(num_classes=6, average="micro")
     collection = nm.MetricCollection({"acc": acc, "cm": nm.MulticlassConfusionMatrix(num_classes=6)}, postfix="_val")
