@@ -20,7 +20,12 @@ void merge_one(Metric& self, const py::handle& incoming) {
   std::unique_ptr<Metric> loaded;
   if (py::isinstance<py::dict>(incoming)) {
     loaded = self.clone();
-    loaded->load_state_dict(state_from_python(incoming.cast<py::dict>(), self.name()));
+    try {
+      loaded->load_state_dict(state_from_python(incoming.cast<py::dict>(), self.name()));
+    } catch (const c10::ValueError& e) {
+      TORCH_CHECK_VALUE(false, self.name(), ".merge_state: the state dict given is not one that state_dict() makes ",
+                        "for this metric: ", e.what_without_backtrace());
+    }
   }
   const auto& other = loaded ? *loaded : incoming.cast<const Metric&>();
   if (!holds_rows(self)) return self.merge(other);

@@ -42,8 +42,8 @@ import torch.distributed as dist
 
 from . import _C
 from .distributed import Syncable, dist_initialized
-from .metric import (NotConstructedError, PythonMetric, load_state, made, parse_to, prefixed_state, state_device,
-                     target_device)
+from .metric import (NotConstructedError, PythonMetric, load_state, made, parse_dtype, parse_to, prefixed_state,
+                     state_device, target_device)
 
 _WRONG_GROUP = "MetricCollection: compute_groups puts"
 
@@ -388,8 +388,9 @@ class MetricCollection(Syncable, torch.nn.Module):
 
     def set_dtype(self, dst_type):
         """set_dtype(dst_type) on every metric, as in TorchMetrics; returns the collection."""
+        dtype = parse_dtype("MetricCollection.set_dtype", dst_type)
         for metric in self._modules.values():
-            metric.set_dtype(dst_type)
+            metric.set_dtype(dtype)
         return self
 
     def persistent(self, mode=True):

@@ -123,17 +123,22 @@ def parse_to(who, args, kwargs):
 
 
 def parse_dtype(who, dst_type):
-    """The dtype `dst_type` names, in the forms Tensor.type() takes: a torch.dtype or a tensor type
-    name ("torch.DoubleTensor", "torch.cuda.HalfTensor": only the dtype is taken from it)."""
-    if isinstance(dst_type, torch.dtype):
-        return dst_type
-    named = None
-    if isinstance(dst_type, str) and dst_type.startswith("torch."):
-        named = functools.reduce(lambda found, part: getattr(found, part, None), dst_type.split(".")[1:], torch)
-    dtype = getattr(named, "dtype", None)
+    """The floating dtype `dst_type` names, in the forms Tensor.type() takes: a torch.dtype or a
+    tensor type name ("torch.DoubleTensor", "torch.cuda.HalfTensor": only the dtype is taken from
+    it). Anything else is a ValueError, as TorchMetrics' set_dtype raises; so is a dtype that is not
+    floating, in which every score would be cut to a whole number."""
+    dtype = dst_type
+    if not isinstance(dst_type, torch.dtype):
+        named = None
+        if isinstance(dst_type, str) and dst_type.startswith("torch."):
+            named = functools.reduce(lambda found, part: getattr(found, part, None), dst_type.split(".")[1:], torch)
+        dtype = getattr(named, "dtype", None)
     if not isinstance(dtype, torch.dtype):
-        raise TypeError(f"{who}: expected a torch.dtype or a tensor type name such as 'torch.DoubleTensor', got "
-                        f"{dst_type!r}")
+        raise ValueError(f"{who}: expected a torch.dtype or a tensor type name such as 'torch.DoubleTensor', got "
+                         f"{dst_type!r}")
+    if not dtype.is_floating_point:
+        raise ValueError(f"{who}: expected a floating dtype, got {dtype}: its values would cut every score and mean "
+                         "to a whole number")
     return dtype
 
 

@@ -165,9 +165,26 @@ def test_half_float_double_and_type_change_nothing(name):
 def test_set_dtype_takes_a_tensor_type_name_and_refuses_anything_else():
     assert nm.MeanMetric().set_dtype("torch.DoubleTensor").dtype == torch.float64
     assert nm.MeanMetric().set_dtype("torch.cuda.HalfTensor").dtype == torch.float16
-    for bad in ("float64", "torch.nothing", 64, None):
-        with pytest.raises(TypeError, match="MeanMetric.set_dtype: expected a torch.dtype or a tensor type name"):
+    for bad in ("float64", "torch.nothing", 64, None, float):  # a ValueError, as TorchMetrics raises
+        with pytest.raises(ValueError, match="MeanMetric.set_dtype: expected a torch.dtype or a tensor type name"):
             nm.MeanMetric().set_dtype(bad)
+    collection = nm.MetricCollection({"loss": nm.MeanMetric(), "acc": nm.MulticlassAccuracy(3)})
+    with pytest.raises(ValueError, match="MetricCollection.set_dtype: expected a torch.dtype"):
+        collection.set_dtype("float64")
+
+
+@pytest.mark.parametrize("dst", [torch.int64, torch.int32, torch.bool, "torch.LongTensor"])
+def test_set_dtype_refuses_a_dtype_that_is_not_floating(dst):
+    """TorchMetrics takes one, and its accuracy stays a float32 fraction; here every value would come
+    in it, cut to a whole number (an accuracy of 2/3 as 0), so it is refused and changes nothing."""
+    accuracy = nm.MulticlassAccuracy(3, average="micro")
+    accuracy.update(T([[.1, .7, .2], [.5, .3, .2], [.1, .1, .8]]), torch.tensor([1, 0, 0]))
+    collection = nm.MetricCollection({"loss": nm.MeanMetric(), "acc": accuracy})
+    for target, who in ((accuracy, "MulticlassAccuracy"), (collection, "MetricCollection")):
+        with pytest.raises(ValueError, match=f"{who}.set_dtype: expected a floating dtype"):
+            target.set_dtype(dst)
+    assert accuracy.dtype == torch.get_default_dtype()
+    assert torch.allclose(accuracy.compute(), T(2 / 3))
 
 
 def test_the_dtype_set_survives_reset_clone_pickle_and_deepcopy():

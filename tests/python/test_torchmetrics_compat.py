@@ -323,6 +323,10 @@ ERRORS = [
     (lambda: _accuracy().merge_state("x"), ValueError,
      "MulticlassAccuracy.merge_state: incoming_state must be a metric, a state dict or a list of them, got <class"),
     (lambda: _accuracy().merge_state([_accuracy(), 3]), ValueError, "MulticlassAccuracy.merge_state: incoming_state"),
+    # a dict of some states alone (TorchMetrics merges {tp, fp, tn, fn}): named as merge_state's
+    (lambda: _accuracy().merge_state({k: T([1, 1, 1]).long() for k in ("tp", "fp", "tn", "fn")}), ValueError,
+     "MulticlassAccuracy.merge_state: the state dict given is not one that state_dict\\(\\) makes for this metric: "
+     "MulticlassAccuracy.load_state_dict: missing key 'update_count'"),
     (lambda: _accuracy().merge_state(nm.MulticlassRecall(num_classes=3)), ValueError,
      "MulticlassAccuracy.merge_state: expected incoming state to be an instance of MulticlassAccuracy, got "
      "MulticlassRecall"),
