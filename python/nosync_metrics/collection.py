@@ -176,7 +176,13 @@ class MetricCollection(Syncable, torch.nn.Module):
                 else:
                     named.append((name, metric, None))
         else:
-            for metric in (list(metrics) if isinstance(metrics, (list, tuple)) else [metrics]) + list(additional_metrics):
+            # further arguments that are not metrics are left out with a warning, as TorchMetrics does
+            ignored = [m for m in additional_metrics if not isinstance(m, (_C.Metric, MetricCollection))]
+            if ignored:
+                warnings.warn(f"MetricCollection: you have passed extra arguments {ignored} which are not metrics, "
+                              "so they will be ignored", stacklevel=3)
+            additional_metrics = [m for m in additional_metrics if isinstance(m, (_C.Metric, MetricCollection))]
+            for metric in (list(metrics) if isinstance(metrics, (list, tuple)) else [metrics]) + additional_metrics:
                 if isinstance(metric, MetricCollection):
                     named += [(key, member, metric) for key, member in self._handed_over(metric)]
                 else:

@@ -49,6 +49,17 @@ def test_duplicate_class_names_in_a_list_are_rejected():
         nm.MetricCollection([nm.MulticlassAccuracy(num_classes=6), nm.MulticlassAccuracy(num_classes=6, top_k=2)])
 
 
+def test_further_arguments_that_are_not_metrics_are_left_out_with_a_warning():
+    """As TorchMetrics does (MetricCollection(metric, "x") warns); the metrics given count as usual."""
+    with pytest.warns(UserWarning, match=r"extra arguments \['x', 3\] which are not metrics, so they will be ignored"):
+        collection = nm.MetricCollection(nm.MeanMetric(), "x", nm.SumMetric(), 3)
+    assert list(collection.keys()) == ["MeanMetric", "SumMetric"]
+    collection.update(torch.tensor([1.0, 3.0]))
+    assert {k: v.item() for k, v in collection.compute().items()} == {"MeanMetric": 2.0, "SumMetric": 4.0}
+    with pytest.raises(ValueError, match="is a str, not a nosync_metrics metric"):
+        nm.MetricCollection([nm.MeanMetric(), "x"])  # inside the first argument: refused, as there
+
+
 @pytest.mark.parametrize("name", ["a.b", ""])
 def test_a_name_state_dict_keys_cannot_carry_is_a_key_error(name):
     """As torch.nn.ModuleDict (and so TorchMetrics) refuses it: '.' separates a metric's name from
