@@ -93,7 +93,7 @@ void check_arg_devices(const std::string& metric, const ValueArg& value, const V
 
 // Mean and Sum take (value, weight); Min and Max take value.
 const ValueArg& required(const std::string& metric, const ValueArg* arg, const char* name) {
-  TORCH_CHECK_TYPE(arg != nullptr, metric, ".update: missing argument '", name, "'");
+  TORCH_CHECK_TYPE(arg != nullptr, metric, ".update: missing argument '", name, "' (not given, or given as None)");
   return *arg;
 }
 

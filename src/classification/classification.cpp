@@ -94,7 +94,7 @@ MetricState checked_state(const std::string& base_name, const ClassificationOpti
 }
 
 const at::Tensor& tensor_arg(const std::string& metric, const ValueArg* arg, const char* name) {
-  TORCH_CHECK_TYPE(arg != nullptr, metric, ".update: missing argument '", name, "'");
+  TORCH_CHECK_TYPE(arg != nullptr, metric, ".update: missing argument '", name, "' (not given, or given as None)");
   TORCH_CHECK_TYPE(arg->is_tensor(), metric, ".update: ", name, " must be a tensor, got a number");
   return arg->tensor();
 }

@@ -319,6 +319,12 @@ ERRORS = [
     (lambda: nm.MulticlassF1Score(), TypeError, "MulticlassF1Score: missing a required argument: 'num_classes'"),
     (lambda: nm.Precision("binary", 0.5, None, None, "micro", "global", 1, None, True, 5), TypeError,
      "Precision: too many positional arguments"),
+    # a required update argument left out or given as None (trailing Nones are read as left out)
+    (lambda: _accuracy().update(T([[0.2, 0.5, 0.3]])), TypeError,
+     r"^MulticlassAccuracy.update: missing argument 'target' \(not given, or given as None\)$"),
+    (lambda: _accuracy().update(T([[0.2, 0.5, 0.3]]), None), TypeError, "missing argument 'target' \\(not given"),
+    (lambda: _accuracy().update(None, T([1])), TypeError, "^MulticlassAccuracy.update: preds is None$"),
+    (lambda: nm.MeanMetric().update(), TypeError, "^Mean.update: missing argument 'value' \\(not given"),
     # methods
     (lambda: _accuracy().merge_state("x"), ValueError,
      "MulticlassAccuracy.merge_state: incoming_state must be a metric, a state dict or a list of them, got <class"),
