@@ -25,6 +25,9 @@ void merge_one(Metric& self, const py::handle& incoming) {
     } catch (const c10::ValueError& e) {
       TORCH_CHECK_VALUE(false, self.name(), ".merge_state: the state dict given is not one that state_dict() makes ",
                         "for this metric: ", e.what_without_backtrace());
+    } catch (const c10::TypeError& e) {
+      TORCH_CHECK_TYPE(false, self.name(), ".merge_state: the state dict given is not one that state_dict() makes ",
+                       "for this metric: ", e.what_without_backtrace());
     }
   }
   const auto& other = loaded ? *loaded : incoming.cast<const Metric&>();

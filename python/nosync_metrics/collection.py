@@ -176,13 +176,16 @@ class MetricCollection(Syncable, torch.nn.Module):
                 else:
                     named.append((name, metric, None))
         else:
-            # further arguments that are not metrics are left out with a warning, as TorchMetrics does
-            ignored = [m for m in additional_metrics if not isinstance(m, (_C.Metric, MetricCollection))]
+            # further arguments that are not metrics (a collection among them) are left out with
+            # TorchMetrics' warning; another library's metric is refused below, as in the first
+            kept, ignored = [], []
+            for extra in additional_metrics:
+                left_out = isinstance(extra, MetricCollection) or not isinstance(extra, torch.nn.Module)
+                (ignored if left_out else kept).append(extra)
             if ignored:
-                warnings.warn(f"MetricCollection: you have passed extra arguments {ignored} which are not metrics, "
-                              "so they will be ignored", stacklevel=3)
-            additional_metrics = [m for m in additional_metrics if isinstance(m, (_C.Metric, MetricCollection))]
-            for metric in (list(metrics) if isinstance(metrics, (list, tuple)) else [metrics]) + additional_metrics:
+                warnings.warn(f"MetricCollection: You have passes extra arguments {ignored} which are not `Metric` so "
+                              "they will be ignored.", stacklevel=3)
+            for metric in (list(metrics) if isinstance(metrics, (list, tuple)) else [metrics]) + kept:
                 if isinstance(metric, MetricCollection):
                     named += [(key, member, metric) for key, member in self._handed_over(metric)]
                 else:

@@ -126,7 +126,7 @@ def parse_dtype(who, dst_type):
     """The floating dtype `dst_type` names, in the forms Tensor.type() takes: a torch.dtype or a
     tensor type name ("torch.DoubleTensor", "torch.cuda.HalfTensor": only the dtype is taken from
     it). Anything else is a ValueError, as TorchMetrics' set_dtype raises; so is a dtype that is not
-    floating, in which every score would be cut to a whole number."""
+    floating."""
     dtype = dst_type
     if not isinstance(dst_type, torch.dtype):
         named = None
@@ -136,9 +136,8 @@ def parse_dtype(who, dst_type):
     if not isinstance(dtype, torch.dtype):
         raise ValueError(f"{who}: expected a torch.dtype or a tensor type name such as 'torch.DoubleTensor', got "
                          f"{dst_type!r}")
-    if not dtype.is_floating_point:
-        raise ValueError(f"{who}: expected a floating dtype, got {dtype}: its values would cut every score and mean "
-                         "to a whole number")
+    if not dtype.is_floating_point:  # (an integer dtype would cut every score and mean to a whole number)
+        raise ValueError(f"{who}: expected a floating dtype (float16, bfloat16, float32, float64), got {dtype}")
     return dtype
 
 
@@ -324,7 +323,7 @@ class PythonMetric(Syncable):
         return super().__getattr__(name)
 
     def set_dtype(self, dst_type):
-        """From now on every value comes back in `dst_type` (a torch.dtype or a name such as
+        """From now on every value comes back in `dst_type` (a floating torch.dtype or a name such as
         "torch.DoubleTensor"), counts and scores included, as after TorchMetrics' set_dtype, which
         converts every state; here the state keeps its own dtype. Returns the metric."""
         _C.Metric.device.fget(self)  # (made by its constructor)

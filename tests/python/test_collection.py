@@ -50,14 +50,23 @@ def test_duplicate_class_names_in_a_list_are_rejected():
 
 
 def test_further_arguments_that_are_not_metrics_are_left_out_with_a_warning():
-    """As TorchMetrics does (MetricCollection(metric, "x") warns); the metrics given count as usual."""
-    with pytest.warns(UserWarning, match=r"extra arguments \['x', 3\] which are not metrics, so they will be ignored"):
-        collection = nm.MetricCollection(nm.MeanMetric(), "x", nm.SumMetric(), 3)
+    """As TorchMetrics does (MetricCollection(metric, "x") warns, in its words), a collection among
+    them too; the metrics given count as usual."""
+    nested = nm.MetricCollection([nm.MaxMetric()])
+    with pytest.warns(UserWarning, match=r"extra arguments \['x', 3, MetricCollection\([\s\S]*\)\] which are not "
+                                         r"`Metric` so they will be ignored"):
+        collection = nm.MetricCollection(nm.MeanMetric(), "x", nm.SumMetric(), 3, nested)
     assert list(collection.keys()) == ["MeanMetric", "SumMetric"]
     collection.update(torch.tensor([1.0, 3.0]))
     assert {k: v.item() for k, v in collection.compute().items()} == {"MeanMetric": 2.0, "SumMetric": 4.0}
+    with pytest.warns(UserWarning, match="which are not `Metric`"):
+        collection.add_metrics(nm.MinMetric(), "y")
+    assert list(collection.keys()) == ["MeanMetric", "SumMetric", "MinMetric"]
     with pytest.raises(ValueError, match="is a str, not a nosync_metrics metric"):
         nm.MetricCollection([nm.MeanMetric(), "x"])  # inside the first argument: refused, as there
+    # a module that is not ours (another library's metric, passed by mistake) is refused, not left out
+    with pytest.raises(ValueError, match="Linear is a Linear, not a nosync_metrics metric"):
+        nm.MetricCollection(nm.MeanMetric(), torch.nn.Linear(1, 1))
 
 
 @pytest.mark.parametrize("name", ["a.b", ""])

@@ -173,7 +173,7 @@ def test_set_dtype_takes_a_tensor_type_name_and_refuses_anything_else():
         collection.set_dtype("float64")
 
 
-@pytest.mark.parametrize("dst", [torch.int64, torch.int32, torch.bool, "torch.LongTensor"])
+@pytest.mark.parametrize("dst", [torch.int64, torch.int32, torch.bool, torch.complex64, "torch.LongTensor"])
 def test_set_dtype_refuses_a_dtype_that_is_not_floating(dst):
     """TorchMetrics takes one, and its accuracy stays a float32 fraction; here every value would come
     in it, cut to a whole number (an accuracy of 2/3 as 0), so it is refused and changes nothing."""

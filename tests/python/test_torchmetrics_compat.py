@@ -333,6 +333,8 @@ ERRORS = [
     (lambda: _accuracy().merge_state({k: T([1, 1, 1]).long() for k in ("tp", "fp", "tn", "fn")}), ValueError,
      "MulticlassAccuracy.merge_state: the state dict given is not one that state_dict\\(\\) makes for this metric: "
      "MulticlassAccuracy.load_state_dict: missing key 'update_count'"),
+    (lambda: _accuracy().merge_state({1: 2}), TypeError,
+     "^MulticlassAccuracy.merge_state: the state dict given is not one that state_dict"),
     (lambda: _accuracy().merge_state(nm.MulticlassRecall(num_classes=3)), ValueError,
      "MulticlassAccuracy.merge_state: expected incoming state to be an instance of MulticlassAccuracy, got "
      "MulticlassRecall"),
