@@ -20,14 +20,16 @@ void merge_one(Metric& self, const py::handle& incoming) {
   std::unique_ptr<Metric> loaded;
   if (py::isinstance<py::dict>(incoming)) {
     loaded = self.clone();
+    const auto refused = [&](const c10::Error& e) {
+      return c10::str(self.name(), ".merge_state: the state dict given is not one that state_dict() makes for this ",
+                      "metric: ", e.what_without_backtrace());
+    };
     try {
       loaded->load_state_dict(state_from_python(incoming.cast<py::dict>(), self.name()));
     } catch (const c10::ValueError& e) {
-      TORCH_CHECK_VALUE(false, self.name(), ".merge_state: the state dict given is not one that state_dict() makes ",
-                        "for this metric: ", e.what_without_backtrace());
+      TORCH_CHECK_VALUE(false, refused(e));
     } catch (const c10::TypeError& e) {
-      TORCH_CHECK_TYPE(false, self.name(), ".merge_state: the state dict given is not one that state_dict() makes ",
-                       "for this metric: ", e.what_without_backtrace());
+      TORCH_CHECK_TYPE(false, refused(e));
     }
   }
   const auto& other = loaded ? *loaded : incoming.cast<const Metric&>();

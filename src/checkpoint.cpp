@@ -8,6 +8,8 @@
 #include <iterator>
 #include <vector>
 
+#include "error_context.h"
+
 namespace metrics {
 namespace {
 
@@ -57,12 +59,8 @@ StateDict read(const std::string& who, const std::string& path) {
 template <typename Target>
 void load(Target& target, const std::string& who, const std::string& path) {
   const auto state = read(who, path);
-  try {
-    target.load_state_dict(state);
-  } catch (const c10::ValueError& e) {
-    TORCH_CHECK_VALUE(false, who, ".load_checkpoint: '", path, "' holds a state this one refuses: ",
-                      e.what_without_backtrace());
-  }
+  detail::with_context(c10::str(who, ".load_checkpoint: '", path, "' holds a state this one refuses: "),
+                       [&] { target.load_state_dict(state); });
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "collection_call.h"
+#include "error_context.h"
 #include "update_locks.h"
 
 namespace metrics {
@@ -22,16 +23,10 @@ UpdateArgs classification_args(const at::Tensor& preds, const at::Tensor& target
   return args;
 }
 
-// Runs `load`, a load of the part of the dict that belongs to the metric named `name`, naming that
-// metric in the ValueError of a part it refuses (two metrics of one class give one message).
-template <typename Load>
-void loading_part_of(const std::string& who, const std::string& name, Load&& load) {
-  try {
-    load();
-  } catch (const c10::ValueError& e) {
-    TORCH_CHECK_VALUE(false, kName, who, ": the part of '", name, "' (its keys '", name, ".*'): ",
-                      e.what_without_backtrace());
-  }
+// What a refusal of the part of a dict that belongs to the metric named `name` says first: two
+// metrics of one class would give one message.
+std::string part_of(const char* who, const std::string& name) {
+  return c10::str(kName, who, ": the part of '", name, "' (its keys '", name, ".*'): ");
 }
 
 // Whether `metric` has not counted anything yet. A meta state holds no count to read: it counts as
@@ -369,7 +364,8 @@ void MetricCollection::load_state_dict(const StateDict& dict, AbsentMetric absen
   const auto owner_of = [&](const std::string& key) {
     const auto dot = key.find('.');
     if (dot == std::string::npos) return entries_.end();
-    return std::find_if(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.name == key.substr(0, dot); });
+    const auto name = key.substr(0, dot);
+    return std::find_if(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.name == name; });
   };
   const bool names_a_metric =
       std::any_of(dict.begin(), dict.end(), [&](const auto& item) { return owner_of(item.first) != entries_.end(); });
@@ -387,7 +383,8 @@ void MetricCollection::load_state_dict(const StateDict& dict, AbsentMetric absen
                       ".load_state_dict: the dict holds no key of metric '", entries_[i].name, "' (its keys start with '",
                       entries_[i].name, ".')");
     if (!parts[i].empty()) {
-      loading_part_of(".load_state_dict", entries_[i].name, [&] { loaded[i] = loaded_alone(i, parts[i]); });
+      detail::with_context(part_of(".load_state_dict", entries_[i].name),
+                           [&] { loaded[i] = loaded_alone(i, parts[i]); });
     }
   }
   // a metric under several names holds the part of its first name in the dict under all of them
@@ -759,8 +756,8 @@ void MetricCollection::load_state_entries(const StateDict& dict) {
   }
   TORCH_CHECK_VALUE(used == dict.size(), kName, ".load_state_entries: ", dict.size() - used, " unexpected keys");
   for (size_t g = 0; g < groups_.size(); ++g) {
-    loading_part_of(".load_state_entries", entries_[groups_[g].members.front()].name,
-                    [&] { owner(groups_[g]).clone()->load_state_dict(parts[g]); });
+    detail::with_context(part_of(".load_state_entries", entries_[groups_[g].members.front()].name),
+                         [&] { owner(groups_[g]).clone()->load_state_dict(parts[g]); });
   }
   for (size_t g = 0; g < groups_.size(); ++g) owner(groups_[g]).load_state_dict(parts[g]);
 }
