@@ -35,15 +35,17 @@ at::Tensor upload(const std::vector<double>& values, const at::TensorOptions& op
   return upload_runs(values, options);
 }
 
-bool key_changed(MetricState& state, size_t slot, const std::vector<int64_t>& key) {
-  auto& kept = state.scratch(slot);  // on the host: read and written without an op
-  const auto n = static_cast<int64_t>(key.size());
-  if (kept.defined() && kept.numel() == n && std::equal(key.begin(), key.end(), kept.data_ptr<int64_t>())) {
-    return false;
-  }
-  kept = at::empty({n}, at::kLong);
-  std::copy(key.begin(), key.end(), kept.data_ptr<int64_t>());
-  return true;
+bool keeps_key(MetricState& state, size_t slot, const std::vector<int64_t>& key) {
+  const auto& kept = state.scratch(slot);  // on the host: read and written without an op
+  return kept.defined() && kept.numel() == static_cast<int64_t>(key.size()) &&
+         std::equal(key.begin(), key.end(), kept.data_ptr<int64_t>());
+}
+
+void keep_key(MetricState& state, size_t slot, const std::vector<int64_t>* key) {
+  auto& kept = state.scratch(slot);
+  if (!key) return void(kept = at::Tensor());
+  kept = at::empty({static_cast<int64_t>(key->size())}, at::kLong);
+  std::copy(key->begin(), key->end(), kept.data_ptr<int64_t>());
 }
 
 int64_t bad_updates_offset(const MetricState& state) {

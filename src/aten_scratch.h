@@ -18,9 +18,23 @@ namespace metrics::detail {
 at::Tensor upload(const std::vector<int64_t>& values, const at::TensorOptions& options);
 at::Tensor upload(const std::vector<double>& values, const at::TensorOptions& options);
 
-/// Whether `key` (host integers) differs from the one kept in the state's scratch slot `slot`,
-/// which then keeps `key`: what an update's cached tensors were made for.
-bool key_changed(MetricState& state, size_t slot, const std::vector<int64_t>& key);
+/// Whether the state's scratch slot `slot` keeps `key` (host integers): what an update's cached
+/// tensors were made for.
+bool keeps_key(MetricState& state, size_t slot, const std::vector<int64_t>& key);
+
+/// The slot `slot` keeps `key`; an empty key where `key` is null.
+void keep_key(MetricState& state, size_t slot, const std::vector<int64_t>* key);
+
+/// Runs `make`, which makes an update's cached tensors for `key`, unless they were made for it. The
+/// key is kept once `make` returns: one that throws (out of memory) leaves none, so the next update
+/// makes them all again rather than use some made for another key.
+template <class Make>
+void make_for_key(MetricState& state, size_t slot, const std::vector<int64_t>& key, Make&& make) {
+  if (keeps_key(state, slot, key)) return;
+  keep_key(state, slot, nullptr);
+  make();
+  keep_key(state, slot, &key);
+}
 
 /// Where the tally's bad_updates count is in the count buffer (the state tracks bad input).
 int64_t bad_updates_offset(const MetricState& state);

@@ -3,7 +3,9 @@
 // weights, several threads).
 
 #include <ATen/ATen.h>
+#include <c10/core/CPUAllocator.h>
 #include <c10/core/InferenceMode.h>
+#include <torch/version.h>
 
 #include <algorithm>
 #include <atomic>
@@ -96,6 +98,74 @@ TEST(Update, ErrorFromTheAllocatorNamesTheMetricAndCountsNothing) {
   EXPECT_THROWS_WITH(mean.update(huge), c10::Error, "Mean.update failed: ");
   EXPECT_TRUE(states_equal(mean.state_dict(), before));
   EXPECT_EQ(mean.update_count(), 1);
+}
+
+// The CPU allocator, failing every allocation of `bytes` or more while alive (as one out of memory
+// does), then put back.
+class FailingLargeAllocations final : public c10::Allocator {
+ public:
+  explicit FailingLargeAllocations(size_t bytes) : bytes_(bytes), kept_(c10::GetCPUAllocator()) {
+    c10::SetCPUAllocator(this, kPriority);
+  }
+  ~FailingLargeAllocations() override { c10::SetCPUAllocator(kept_, kPriority); }
+  FailingLargeAllocations(const FailingLargeAllocations&) = delete;
+  FailingLargeAllocations& operator=(const FailingLargeAllocations&) = delete;
+
+#if TORCH_VERSION_MAJOR >= 2  // allocate() is no longer const, and copy_data() is the allocator's
+  c10::DataPtr allocate(size_t n) override { return allocated(n); }
+  void copy_data(void* dest, const void* src, size_t n) const override { kept_->copy_data(dest, src, n); }
+#else
+  c10::DataPtr allocate(size_t n) const override { return allocated(n); }
+#endif
+  c10::DeleterFnPtr raw_deleter() const override { return kept_->raw_deleter(); }
+
+ private:
+  c10::DataPtr allocated(size_t n) const {
+    TORCH_CHECK(n < bytes_, "FailingLargeAllocations: not enough memory for ", n, " bytes");
+    return kept_->allocate(n);
+  }
+
+  static constexpr uint8_t kPriority = 100;
+  size_t bytes_;
+  c10::Allocator* kept_;
+};
+
+// An update whose cached buffers for a new batch shape could not all be made (out of memory) makes
+// them again at the next update of that shape: none made for the earlier shape is used for it.
+TEST(Update, BuffersLeftUnmadeByAFailedAllocationAreMadeAgainNextTime) {
+  ForceAtenPath aten;
+  const auto small = at::randn({64, 2}, at::kDouble), large = at::randn({4096, 2}, at::kDouble);
+  const auto small_weights = at::rand({64}, at::kDouble), large_weights = at::rand({4096}, at::kDouble);
+  const auto small_target = at::randint(3, {64}, at::kLong), large_target = at::randint(3, {4096}, at::kLong);
+  const auto large_scores = at::rand({4096, 3}, at::kDouble);
+  const auto small_scores = large_scores.narrow(0, 0, 64);
+  const auto small_probs = small.select(1, 1).sigmoid(), large_probs = large.select(1, 1).sigmoid();
+  const auto small_labels = small_target.clamp_max(1), large_labels = large_target.clamp_max(1);
+  const auto update_all = [&](Mean& mean, Accuracy& multiclass, Accuracy& binary, bool small_batch) {
+    const auto& w = small_batch ? small_weights : large_weights;
+    mean.update((small_batch ? small : large).select(1, 0), w);  // strided: the ATen path's counted rows
+    multiclass.update(small_batch ? small_scores : large_scores, small_batch ? small_target : large_target);
+    binary.update(small_batch ? small_probs : large_probs, small_batch ? small_labels : large_labels, w);
+  };
+  Mean mean, expected_mean;
+  Accuracy multiclass(Opts::multiclass(3)), expected_multiclass(Opts::multiclass(3));
+  Accuracy binary(Opts::binary().weighted(true)), expected_binary(Opts::binary().weighted(true));
+  for (const bool small_batch : {true, false}) update_all(expected_mean, expected_multiclass, expected_binary, small_batch);
+  update_all(mean, multiclass, binary, /*small_batch=*/true);
+  const auto before = std::vector{mean.state_dict(), multiclass.state_dict(), binary.state_dict()};
+  {
+    FailingLargeAllocations failing(16 * 1024);  // the large batch's buffers; the small one's were made
+    EXPECT_THROW(mean.update(large.select(1, 0), large_weights), c10::Error);
+    EXPECT_THROW(multiclass.update(large_scores, large_target), c10::Error);
+    EXPECT_THROW(binary.update(large_probs, large_labels, large_weights), c10::Error);
+  }
+  EXPECT_TRUE(states_equal(mean.state_dict(), before[0]));
+  EXPECT_TRUE(states_equal(multiclass.state_dict(), before[1]));
+  EXPECT_TRUE(states_equal(binary.state_dict(), before[2]));
+  update_all(mean, multiclass, binary, /*small_batch=*/false);
+  EXPECT_TRUE(tensors_close(mean.compute(), expected_mean.compute()));
+  EXPECT_TRUE(tensors_close(multiclass.compute(), expected_multiclass.compute()));
+  EXPECT_TRUE(tensors_close(binary.compute(), expected_binary.compute()));
 }
 
 // Under c10::InferenceMode every tensor made is an inference tensor, which cannot be written in place

@@ -161,10 +161,10 @@ void tally(MetricState& state, const at::Tensor& row, const DeltaLayout& layout)
 // to the device on some PyTorch versions).
 at::Tensor batch_size(MetricState& state, int64_t n, int64_t kinds) {
   auto& size = state.scratch(kBatchSize);
-  if (key_changed(state, kBatchSizeKey, {n})) {
+  make_for_key(state, kBatchSizeKey, {n}, [&] {
     if (!size.defined()) size = at::empty({kinds}, at::TensorOptions().dtype(at::kDouble).device(state.device()));
     size.fill_(static_cast<double>(n));
-  }
+  });
   return size;
 }
 
@@ -255,13 +255,13 @@ void sum_rows(at::Tensor out, const at::Tensor& rows) {
 // tally's other entries) zeros. Made once per shape of `x` (a host-side key remembers it).
 at::Tensor counted_rows(MetricState& state, const DeltaLayout& layout, int64_t width, const at::Tensor& x) {
   auto& rows = state.scratch(kCounted);
-  if (key_changed(state, kCountedKey, x.sizes().vec())) {
+  make_for_key(state, kCountedKey, x.sizes().vec(), [&] {
     const auto first = std::min(layout.totals, layout.kinds);
     const auto last = std::max(layout.totals + width, layout.kinds + layout.kind_count);
     std::vector<int64_t> sizes{last - first};
     sizes.insert(sizes.end(), x.sizes().begin(), x.sizes().end());
     rows = at::zeros(sizes, x.options().dtype(at::kDouble));
-  }
+  });
   return rows;
 }
 

@@ -229,7 +229,7 @@ Buffers buffers(MetricState& state, const ClassificationBatch& b, const Classifi
   const std::vector<int64_t> key{t.size(0),           labels,          static_cast<int64_t>(b.preds.scalar_type()),
                                  weight_dims,         weight_dtype_key(b), samples,
                                  b.preds.is_contiguous(), t.is_contiguous(), b.weight && b.weight->is_contiguous()};
-  if (key_changed(state, kKey, key)) {
+  make_for_key(state, kKey, key, [&] {
     const auto longs = t.options().dtype(at::kLong);
     const auto counts = longs.dtype(state.count_dtype());
     const auto spare = state.scratch_offset(0);
@@ -257,7 +257,7 @@ Buffers buffers(MetricState& state, const ClassificationBatch& b, const Classifi
     state.scratch(kReadings) = !b.weight  ? at::Tensor()
                                : b.scores ? at::empty({Columns::kCells}, counts)
                                           : state.scratch(kReadingsA) + state.scratch(kReadingsB);
-  }
+  });
   return {state.scratch(kScoreBuckets), state.scratch(kTargetBuckets), state.scratch(kWeightBuckets),
           state.scratch(kCodes),        state.scratch(kLooked),        state.scratch(kIndex),
           state.scratch(kValues),       state.scratch(kLabels),        state.scratch(kReadings),
@@ -294,7 +294,7 @@ void count_entries_on_aten(MetricState& state, const ClassificationBatch& b, con
   const auto weights = weight_buckets(b.weight);
   const std::vector<int64_t> table_key{static_cast<int64_t>(b.score_dtype), static_cast<int64_t>(b.preds.scalar_type()),
                                        b.scores, weight_dtype_key(b)};
-  if (key_changed(state, kTableKey, table_key)) make_table(state, b, o, p, targets, weights, col, adds_places);
+  make_for_key(state, kTableKey, table_key, [&] { make_table(state, b, o, p, targets, weights, col, adds_places); });
   const Layout layout{rows * labels, adds_places ? col.pieces() : col.cell_flags()};
   auto buf = buffers(state, b, o, col, layout, adds_places);
 

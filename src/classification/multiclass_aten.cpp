@@ -359,8 +359,8 @@ Buffers buffers(MetricState& state, const ClassificationOptions& o, const RowLay
   const bool copied =
       k > 1 && (b.preds.dim() > 2 || width > b.preds.size(1) || b.preds.stride(1) != 1 || b.preds.stride(0) != width);
   const int64_t samples = samplewise(o) ? b.samples : 0;
-  if (key_changed(state, kKey,
-                  {m, static_cast<int64_t>(b.preds.scalar_type()), weight_dtype_key(b), copied, samples})) {
+  const std::vector<int64_t> key{m, static_cast<int64_t>(b.preds.scalar_type()), weight_dtype_key(b), copied, samples};
+  make_for_key(state, kKey, key, [&] {
     const auto longs = at::TensorOptions().dtype(at::kLong).device(state.device());
     const auto doubles = longs.dtype(at::kDouble);
     const auto v = ValuesLayout::of(state, m, layout, k);
@@ -387,7 +387,7 @@ Buffers buffers(MetricState& state, const ClassificationOptions& o, const RowLay
                                 ? at::Tensor()
                                 : moving_base_tensor(state, shifts, samplewise(o), longs);
     make_constants(state, o, r, b, v, longs);
-  }
+  });
   return {ClassRows(state.scratch(kRows), k > 1), state.scratch(kIndex),        state.scratch(kValues),
           state.scratch(kDropped),                state.scratch(kKeptWeights),  state.scratch(kBases),
           state.scratch(kChecked),                state.scratch(kWeights),      state.scratch(kSortedScores),
