@@ -144,6 +144,31 @@ TEST(MinMax, NoDataGivesInfinities) {
   EXPECT_EQ(value_of(Max().compute()), -kInf);
 }
 
+// A -0.0 extremum stays -0.0 (as torch.min gives it) on both paths, whatever the policy and dtype:
+// the ATen path adds its delta row over the extremum too.
+TEST(MinMax, NegativeZeroKeepsItsSignOnBothPaths) {
+  WarningCapture quiet;
+  const std::vector<NanPolicy> policies{NanPolicy::warn(), NanPolicy::error(), NanPolicy::ignore(),
+                                        NanPolicy::disable(), NanPolicy::replace(1.0)};
+  for (const bool aten : {false, true}) {
+    std::unique_ptr<ForceAtenPath> force;
+    if (aten) force = std::make_unique<ForceAtenPath>();
+    for (const auto& policy : policies) {
+      for (const auto dtype : {at::kDouble, at::kFloat}) {
+        const auto zeros = at::full({4, 2}, -0.0, dtype);
+        Min min(AggregationOptions().nan_policy(policy).dtype(dtype));
+        Max max(AggregationOptions().nan_policy(policy).dtype(dtype));
+        for (const auto& x : {zeros.select(1, 0), zeros.flatten()}) {  // strided: the ATen path even on the CPU
+          min.update(x);
+          max.update(x);
+        }
+        EXPECT_TRUE(std::signbit(value_of(min.compute()))) << "aten=" << aten << " dtype=" << dtype;
+        EXPECT_TRUE(std::signbit(value_of(max.compute()))) << "aten=" << aten << " dtype=" << dtype;
+      }
+    }
+  }
+}
+
 // ---------------------------------------------------------------- NaN policies
 
 struct PolicyCase {

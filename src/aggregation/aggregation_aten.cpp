@@ -47,6 +47,7 @@ struct DeltaLayout {
   int64_t kind_count = 0;
   int64_t bad_updates = -1;
   int64_t since_bad = -1;
+  int64_t extremum = -1;  // an extremum's place in the row, if any: its delta, -0.0, keeps a -0.0 extremum
 };
 
 DeltaLayout counted_layout(const MetricState& state) {
@@ -70,14 +71,16 @@ DeltaLayout layout_of(const MetricState& state, WeightedSumSlots slots) {
 }
 
 // The float64 delta of updates of `kind`, (2, length), in the update rows: row 0 is what an update
-// adds; it starts as 1 at 0 (the update count's place) and 0 elsewhere, and each update rewrites
-// the places it adds to. Row 1 is compensated_add's: it receives what each addition rounds off.
+// adds; it starts as 1 at 0 (the update count's place), -0.0 at the extremum's and 0 elsewhere,
+// and each update rewrites the places it adds to. Row 1 is compensated_add's: it receives what
+// each addition rounds off.
 at::Tensor delta_of(MetricState& state, Scratch kind, const DeltaLayout& layout, int64_t rows) {
   auto& delta = state.scratch(kind);
   if (!delta.defined()) {
     delta = state.count_buffer().narrow(0, rows + kind * 2 * layout.length, 2 * layout.length).view({2, layout.length});
     delta.zero_();
     delta[0][0].fill_(1);
+    if (layout.extremum >= 0) delta[0][layout.extremum].fill_(-0.0);
   }
   return delta;
 }
@@ -357,7 +360,10 @@ void extremum_on_device(MetricState& state, ExtremumSlots slots, bool is_max, co
                         const NanPolicy& policy) {
   auto& extremum = state[slots.extremum];
   const auto counted = state.span(0, last_count_slot(state));
-  const auto layout = counted_layout(state);
+  auto layout = counted_layout(state);
+  if (extremum.scalar_type() == state.count_dtype() && state.offset(slots.extremum) < layout.length) {
+    layout.extremum = state.offset(slots.extremum);  // (counted.add_ below adds its delta)
+  }
   const auto row = delta_of(state, kExtremum, layout, slots.rows).select(0, 0);
   auto x = value.reshape({-1});
   at::Tensor nan;
