@@ -42,24 +42,17 @@ import torch.distributed as dist
 
 from . import _C
 from .distributed import Syncable, dist_initialized
-from .metric import (NotConstructedError, PythonMetric, load_state, made, parse_dtype, parse_to, prefixed_state,
+from .metric import (NotConstructedError, PythonMetric, load_state, parse_dtype, parse_to, prefixed_state,
                      state_device, target_device)
 
 _WRONG_GROUP = "MetricCollection: compute_groups puts"
 
 
-def _rebuilt(cls, blueprints, prefix, postfix, compute_groups, state, groups=None):
-    """What pickle and copy.deepcopy make a collection from (see MetricCollection.__reduce__): fresh
-    metrics from `blueprints`, in `groups` (the original's compute groups: detaching members and
-    adding metrics after updates make them differ from what fresh metrics form), then the state."""
-    metrics = {}
-    for name, blueprint in blueprints.items():
-        if isinstance(blueprint, str):  # the metric of an earlier name
-            metrics[name] = metrics[blueprint]
-            continue
-        metric_class, arguments, attributes = blueprint
-        metrics[name] = made(metric_class, arguments)
-        metrics[name].__setstate__(attributes)
+def _rebuilt(cls, metrics, prefix, postfix, compute_groups, state, groups=None):
+    """What pickle and copy.deepcopy make a collection from (see MetricCollection.__reduce__): its
+    metrics (copies, each holding its own state), in `groups` (the original's compute groups:
+    detaching members and adding metrics after updates make them differ from what fresh metrics
+    form), then the state."""
     collection = cls.__new__(cls)
     collection._start(prefix, postfix, compute_groups)
     for name, metric in metrics.items():  # in the original's order
@@ -480,16 +473,11 @@ class MetricCollection(Syncable, torch.nn.Module):
         return cloned
 
     def __reduce__(self):
-        """pickle, torch.save and copy.deepcopy rebuild the collection from its metrics' classes, arguments
-        and attributes, and its state: not from the metrics themselves, whose shared state a lone
-        metric could not load."""
-        first_names = {}
-        blueprints = {}
-        for name, m in self._modules.items():  # a metric under several names is one metric in the copy
-            blueprints[name] = first_names.get(id(m)) or (type(m), m._arguments, m._pickled_attributes())
-            first_names.setdefault(id(m), name)
+        """pickle, torch.save and copy.deepcopy rebuild the collection from its metrics and its state.
+        The metrics themselves are copied (each as a metric is), so that one the model holds elsewhere
+        too (an attribute, another collection) stays one object in the copy."""
         attributes = {k: v for k, v in self.__dict__.items() if k not in ("_core", "_modules")}
-        return _rebuilt, (type(self), blueprints, self.prefix, self.postfix, self._compute_groups,
+        return _rebuilt, (type(self), dict(self._modules), self.prefix, self.postfix, self._compute_groups,
                           self.state_dict(), self._core.groups()), attributes
 
     def _core_for_sync(self):

@@ -232,6 +232,38 @@ def test_pickle_and_torch_save_of_a_model_round_trip(name, round_trip):
     assert torch.equal(loaded.linear.weight, net.linear.weight)
 
 
+class AliasingNet(torch.nn.Module):
+    """A metric set on the model and in a collection, and one in two collections."""
+
+    def __init__(self):
+        super().__init__()
+        self.accuracy = nm.classification.MulticlassAccuracy(num_classes=3, average="micro")
+        self.metrics = nm.MetricCollection({"acc": self.accuracy, "f1": nm.classification.MulticlassF1Score(3)})
+        self.recall = nm.classification.MulticlassRecall(num_classes=3)
+        self.train_metrics = nm.MetricCollection({"recall": self.recall, "acc": nm.classification.MulticlassAccuracy(3)})
+        self.val_metrics = nm.MetricCollection({"recall": self.recall, "f1": nm.classification.MulticlassF1Score(3)})
+
+
+@pytest.mark.parametrize("round_trip", [copy.deepcopy, _pickled, _torch_saved])
+def test_a_metric_the_model_holds_twice_stays_one_metric_in_a_copy(round_trip):
+    net = AliasingNet()
+    net.metrics.update(torch.tensor([0, 1, 2]), torch.tensor([0, 1, 2]))
+    net.train_metrics.update(torch.tensor([0, 1, 2]), torch.tensor([0, 1, 1]))
+    copied = round_trip(net)
+    assert copied.accuracy is copied.metrics["acc"] and copied.accuracy is not net.accuracy
+    assert copied.recall is copied.train_metrics["recall"] is copied.val_metrics["recall"]
+    for collection in ("metrics", "train_metrics", "val_metrics"):
+        expected, got = getattr(net, collection), getattr(copied, collection)
+        assert got.compute_groups == expected.compute_groups
+        assert {k: v.item() for k, v in got.compute().items()} == {k: v.item() for k, v in expected.compute().items()}
+    copied.metrics.update(torch.tensor([0, 0, 0]), torch.tensor([1, 1, 1]))  # 3 right of 6
+    assert copied.accuracy.compute().item() == 0.5 and copied.accuracy.update_count == 2
+    copied.train_metrics.update(torch.tensor([0, 0, 0]), torch.tensor([1, 1, 1]))
+    # by hand from the two batches: class 0 1 of 1 found, class 1 1 of 5, class 2 no target (0)
+    assert copied.val_metrics["recall"].compute().item() == pytest.approx((1 + 1 / 5 + 0) / 3)
+    assert net.accuracy.update_count == 1 and net.recall.update_count == 1
+
+
 class ScaledMean(nm.MeanMetric):
     """A user's subclass with its own constructor and attribute."""
 
