@@ -216,7 +216,7 @@ at::Tensor FBetaScore::value() const { return functional::fbeta_score(stat_count
 F1Score::F1Score(ClassificationOptions options) : Cloneable("F1Score", 1.0, options) {}
 
 ConfusionMatrix::ConfusionMatrix(ClassificationOptions options, Normalize normalize)
-    : Cloneable("ConfusionMatrix", options,
+    : Cloneable("ConfusionMatrix", options.ignored_scores_left_out(options.task() == Task::Binary),
                 options.task() == Task::Multiclass ? CountLayout::Matrix : CountLayout::PerClass),
       normalize_(normalize) {
   TORCH_CHECK_VALUE(options.multidim_average() == MultidimAverage::Global, name(),

@@ -151,7 +151,7 @@ std::vector<int64_t> table(const MetricState& state, const ClassificationOptions
     }
     for (int64_t k = 0; k < col.kinds; ++k) rows.push_back(bad[k] ? tally_of(k) : spare);
     rows.push_back(tally && (bad[0] || bad[1] || bad[2]) ? bad_updates : spare);
-    rows.push_back(!(p.scores && (x < 0 || x > 1)));
+    rows.push_back(!(p.scores && (x < 0 || x > 1)) || (ignored && leaves_ignored_scores_out(o)));
     for (int64_t piece = 0; piece < col.pieces(); ++piece) rows.push_back(piece < Columns::kCells && kept);
   }
   return rows;

@@ -215,6 +215,54 @@ def test_confusion_matrices_match_sklearn(normalize, weighted):
     np.testing.assert_allclose(metric.compute().numpy(), expected, atol=1e-6)
 
 
+def _binary_cells(batches, ignore_index, judged_by_kept):
+    """tn, fp, fn, tp by hand: a batch is logits where a score it judges by lies outside [0, 1]."""
+    cells = np.zeros(4, np.int64)
+    for preds, target in batches:
+        p, t = preds.flatten().double().numpy(), target.flatten().numpy()
+        keep = t != ignore_index
+        judged = p[keep] if judged_by_kept else p
+        logits = ((judged < 0) | (judged > 1)).any()
+        predicted = (1 / (1 + np.exp(-p)) if logits else p) > 0.5
+        for pred, true in zip(predicted[keep], t[keep]):
+            cells[2 * true + pred] += 1
+    return cells
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "strided"])  # the CPU fast path and the ATen path
+def test_the_binary_confusion_matrix_judges_logits_by_the_entries_it_keeps(layout):
+    # TorchMetrics' BinaryConfusionMatrix drops the ignored entries before it looks for logits; its
+    # other binary metrics look at every score. Ignored entries padded with -1 here.
+    gen = torch.Generator().manual_seed(3)
+    batches = []
+    for n in (8, 16, 33):
+        target = torch.randint(0, 2, (n,), generator=gen)
+        preds = torch.rand(n, generator=gen)
+        target[: n // 4] = -100
+        preds[: n // 4] = -1.0
+        batches.append((preds, target))
+    batches.append((torch.tensor([0.6, 3.0, 0.2]), torch.tensor([1, -100, 0])))  # logits only where ignored
+    batches.append((torch.tensor([0.6, 3.0, -1.0]), torch.tensor([1, 0, -100])))  # logits where kept too
+    if layout == "strided":
+        batches = [(torch.stack([p, p], 1)[:, 0], torch.stack([t, t], 1)[:, 0]) for p, t in batches]
+    matrix = nm.BinaryConfusionMatrix(ignore_index=-100)
+    scores = nm.BinaryStatScores(ignore_index=-100)
+    collection = nm.MetricCollection({"matrix": nm.BinaryConfusionMatrix(ignore_index=-100),
+                                      "scores": nm.BinaryStatScores(ignore_index=-100)})
+    for preds, target in batches:
+        matrix.update(preds, target)
+        scores.update(preds, target)
+        collection.update(preds, target)
+    expected_matrix = _binary_cells(batches, -100, judged_by_kept=True)
+    tn, fp, fn, tp = _binary_cells(batches, -100, judged_by_kept=False)
+    assert (expected_matrix != [tn, fp, fn, tp]).any()  # the two readings differ in these batches
+    assert matrix.compute().flatten().tolist() == expected_matrix.tolist()
+    assert scores.compute().tolist() == [tp, fp, tn, fn, tp + fn]
+    values = collection.compute()
+    assert values["matrix"].flatten().tolist() == expected_matrix.tolist()
+    assert values["scores"].tolist() == [tp, fp, tn, fn, tp + fn]
+
+
 def test_stat_scores_against_the_confusion_matrix():
     batches = list(_batches("multiclass", 9, None, False))
     y_true, y_pred, _ = _collect("multiclass", batches, 1, 0.5, None)
