@@ -103,11 +103,13 @@ std::pair<at::Tensor, at::Tensor> value_and_one_bounds(MetricState& state) {
           per_row_constant(state, kHighBound, {kInf, 1.0}).view({2, 1})};
 }
 
+// (The fast path reads the values' memory: a view with the negative bit (x.conj().imag), whose
+// values are that memory negated, takes the ATen path, whose ops apply it.)
 bool takes_cpu_fast_path(const at::Tensor& value, const ValueArg& weight) {
-  if (!cpu_fast_path_enabled() || !value.is_cpu() || !value.is_contiguous()) return false;
+  if (!cpu_fast_path_enabled() || !value.is_cpu() || !value.is_contiguous() || value.is_neg()) return false;
   if (!weight.is_tensor()) return true;
   const auto& w = weight.tensor();
-  return w.is_cpu() && w.is_contiguous() && w.sizes() == value.sizes();
+  return w.is_cpu() && w.is_contiguous() && !w.is_neg() && w.sizes() == value.sizes();
 }
 
 // A host value as a `dtype` value, rounded as the CPU path's store rounds it: beyond float32's range

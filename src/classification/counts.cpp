@@ -79,8 +79,11 @@ at::Tensor confusion_matrix(const MetricState& state, const ClassificationOption
   return options.task() == Task::Binary ? matrix.reshape({2, 2}) : matrix;
 }
 
+// (The CPU path reads the inputs' memory: a view with the negative bit (x.conj().imag), whose values
+// are that memory negated, takes the ATen path, whose ops apply it.)
 void count(MetricState& state, const ClassificationOptions& options, const ClassificationBatch& batch) {
-  if (samplewise(options) || !cpu_fast_path_enabled() || !batch.target.is_cpu()) {
+  const bool negated = batch.preds.is_neg() || batch.target.is_neg() || (batch.weight && batch.weight->is_neg());
+  if (samplewise(options) || !cpu_fast_path_enabled() || !batch.target.is_cpu() || negated) {
     return count_on_aten(state, batch, options);
   }
   CountSink sink;

@@ -93,3 +93,34 @@ def test_multiclass_targets_may_be_floats_of_whole_numbers():
         bad.compute()
     with pytest.raises(TypeError, match="MulticlassAccuracy.update: target has dtype ComplexFloat"):
         nm.MulticlassAccuracy(num_classes=3).update(torch.tensor([0, 1]), torch.tensor([0, 1], dtype=torch.cfloat))
+
+
+def _negated_views(values):
+    """Views whose values are `values` while their memory holds -values (the negative bit): one
+    element of x.conj().imag, and a contiguous view of several."""
+    if values.numel() == 1:
+        return [torch.complex(torch.zeros_like(values), -values).conj().imag]
+    return [torch._neg_view(-values)]
+
+
+@pytest.mark.parametrize("shape", [(1,), (), (6,)])
+def test_views_with_the_negative_bit_are_read_as_their_values(shape):
+    gen = torch.Generator().manual_seed(5)
+    values = torch.randn(shape, generator=gen, dtype=torch.float64).reshape(shape)
+    weights = torch.rand(shape, generator=gen, dtype=torch.float64).reshape(shape)
+    for view in _negated_views(values):
+        assert view.is_neg() and torch.equal(view, values)
+        for cls in (nm.MeanMetric, nm.SumMetric, nm.MinMetric, nm.MaxMetric):
+            assert cls()(view).item() == cls()(values).item(), cls.__name__
+        for weight in _negated_views(weights):
+            assert nm.MeanMetric()(values, weight).item() == nm.MeanMetric()(values, weights).item()
+            assert nm.SumMetric()(view, weight).item() == nm.SumMetric()(values, weights).item()
+    if values.dim() == 0:
+        return
+    target = (values > 0).long()  # the logits' signs: accuracy 1 where read right, 0 where negated
+    for view in _negated_views(values):
+        assert nm.BinaryAccuracy()(view, target).item() == 1.0
+        assert nm.BinaryAccuracy(weighted=True)(view, target, _negated_views(weights)[0]).item() == 1.0
+    scores = torch.stack([-values, values], -1)  # class 1 where the value is positive
+    for view in _negated_views(scores.flatten()):
+        assert nm.MulticlassAccuracy(num_classes=2, average="micro")(view.reshape(scores.shape), target).item() == 1.0
