@@ -895,8 +895,12 @@ at::Tensor kernel_input(int64_t n, int trial, at::ScalarType dtype, at::Generato
   return x.to(dtype);
 }
 
-// What the sum of one block must be: every position in long double, in order.
-detail::cpu::BlockSum brute_block_sum(const at::Tensor& x, double w, NanMode mode, double replacement) {
+// What the sum of one block must be: every position in long double, in order; and its NaN count.
+struct BruteBlockSum {
+  double sum;
+  int64_t nans;
+};
+BruteBlockSum brute_block_sum(const at::Tensor& x, double w, NanMode mode, double replacement) {
   const auto values = x.to(at::kDouble);
   const auto* p = values.data_ptr<double>();
   long double sum = 0.0L;
@@ -925,8 +929,9 @@ TEST(AggregationKernels, BlockSumMatchesBruteForceOnEveryLengthModeAndIsa) {
           for (auto mode : {NanMode::Keep, NanMode::Drop, NanMode::Replace}) {
             for (double w : {1.0, 0.25, -3.0, 0.0}) {
               const auto expected = brute_block_sum(x, w, mode, 2.5);
-              const auto got = dtype == at::kFloat ? sum_block(x.data_ptr<float>(), n, w, mode, 2.5, isa)
-                                                   : sum_block(x.data_ptr<double>(), n, w, mode, 2.5, isa);
+              const auto block = dtype == at::kFloat ? sum_block(x.data_ptr<float>(), n, w, mode, 2.5, isa)
+                                                     : sum_block(x.data_ptr<double>(), n, w, mode, 2.5, isa);
+              const BruteBlockSum got{block.sum.value(), block.nans};
               const auto where = ::testing::Message() << "isa=" << static_cast<int>(isa) << " dtype=" << dtype
                                                       << " n=" << n << " trial=" << trial << " w=" << w
                                                       << " mode=" << static_cast<int>(mode);
@@ -977,7 +982,7 @@ TEST(AggregationKernels, BlockSumIsExactToTheLastPlace) {
         const auto x = at::randn({n}, gen, at::kDouble) * scale;
         const auto* p = x.data_ptr<double>();
         const double exact = exact_sum(p, n);
-        const double got = sum_block(p, n, 1.0, NanMode::Drop, 0.0, isa).sum;
+        const double got = sum_block(p, n, 1.0, NanMode::Drop, 0.0, isa).sum.value();
         const double ulp = std::nextafter(std::abs(exact), INFINITY) - std::abs(exact);
         EXPECT_LE(std::abs(got - exact), ulp) << "isa=" << static_cast<int>(isa) << " n=" << n << " trial=" << trial;
       }

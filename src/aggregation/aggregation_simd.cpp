@@ -9,18 +9,6 @@
 namespace metrics::detail::cpu {
 namespace {
 
-// The lanes' sums joined with TwoSum, plus the lanes' rounding errors: where the sum is not finite
-// (an infinite value, or NaN kept) the errors are NaN and left out.
-double compensated_lanes(const double* sums, const double* errors, int lanes) {
-  double sum = 0.0, error = 0.0;
-  for (int l = 0; l < lanes; ++l) {
-    const double t = sum + sums[l], from_lane = t - sum;
-    error += (sum - (t - from_lane)) + (sums[l] - from_lane) + errors[l];
-    sum = t;
-  }
-  return std::isfinite(sum) ? sum + error : sum;
-}
-
 #ifdef METRICS_HAS_X86
 
 // ------------------------------------------------------------------ AVX-512: 8 doubles a vector

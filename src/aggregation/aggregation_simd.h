@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "../cpu_isa.h"
+#include "../two_sum.h"
 
 namespace metrics::detail::cpu {
 
@@ -20,7 +21,7 @@ constexpr int64_t kSumBlock = 256;
 /// Σ x[i]·w over x[0, n), n <= kSumBlock, for a finite host weight `w`, NaN values per `mode`;
 /// `nans` counts them (0 under Keep). `isa` is Avx2 or Avx512 and must be available.
 struct BlockSum {
-  double sum = 0.0;
+  CompensatedSum sum;
   int64_t nans = 0;
 };
 BlockSum sum_block(const float* x, int64_t n, double w, NanMode mode, double replacement, Isa isa);

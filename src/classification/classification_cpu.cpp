@@ -10,6 +10,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "../two_sum.h"
 #include "argmax_cpu.h"
 #include "entry_counts_simd.h"
 #include "kernels.h"
@@ -47,12 +48,11 @@ struct PerClassCounter {
     }
   }
   void add_to_total(count_t w) {
-    const count_t sum = total + w;
     if constexpr (std::is_floating_point_v<count_t>) {
-      const count_t from_w = sum - total;
-      total_error += (total - (sum - from_w)) + (w - from_w);
+      two_sum(total, total_error, w);
+    } else {
+      total += w;
     }
-    total = sum;
   }
   void finish() {
     for (int64_t c = 0; c < classes; ++c) tn[c] += (total - involved[c]) + total_error;

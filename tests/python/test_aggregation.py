@@ -193,6 +193,26 @@ def test_within_batch_sum_is_at_least_as_exact_as_torch_sum(kind, seed):
     assert ours <= plain
 
 
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("kind", ["normal", "offset", "wide", "cancelling"])
+@pytest.mark.parametrize("weights", ["ones", "random"])
+def test_within_batch_weighted_sum_is_at_least_as_exact_as_torch_sum(kind, weights, seed):
+    # float32 values and weights: their products are exact in float64, so fsum of them is the truth
+    rng = np.random.default_rng(seed)
+    n = 1 << 16
+    x = {"normal": rng.normal(size=n), "offset": rng.uniform(size=n) + 1e4,
+         "wide": rng.normal(size=n) * 10.0 ** rng.integers(-8, 9, n),
+         "cancelling": np.concatenate([[1e16, -1e16], np.ones(n - 2)])}[kind].astype(np.float32)
+    w = (np.ones(n) if weights == "ones" else rng.uniform(size=n)).astype(np.float32)
+    products = x.astype(np.float64) * w.astype(np.float64)
+    exact = math.fsum(products)
+    total = nm.SumMetric().set_dtype(torch.float64)
+    total.update(torch.tensor(x), torch.tensor(w))  # contiguous: the CPU kernel
+    ours = abs(total.compute().item() - exact)
+    theirs = abs(torch.tensor(products).sum().item() - exact)
+    assert ours <= theirs + 2 * np.finfo(np.float64).eps * abs(exact)
+
+
 @pytest.mark.parametrize("kind", ["mean", "sum"])
 @pytest.mark.parametrize("strategy", ["warn", "error", "ignore", "disable", 7.0])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])

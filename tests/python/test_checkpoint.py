@@ -145,12 +145,16 @@ def test_weighted_counts_below_0_are_refused_and_change_nothing():
 
 def test_weighted_counts_an_overflow_left_load_and_compute_reports_it():
     # weights at float64's maximum: tp overflows to inf and tn, the kept weight less each class's, to
-    # inf - inf = NaN; a collection whose ConfusionMatrix shares the state derives fp the same way
+    # inf - inf = NaN for class 0 and inf for class 1 (on both paths); a collection whose
+    # ConfusionMatrix shares the state derives fp the same way
     preds, target, weight = torch.zeros(2, 2), torch.zeros(2, dtype=torch.long), torch.full((2,), 1e308, dtype=torch.float64)
     stats = nm.MulticlassStatScores(num_classes=2, average=None, weighted=True)
     stats.update(preds, target, weight)
     state = stats.state_dict()
-    assert state["tp"][0] == float("inf") and state["tn"].isnan().all()
+    assert state["tp"][0] == float("inf") and state["tn"][0].isnan() and state["tn"][1] == float("inf")
+    strided = nm.MulticlassStatScores(num_classes=2, average=None, weighted=True)
+    strided.update(preds.t().contiguous().t(), target, weight)  # the ATen path
+    assert strided.state_dict()["tn"].isnan().tolist() == [True, False]
     loaded = nm.MulticlassStatScores(num_classes=2, average=None, weighted=True)
     loaded.load_state_dict(state)
     assert all(torch.equal(a, b) or (a.isnan() == b.isnan()).all() for a, b in zip(loaded.state_dict().values(), state.values()))
