@@ -195,6 +195,12 @@ ExtremumBatch vector_extremum(const float* x, int64_t n, bool is_max, const NanP
   return batch;
 }
 
+// A NaN replacement leaves a NaN value NaN: the extremum is NaN, as where NaN is kept (the ATen
+// path's and TorchMetrics' value), not the extremum of the other values.
+NanPolicy extremum_policy(const NanPolicy& policy) {
+  return policy.strategy == NanStrategy::Replace && std::isnan(policy.replacement) ? NanPolicy::disable() : policy;
+}
+
 }  // namespace
 
 WeightedBatch weighted_sum(const at::Tensor& value, const at::Tensor* weight, double weight_scalar,
@@ -216,7 +222,8 @@ WeightedBatch weighted_sum(const at::Tensor& value, const at::Tensor* weight, do
   });
 }
 
-ExtremumBatch extremum(const at::Tensor& value, bool is_max, const NanPolicy& policy) {
+ExtremumBatch extremum(const at::Tensor& value, bool is_max, const NanPolicy& given) {
+  const auto policy = extremum_policy(given);
   const auto isa = best_isa();
   if (value.scalar_type() == at::kFloat && isa != Isa::Scalar) {
     return vector_extremum(value.data_ptr<float>(), value.numel(), is_max, policy, isa);
@@ -227,7 +234,7 @@ ExtremumBatch extremum(const at::Tensor& value, bool is_max, const NanPolicy& po
 }
 
 ExtremumBatch extremum(double value, bool is_max, const NanPolicy& policy) {
-  return extremum_span(&value, 1, is_max, policy);
+  return extremum_span(&value, 1, is_max, extremum_policy(policy));
 }
 
 void add_compensated(at::Tensor& total, at::Tensor& compensation, int64_t compensation_offset, const double* batch,

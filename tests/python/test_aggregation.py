@@ -253,3 +253,17 @@ def test_a_python_float_takes_a_0_dim_weight_tensor_as_in_torchmetrics():
     with pytest.raises(ValueError, match=r"Mean.update: weight of shape \[2\] is not broadcastable to value of shape"):
         m.update(1.0, torch.ones(2))
     assert m.compute().item() == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize("cls", [nm.MinMetric, nm.MaxMetric])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_a_nan_replacement_makes_the_extremum_nan_on_every_path(cls, dtype):
+    # replacing NaN by NaN keeps it, so the extremum is NaN (TorchMetrics' value), whatever the layout
+    values = torch.tensor([[1.0, float("nan")], [3.0, 4.0]], dtype=dtype)
+    for given in (values, values.t(), float("nan")):  # contiguous (CPU kernels), strided (ATen ops), host
+        metric = cls(nan_strategy=float("nan"))
+        metric.update(given)
+        assert torch.isnan(metric.compute()), given
+    metric = cls(nan_strategy=float("nan"))
+    metric.update(torch.tensor([1.0, 2.0], dtype=dtype))
+    assert metric.compute().item() == (1.0 if cls is nm.MinMetric else 2.0)
