@@ -183,6 +183,10 @@ class MetricCollection(Syncable, torch.nn.Module):
                     named += [(key, member, metric) for key, member in self._handed_over(metric)]
                 else:
                     named.append((type(metric).__name__, metric, None))
+        taken = set(self._modules)
+        for name, metric, _ in named:  # every one checked before any is added: a refusal adds none
+            self._check_addable(name, metric, taken)
+            taken.add(name)
         for name, metric, nested in named:
             self._add(name, metric)
             if nested is not None:
@@ -221,16 +225,21 @@ class MetricCollection(Syncable, torch.nn.Module):
                               "in another collection too); they "
                               f"keep separate states: {self.compute_groups}", stacklevel=3)
 
-    def _add(self, name, metric):
+    @staticmethod
+    def _check_addable(name, metric, taken):
+        """Raises unless `metric` may join under `name`, none of the names `taken`."""
         if not isinstance(name, str):
             raise ValueError(f"MetricCollection: metric names must be strings, got {name!r}")
         if not name or "." in name:  # a KeyError, as torch.nn.ModuleDict (and so TorchMetrics) raises
             raise KeyError(f"MetricCollection: a metric's name must be non-empty and hold no '.', which separates it "
                            f"from the state's name in state_dict() keys; got {name!r}")
-        if name in self._modules:
+        if name in taken:
             raise ValueError(f"MetricCollection: encountered two metrics both named {name}")
         if not isinstance(metric, _C.Metric):
             raise ValueError(f"MetricCollection: {name} is a {type(metric).__name__}, not a nosync_metrics metric")
+
+    def _add(self, name, metric):
+        self._check_addable(name, metric, self._modules)
         apart = _updated_apart(metric)
         metric._alone()
         # a metric of another collection too: every collection it is in counts into its state, so it

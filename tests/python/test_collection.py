@@ -82,6 +82,22 @@ def test_a_name_state_dict_keys_cannot_carry_is_a_key_error(name):
     collection.load_state_dict(collection.state_dict())
 
 
+def test_a_refused_add_metrics_adds_none_of_its_metrics():
+    collection = nm.MetricCollection({"f1": nm.MulticlassF1Score(num_classes=3)})
+    collection.update(torch.tensor([0, 1, 2]), torch.tensor([0, 1, 1]))
+    before = collection.state_dict()
+    for metrics in ({"acc": nm.MulticlassAccuracy(num_classes=3), "f1": nm.MulticlassRecall(num_classes=3)},
+                    [nm.MeanMetric(), nm.SumMetric(), nm.MeanMetric()],
+                    [nm.MeanMetric(), torch.nn.Linear(1, 1)]):
+        with pytest.raises(ValueError):
+            collection.add_metrics(metrics)
+        assert list(collection.keys()) == ["f1"]
+        assert all(torch.equal(v, before[k]) for k, v in collection.state_dict().items())
+    with pytest.raises(KeyError):
+        collection.add_metrics({"mean": nm.MeanMetric(), "a.b": nm.SumMetric()})
+    assert list(collection.keys()) == ["f1"]
+
+
 def test_dict_names_postfix_forward_and_other_metrics():
     acc = nm.MulticlassAccuracy(num_classes=6, average="micro")
     collection = nm.MetricCollection({"acc": acc, "cm": nm.MulticlassConfusionMatrix(num_classes=6)}, postfix="_val")
