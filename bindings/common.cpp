@@ -51,18 +51,15 @@ PythonUpdateArgs::PythonUpdateArgs(const py::args& args, const py::kwargs& kwarg
                                    at::Device device, const std::vector<std::string>& parameters) {
   auto given = args.size();
   while (given > 0 && args[given - 1].is_none()) --given;
-  values_.reserve(given + kwargs.size());
   for (size_t i = 0; i < given; ++i) {
     const auto name = i < parameters.size() ? parameters[i] : "argument " + std::to_string(i + 1);
     TORCH_CHECK_TYPE(!args[i].is_none(), metric, ".update: ", name, " is None");
-    values_.emplace_back(args[i], metric, name.c_str(), device);
-    args_.positional.push_back(values_.back().arg());
+    args_.positional.push_back(HostOrTensor(args[i], metric, name.c_str(), device).arg());
   }
   for (const auto& [key, value] : kwargs) {
     if (value.is_none()) continue;
     const auto name = py::str(key).cast<std::string>();
-    values_.emplace_back(value, metric, name.c_str(), device);
-    args_.keywords.emplace_back(name, values_.back().arg());
+    args_.keywords.emplace_back(name, HostOrTensor(value, metric, name.c_str(), device).arg());
   }
 }
 

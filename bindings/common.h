@@ -68,7 +68,6 @@ class PythonUpdateArgs {
   const UpdateArgs& get() const { return args_; }
 
  private:
-  std::vector<HostOrTensor> values_;  // reserved up front: args_ points into it
   UpdateArgs args_;
 };
 

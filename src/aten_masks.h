@@ -7,18 +7,10 @@
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 
-#include <limits>
-
 namespace metrics::detail {
 
 /// x is NaN (never for integer tensors).
 inline at::Tensor nan_mask(const at::Tensor& x) { return x.ne(x); }
-
-/// x is +inf or -inf.
-inline at::Tensor infinite_mask(const at::Tensor& x) {
-  constexpr double kInf = std::numeric_limits<double>::infinity();
-  return x.eq(kInf).bitwise_or_(x.eq(-kInf));
-}
 
 /// x is NaN, +inf or -inf: x - x is NaN exactly there, and 0 elsewhere.
 inline at::Tensor non_finite_mask(const at::Tensor& x) { return x.sub(x).ne(0); }

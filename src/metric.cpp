@@ -198,6 +198,12 @@ std::vector<const ValueArg*> Metric::bind(const UpdateArgs& args) const {
   return bound;
 }
 
+const ValueArg& Metric::required(const std::vector<const ValueArg*>& bound, size_t i) const {
+  TORCH_CHECK_TYPE(bound[i] != nullptr, name_, ".update: missing argument '", update_parameters()[i],
+                   "' (not given, or given as None)");
+  return *bound[i];
+}
+
 at::Tensor Metric::compute() const {
   RECORD_USER_SCOPE(compute_scope_.c_str());
   const UpdateLocks locks(*state_, *state_);

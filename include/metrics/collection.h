@@ -121,8 +121,9 @@ class MetricCollection {
   std::vector<std::string> names() const;
   /// The metrics of each distinct state, in the order added (TorchMetrics' compute_groups).
   std::vector<std::vector<std::string>> groups() const;
-  /// The reduction seam: each distinct state tensor once, named "<first metric of its group>.<entry>",
-  /// with its reduction and dtype. Read them, never write them.
+  /// The reduction seam: each group's state tensors, named "<first metric of its group>.<entry>",
+  /// with their reduction and dtype (groups that share one state, handed over by a nested
+  /// collection, list it once each: the same values, reduced alike). Read them, never write them.
   std::vector<StateEntry> state_entries() const;
   /// Loads values for the entries state_entries() walks, keyed as it names them (what a
   /// cross-process reduction of the walk gives back). Checks everything before loading anything.

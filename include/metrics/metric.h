@@ -160,6 +160,8 @@ class Metric {
   /// The arguments of `args` in the order of update_parameters(); null where not given. Throws
   /// (TypeError) on too many positional arguments, unknown or repeated keywords.
   std::vector<const ValueArg*> bind(const UpdateArgs& args) const;
+  /// bound[i] (what bind() gave), or a TypeError naming the argument missing there.
+  const ValueArg& required(const std::vector<const ValueArg*>& bound, size_t i) const;
   /// Rethrows `e` unchanged if it names this metric, else with "<Name>.<call> failed" in front,
   /// keeping its type (ValueError, out of memory, ...).
   [[noreturn]] void rethrow_named(const c10::Error& e, const char* call) const;

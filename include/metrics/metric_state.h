@@ -72,7 +72,8 @@ class MetricState {
   /// Reserves `length` elements of the count buffer (the buffer of count_dtype()) that belong to
   /// no entry, after every entry: update scratch that ops must address together with the state
   /// (one put_ into the buffer, a view over the state and the scratch). Copied and moved with the
-  /// state, never merged, reduced, saved or loaded, zeroed by reset(). Returns its offset there.
+  /// state, never merged, reduced, saved, loaded or zeroed (reset() leaves it: the ATen paths keep
+  /// constants there, as an update row's 1 for the update count). Returns its offset there.
   int64_t add_scratch(int64_t length);
   /// A 0-dim slot of the count buffer whose value belongs to every element of entry `target` (of
   /// the count dtype): an update adds to it, one place, where it would add to all of `target`.

@@ -25,7 +25,8 @@ struct SyncCounterOptions {
   /// Throw c10::Error at the first sync-class op or HostRead, naming it and the enclosing metric call.
   TORCH_ARG(bool, strict) = false;
   /// Also count the synchronizations that PyTorch's CUDA sync debug mode reports (builds against
-  /// a CUDA LibTorch only; elsewhere the count stays 0).
+  /// a CUDA LibTorch only; elsewhere the count stays 0), on the constructing thread only, also with
+  /// all_threads: they come as warnings, which c10 hands to a handler per thread (WarningCapture).
   TORCH_ARG(bool, cuda_sync_debug) = false;
   /// Count the ops and HostReads of every thread while alive, not only the constructing thread's (a
   /// global observer: every thread pays for it). Not with strict (c10::ValueError), which can only

@@ -8,8 +8,9 @@
 namespace metrics {
 
 /// While alive, receives the c10 warnings (TORCH_WARN) that would otherwise go to the current
-/// handler: compute()'s NaN and bad-input reports among them. c10's handler is process-wide,
-/// so create and destroy captures in a nested (stack) order.
+/// handler: compute()'s NaN and bad-input reports among them. c10 keeps a handler per thread (its
+/// header says global; its implementation is thread-local), so a capture sees the warnings of the
+/// thread that made it; create and destroy captures in a nested (stack) order.
 class WarningCapture {
  public:
   /// Returns true if it consumed the warning, false to pass it on to the previous handler.

@@ -14,6 +14,7 @@
 
 #include "../allocated_state.h"
 #include "../dense_input.h"
+#include "../input_dtypes.h"
 #include "../input_devices.h"
 #include "../number_text.h"
 #include "kernels.h"
@@ -25,15 +26,13 @@ BadInputAction action_for(const NanPolicy& policy) {
   return policy.strategy == NanStrategy::Error ? BadInputAction::RaiseRuntimeError : BadInputAction::Warn;
 }
 
-bool is_floating(at::ScalarType type) {
-  return type == at::kFloat || type == at::kDouble || type == at::kHalf || type == at::kBFloat16;
+bool is_real(at::ScalarType type) {
+  return detail::is_input_floating(type) || at::isIntegralType(type, /*includeBool=*/true);
 }
-
-bool is_real(at::ScalarType type) { return is_floating(type) || at::isIntegralType(type, /*includeBool=*/true); }
 
 // Integer and bool tensors (a count of correct predictions, a mask as weights) are summed as
 // float64, as TorchMetrics casts them to its float dtype; floating tensors pass as they are.
-at::Tensor as_floating(const at::Tensor& t) { return is_floating(t.scalar_type()) ? t : t.to(at::kDouble); }
+at::Tensor as_floating(const at::Tensor& t) { return detail::is_input_floating(t.scalar_type()) ? t : t.to(at::kDouble); }
 
 // Whether host scalar `v` (finite) lies beyond what a float32 state holds.
 bool beyond_float32(double v, at::ScalarType state) {
@@ -89,12 +88,6 @@ void check_arg_devices(const std::string& metric, const ValueArg& value, const V
   if (value.is_tensor()) inputs[count++] = {"value", &value.tensor()};
   if (weight != nullptr && weight->is_tensor()) inputs[count++] = {"weight", &weight->tensor()};
   if (count > 0) detail::check_devices(metric, {inputs.data(), count}, state_device);
-}
-
-// Mean and Sum take (value, weight); Min and Max take value.
-const ValueArg& required(const std::string& metric, const ValueArg* arg, const char* name) {
-  TORCH_CHECK_TYPE(arg != nullptr, metric, ".update: missing argument '", name, "' (not given, or given as None)");
-  return *arg;
 }
 
 std::string describe(const AggregationOptions& o) {
@@ -195,7 +188,7 @@ void WeightedSumMetric::update(const ValueArg& value, const ValueArg& weight) {
 
 UpdateStep WeightedSumMetric::prepare_update(const UpdateArgs& args) {
   const auto bound = bind(args);
-  const auto& value = required(name(), bound[0], "value");
+  const auto& value = required(bound, 0);
   const ValueArg weight = bound[1] ? *bound[1] : ValueArg(1.0);
   check_args(value, weight);
   return [this, value, weight] { accumulate(value, weight); };
@@ -270,7 +263,7 @@ void ExtremumMetric::update(const ValueArg& value) {
 }
 
 UpdateStep ExtremumMetric::prepare_update(const UpdateArgs& args) {
-  const auto& value = required(name(), bind(args)[0], "value");
+  const auto& value = required(bind(args), 0);
   check_args(value);
   return [this, value] { accumulate(value); };
 }

@@ -8,6 +8,7 @@
 #include <metrics/shape_error.h>
 
 #include "../dense_input.h"
+#include "../input_dtypes.h"
 #include "../input_devices.h"
 #include "kernels.h"
 
@@ -15,10 +16,6 @@ namespace metrics {
 namespace {
 
 bool is_integral(at::ScalarType type) { return at::isIntegralType(type, /*includeBool=*/true); }
-
-bool is_score_type(at::ScalarType type) {
-  return type == at::kFloat || type == at::kDouble || type == at::kHalf || type == at::kBFloat16;
-}
 
 // Dtype changes and reshapes only where needed: each ATen call costs a dispatch even as a no-op.
 at::Tensor as_long(const at::Tensor& t) { return t.scalar_type() == at::kLong ? t : t.to(at::kLong); }
@@ -48,11 +45,11 @@ void check_tensors(const std::string& metric, const at::Tensor& preds, const at:
   TORCH_CHECK_TYPE(preds.defined() && target.defined(), metric, ".update: preds and target must be defined tensors");
   check_dense(metric, "preds", preds);
   check_dense(metric, "target", target);
-  TORCH_CHECK_TYPE(is_integral(target.scalar_type()) || is_score_type(target.scalar_type()), metric,
+  TORCH_CHECK_TYPE(is_integral(target.scalar_type()) || is_input_floating(target.scalar_type()), metric,
                    ".update: target has dtype ", target.scalar_type(),
                    binary_like ? "; expected 0/1 labels as an integer, bool or floating tensor"
                                : "; expected class labels as an integer, bool or floating tensor");
-  TORCH_CHECK_TYPE(is_score_type(preds.scalar_type()) || is_integral(preds.scalar_type()), metric,
+  TORCH_CHECK_TYPE(is_input_floating(preds.scalar_type()) || is_integral(preds.scalar_type()), metric,
                    ".update: preds has dtype ", preds.scalar_type(),
                    "; expected float32/float64/float16/bfloat16 scores or integer labels");
   TORCH_CHECK_VALUE(target.dim() >= 1, metric, ".update: target must have a batch dimension, got a 0-dim tensor");
@@ -64,7 +61,7 @@ void check_weight_type(const std::string& metric, const ClassificationOptions& o
   TORCH_CHECK_TYPE(o.weighted(), metric, ".update: a weight was given (the third argument or weight=), but the ",
                    "metric counts without weights; build it with weighted=true");
   check_dense(metric, "weight", weight);
-  TORCH_CHECK_TYPE(is_score_type(weight.scalar_type()), metric, ".update: weight has dtype ", weight.scalar_type(),
+  TORCH_CHECK_TYPE(is_input_floating(weight.scalar_type()), metric, ".update: weight has dtype ", weight.scalar_type(),
                    "; expected a floating-point tensor");
 }
 
@@ -114,7 +111,7 @@ void check_shapes(const std::string& metric, const ClassificationOptions& o, con
   const bool unknown = k == kUnknownClasses;
   const auto classes = unknown ? std::string("C") : std::to_string(k);
   if (preds.dim() == target.dim() + 1) {
-    TORCH_CHECK_TYPE(is_score_type(preds.scalar_type()), metric, ".update: preds of shape ", preds.sizes(),
+    TORCH_CHECK_TYPE(is_input_floating(preds.scalar_type()), metric, ".update: preds of shape ", preds.sizes(),
                      " must hold floating-point scores, got ", preds.scalar_type());
     const bool same_rest = preds.size(0) == target.size(0) && preds.sizes().slice(2) == target.sizes().slice(1);
     const bool classes_ok = unknown ? preds.size(1) >= 1 : preds.size(1) == k;
@@ -158,7 +155,7 @@ ClassificationBatch canonicalize(const std::string& metric, const Classification
   if (weight) check_weight_shape(metric, *weight, target);
 
   ClassificationBatch batch;
-  batch.scores = is_score_type(preds.scalar_type());
+  batch.scores = is_input_floating(preds.scalar_type());
   if (batch.scores) batch.score_dtype = preds.scalar_type();
   auto p = preds;
   if (batch.scores && (p.scalar_type() == at::kHalf || p.scalar_type() == at::kBFloat16)) p = p.to(at::kFloat);

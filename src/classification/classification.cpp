@@ -93,10 +93,9 @@ MetricState checked_state(const std::string& base_name, const ClassificationOpti
   return detail::allocated_state(metric, what, [&] { return detail::make_count_state(options, layout); });
 }
 
-const at::Tensor& tensor_arg(const std::string& metric, const ValueArg* arg, const char* name) {
-  TORCH_CHECK_TYPE(arg != nullptr, metric, ".update: missing argument '", name, "' (not given, or given as None)");
-  TORCH_CHECK_TYPE(arg->is_tensor(), metric, ".update: ", name, " must be a tensor, got a number");
-  return arg->tensor();
+const at::Tensor& tensor_arg(const std::string& metric, const ValueArg& arg, const char* name) {
+  TORCH_CHECK_TYPE(arg.is_tensor(), metric, ".update: ", name, " must be a tensor, got a number");
+  return arg.tensor();
 }
 
 }  // namespace
@@ -116,10 +115,10 @@ void ClassificationMetric::update(const at::Tensor& preds, const at::Tensor& tar
 
 UpdateStep ClassificationMetric::prepare_update(const UpdateArgs& args) {
   const auto bound = bind(args);
-  const auto& preds = tensor_arg(name(), bound[0], "preds");
-  const auto& target = tensor_arg(name(), bound[1], "target");
+  const auto& preds = tensor_arg(name(), required(bound, 0), "preds");
+  const auto& target = tensor_arg(name(), required(bound, 1), "target");
   c10::optional<at::Tensor> weight;
-  if (bound[2] != nullptr) weight = tensor_arg(name(), bound[2], "weight");
+  if (bound[2] != nullptr) weight = tensor_arg(name(), *bound[2], "weight");
   auto batch = detail::canonicalize(name(), options_, preds, target, weight, device());
   return [this, batch = std::move(batch)] { detail::count(mutable_state(), options_, batch); };
 }
