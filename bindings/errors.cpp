@@ -19,9 +19,10 @@ void set_python_error(PyObject* type, const char* message) {
   Py_DECREF(text);
 }
 
-// NotConstructedError and ShapeError, made by init_errors.
+// NotConstructedError and ShapeError, made by init_errors; torch's OutOfMemoryError, found there.
 PyObject* not_constructed_error = nullptr;
 PyObject* shape_error = nullptr;
+PyObject* out_of_memory_error = nullptr;
 
 }  // namespace
 
@@ -48,6 +49,9 @@ void init_errors(py::module_& m) {
       "nosync_metrics._C.ShapeError", "Inputs whose shapes do not fit together: a ValueError and a RuntimeError.",
       shape_bases.ptr(), nullptr);
   m.attr("ShapeError") = py::reinterpret_borrow<py::object>(shape_error);
+  // torch.cuda.OutOfMemoryError (a RuntimeError), as torch raises for c10::OutOfMemoryError: code
+  // that catches it around a step catches ours too (kept alive for the process, as the module is)
+  out_of_memory_error = py::object(py::module_::import("torch").attr("_C").attr("_OutOfMemoryError")).release().ptr();
   py::register_exception_translator([](std::exception_ptr error) {
     try {
       if (error) std::rethrow_exception(error);
@@ -61,6 +65,8 @@ void init_errors(py::module_& m) {
       set_python_error(PyExc_IndexError, e.what_without_backtrace());
     } catch (const c10::NotImplementedError& e) {
       set_python_error(PyExc_NotImplementedError, e.what_without_backtrace());
+    } catch (const c10::OutOfMemoryError& e) {
+      set_python_error(out_of_memory_error, e.what_without_backtrace());
     } catch (const c10::Error& e) {
       set_python_error(PyExc_RuntimeError, e.what_without_backtrace());
     }

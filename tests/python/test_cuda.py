@@ -674,3 +674,15 @@ def test_every_device_path_configuration_updates_without_a_sync_or_a_copy_cuda(c
     metric.update(*inputs)
     sync_free(metric.update, [inputs, inputs])
     assert cuda_launches.cuda_activity(metric.update, inputs)["host_copies"] == []
+
+
+def test_out_of_memory_is_torchs_out_of_memory_error_and_counts_nothing_cuda():
+    metric = nm.MeanMetric(device="cuda")
+    metric.update(torch.ones(4, device="cuda"))
+    before = {k: v.clone() for k, v in metric.state_dict().items()}
+    free, _ = torch.cuda.mem_get_info()
+    huge = torch.ones(1, device="cuda").expand(int(free))  # no memory itself; the update's buffers cannot fit
+    with pytest.raises(torch.cuda.OutOfMemoryError, match="MeanMetric|Mean"):
+        metric.update(huge, huge)
+    assert all(torch.equal(v, before[k]) for k, v in metric.state_dict().items())
+    assert metric.compute().item() == 1.0
