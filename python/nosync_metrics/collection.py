@@ -368,7 +368,12 @@ class MetricCollection(Syncable, torch.nn.Module):
     __call__ = forward
 
     def reset(self):
-        """Resets every metric (a subclass's own reset() included)."""
+        """Resets every metric (a subclass's own reset() included). A metric it handed over to an
+        outer collection (it is nested there) takes a state of its own first, so that the outer
+        collection's metrics that shared its state keep theirs, as TorchMetrics resets each alone."""
+        for metric in self._modules.values():
+            if any(ref() not in (None, self) for ref in metric._collections):
+                metric._alone()
         self._core.reset()
         self._sync_cache = None
         for metric in self._modules.values():

@@ -82,6 +82,23 @@ def test_a_name_state_dict_keys_cannot_carry_is_a_key_error(name):
     collection.load_state_dict(collection.state_dict())
 
 
+def test_resetting_a_nested_collection_leaves_the_outer_metrics_that_shared_its_states():
+    inner = nm.MetricCollection({"rec": nm.MulticlassRecall(num_classes=3)})
+    outer = nm.MetricCollection({"acc": nm.MulticlassAccuracy(num_classes=3), "in": inner})
+    preds, target = torch.tensor([0, 1, 2, 2, 1, 0]), torch.tensor([0, 1, 1, 2, 1, 2])
+    outer.update(preds, target)
+    inner.reset()
+    values = outer.compute()
+    # acc (macro): class 0 1 of 1, class 1 2 of 3, class 2 1 of 2; rec: reset, no update since
+    assert values["acc"].item() == pytest.approx((1 + 2 / 3 + 1 / 2) / 3)
+    assert outer["acc"].update_count == 1 and inner["rec"].update_count == 0
+    outer.update(preds, target)  # both count on; rec from its reset
+    values = outer.compute()
+    assert values["acc"].item() == pytest.approx((1 + 2 / 3 + 1 / 2) / 3)
+    assert values["in_rec"].item() == pytest.approx((1 + 2 / 3 + 1 / 2) / 3)
+    assert outer["acc"].update_count == 2 and inner["rec"].update_count == 1
+
+
 def test_a_refused_add_metrics_adds_none_of_its_metrics():
     collection = nm.MetricCollection({"f1": nm.MulticlassF1Score(num_classes=3)})
     collection.update(torch.tensor([0, 1, 2]), torch.tensor([0, 1, 1]))
