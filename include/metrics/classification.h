@@ -11,6 +11,10 @@
 #include <metrics/functional/classification.h>
 #include <metrics/metric.h>
 
+namespace metrics::detail {
+struct ClassificationBatch;
+}  // namespace metrics::detail
+
 namespace metrics {
 
 /// How a classification state holds its counts.
@@ -71,6 +75,12 @@ class ClassificationMetric : public Metric {
                        CountLayout layout = CountLayout::PerClass);
 
  private:
+  // The checked, canonical batch of an update's arguments. A binary or multiclass 0-dim preds and
+  // target (and weight) are a batch of one, as TorchMetrics' confusion matrices take them (they
+  // flatten their inputs): so every metric here, which may share the matrix's state.
+  detail::ClassificationBatch batch_of(const at::Tensor& preds, const at::Tensor& target,
+                                       const c10::optional<at::Tensor>& weight) const;
+
   ClassificationOptions options_;
   CountLayout layout_;  // what this metric's own state holds
 };

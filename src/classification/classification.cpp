@@ -109,8 +109,18 @@ ClassificationMetric::ClassificationMetric(const std::string& base_name, Classif
 void ClassificationMetric::update(const at::Tensor& preds, const at::Tensor& target,
                                   const c10::optional<at::Tensor>& weight) {
   RECORD_USER_SCOPE(update_scope().c_str());
-  const auto batch = detail::canonicalize(name(), options_, preds, target, weight, device());
+  const auto batch = batch_of(preds, target, weight);
   apply([&] { detail::count(mutable_state(), options_, batch); });
+}
+
+detail::ClassificationBatch ClassificationMetric::batch_of(const at::Tensor& preds, const at::Tensor& target,
+                                                           const c10::optional<at::Tensor>& weight) const {
+  if (options_.task() != Task::Multilabel && preds.defined() && target.defined() && preds.dim() == 0 && target.dim() == 0) {
+    auto one = weight;
+    if (one && one->defined() && one->dim() == 0) one = one->reshape({1});
+    return detail::canonicalize(name(), options_, preds.reshape({1}), target.reshape({1}), one, device());
+  }
+  return detail::canonicalize(name(), options_, preds, target, weight, device());
 }
 
 UpdateStep ClassificationMetric::prepare_update(const UpdateArgs& args) {
@@ -119,7 +129,7 @@ UpdateStep ClassificationMetric::prepare_update(const UpdateArgs& args) {
   const auto& target = tensor_arg(name(), required(bound, 1), "target");
   c10::optional<at::Tensor> weight;
   if (bound[2] != nullptr) weight = tensor_arg(name(), *bound[2], "weight");
-  auto batch = detail::canonicalize(name(), options_, preds, target, weight, device());
+  auto batch = batch_of(preds, target, weight);
   return [this, batch = std::move(batch)] { detail::count(mutable_state(), options_, batch); };
 }
 

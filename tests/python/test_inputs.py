@@ -2,6 +2,8 @@
 and arrays, Python lists and bools, float {0., 1.} targets in binary and multilabel tasks. Values
 against numpy and sklearn."""
 
+import copy
+
 import numpy as np
 import pytest
 import sklearn.metrics as skm
@@ -124,3 +126,21 @@ def test_views_with_the_negative_bit_are_read_as_their_values(shape):
     scores = torch.stack([-values, values], -1)  # class 1 where the value is positive
     for view in _negated_views(scores.flatten()):
         assert nm.MulticlassAccuracy(num_classes=2, average="micro")(view.reshape(scores.shape), target).item() == 1.0
+
+
+def test_a_0_dim_pair_is_a_batch_of_one_for_binary_and_multiclass():
+    # TorchMetrics' confusion matrices flatten their inputs, so a per-sample loop may give scalars
+    cases = [(nm.MulticlassConfusionMatrix(num_classes=3), torch.tensor(2), torch.tensor(1)),
+             (nm.MulticlassAccuracy(num_classes=3), torch.tensor(2), torch.tensor(2)),
+             (nm.BinaryConfusionMatrix(), torch.tensor(0.7), torch.tensor(1)),
+             (nm.BinaryF1Score(), torch.tensor(0.2), torch.tensor(1))]
+    for metric, preds, target in cases:
+        batch = copy.deepcopy(metric)
+        batch.update(preds.reshape(1), target.reshape(1))
+        metric.update(preds, target)
+        assert torch.equal(metric.compute(), batch.compute()), type(metric).__name__
+    weighted = nm.BinaryConfusionMatrix(weighted=True)
+    weighted.update(torch.tensor(0.7), torch.tensor(1), torch.tensor(2.0))
+    assert weighted.compute().tolist() == [[0.0, 0.0], [0.0, 2.0]]
+    with pytest.raises(ValueError, match="MultilabelConfusionMatrix"):
+        nm.MultilabelConfusionMatrix(num_labels=2).update(torch.tensor(0.7), torch.tensor(1))
