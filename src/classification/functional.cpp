@@ -43,27 +43,23 @@ Doubles as_double(const StatCounts& c, double coefficient = 1.0) {
 bool binary(const ClassificationOptions& o) { return o.task() == Task::Binary; }
 bool multilabel(const ClassificationOptions& o) { return o.task() == Task::Multilabel; }
 
-// Combines per-class scores as options.average says (TorchMetrics' _adjust_weights_safe_divide).
-at::Tensor average_scores(const at::Tensor& score, const Doubles& c, const ClassificationOptions& o,
-                          int64_t top_k) {
-  switch (o.average()) {
-    case Average::None:
-    case Average::Micro:  // handled by the callers
-      return score;
-    case Average::Weighted: {
-      const auto support = c.tp + c.fn;
-      return safe_divide((support * score).sum(-1), support.sum(-1), 0.0);
-    }
-    case Average::Macro: {
-      auto weights = at::ones_like(score);
-      if (!multilabel(o)) {
-        const auto seen = top_k == 1 ? c.tp + c.fp + c.fn : c.tp + c.fn;
-        weights.masked_fill_(seen == 0, 0.0);
-      }
-      return safe_divide((weights * score).sum(-1), weights.sum(-1), 0.0);
-    }
+// Combines per-class scores as options.average says (TorchMetrics' _adjust_weights_safe_divide:
+// each score times its weight over the weights' sum, then their sum). Integer counts (as
+// TorchMetrics' are) take its steps in its dtype, `dtype`, so that an average is its value to the
+// bit; float64 (weighted) counts, ours alone, average in float64.
+at::Tensor average_scores(const at::Tensor& score, const Doubles& c, const ClassificationOptions& o, int64_t top_k,
+                          bool integer_counts, at::ScalarType dtype) {
+  if (o.average() == Average::None || o.average() == Average::Micro) return score;  // (micro: the callers')
+  at::Tensor weights;
+  if (o.average() == Average::Weighted) {
+    weights = c.tp + c.fn;
+  } else {
+    weights = at::ones_like(score);
+    if (!multilabel(o)) weights.masked_fill_((top_k == 1 ? c.tp + c.fp + c.fn : c.tp + c.fn) == 0, 0.0);
   }
-  return score;
+  const auto in = integer_counts ? dtype : at::kDouble;
+  const auto total = weights.sum(-1, /*keepdim=*/true).to(in);  // (an exact sum of integers, then rounded)
+  return safe_divide(weights.to(in) * score.to(in), total.expand_as(score), 0.0).sum(-1);
 }
 
 // A binary score is a scalar, or one per sample; float32 as TorchMetrics' scores are, or `dtype`.
@@ -80,7 +76,8 @@ at::Tensor ratio_score(const StatCounts& counts, const ClassificationOptions& o,
     const auto tp = c.tp.sum(-1);
     return finish(safe_divide(tp, tp + other.sum(-1), o.zero_division()), o);
   }
-  return finish(average_scores(safe_divide(c.tp, c.tp + other, o.zero_division()), c, o, o.top_k()), o);
+  const auto score = safe_divide(c.tp, c.tp + other, o.zero_division());
+  return finish(average_scores(score, c, o, o.top_k(), !counts.tp.is_floating_point(), at::kFloat), o);
 }
 
 }  // namespace
@@ -94,7 +91,7 @@ at::Tensor accuracy(const StatCounts& counts, const ClassificationOptions& o) {
     return finish(safe_divide(c.tp.sum(-1), (c.tp + c.fn).sum(-1), 0.0), o);
   }
   const auto score = multilabel(o) ? safe_divide(c.tp + c.tn, all, 0.0) : safe_divide(c.tp, c.tp + c.fn, 0.0);
-  return finish(average_scores(score, c, o, o.top_k()), o);
+  return finish(average_scores(score, c, o, o.top_k(), !counts.tp.is_floating_point(), at::kFloat), o);
 }
 
 at::Tensor precision(const StatCounts& counts, const ClassificationOptions& o) {
@@ -115,7 +112,8 @@ at::Tensor fbeta_score(const StatCounts& counts, double beta, const Classificati
   const auto dtype = c10::typeMetaToScalarType(c10::get_default_dtype());
   if (binary(o)) return finish(score(c.tp, c.fp, c.fn), o, dtype);
   if (o.average() == Average::Micro) return finish(score(c.tp.sum(-1), c.fp.sum(-1), c.fn.sum(-1)), o, dtype);
-  return finish(average_scores(score(c.tp, c.fp, c.fn), c, o, /*top_k=*/1), o, dtype);
+  const auto integer_counts = !counts.tp.is_floating_point();
+  return finish(average_scores(score(c.tp, c.fp, c.fn), c, o, /*top_k=*/1, integer_counts, dtype), o, dtype);
 }
 
 at::Tensor stat_scores(const StatCounts& c, const ClassificationOptions& o) {

@@ -330,3 +330,32 @@ def test_extra_dimensions_are_flattened_like_torchmetrics():
     metric.update(preds, target)
     expected = skm.confusion_matrix(target.flatten().numpy(), preds.argmax(1).flatten().numpy(), labels=list(range(C)))
     np.testing.assert_array_equal(metric.compute().numpy(), expected)
+
+
+@pytest.mark.parametrize("average", ["macro", "weighted"])
+@pytest.mark.parametrize("task", ["multiclass", "multilabel"])
+def test_averages_take_torchmetrics_float32_steps_to_the_bit(average, task):
+    # TorchMetrics: per-class score in float32, each times its weight over the weights' sum, then the
+    # sum; recomputed here with torch's float32 ops from per-class counts taken by hand
+    gen = torch.Generator().manual_seed(7)
+    for classes in (3, 7, 12):
+        n = 97
+        if task == "multiclass":
+            preds, target = torch.rand(n, classes, generator=gen), torch.randint(0, classes, (n,), generator=gen)
+            predicted = preds.argmax(1)
+            hits = [((predicted == c) & (target == c)).sum() for c in range(classes)]
+            positives = [(target == c).sum() for c in range(classes)]
+            seen = [((predicted == c) | (target == c)).sum() for c in range(classes)]
+            metric = nm.MulticlassRecall(num_classes=classes, average=average)
+        else:
+            preds, target = torch.rand(n, classes, generator=gen), torch.randint(0, 2, (n, classes), generator=gen)
+            predicted = preds > 0.5
+            hits = [(predicted[:, c] & (target[:, c] == 1)).sum() for c in range(classes)]
+            positives = [(target[:, c] == 1).sum() for c in range(classes)]
+            seen = [torch.tensor(1)] * classes  # multilabel macro weighs every label
+            metric = nm.MultilabelRecall(num_labels=classes, average=average)
+        tp, support = torch.stack(hits), torch.stack(positives)
+        score = torch.where(support != 0, tp.float() / support.float(), torch.zeros(()))
+        weights = support if average == "weighted" else (torch.stack(seen) != 0).float()
+        expected = (weights * score / weights.sum().float()).sum()
+        assert torch.equal(metric(preds, target), expected), classes
