@@ -124,9 +124,11 @@ at::Tensor stat_scores(const StatCounts& c, const ClassificationOptions& o) {
       return table.sum(-2);
     case Average::Macro:
       return table.to(at::kFloat).mean(-2);
-    case Average::Weighted: {
-      const auto support = (c.tp + c.fn).to(at::kDouble);
-      return (table.to(at::kDouble) * (support / support.sum(-1, true)).unsqueeze(-1)).sum(-2).to(at::kFloat);
+    case Average::Weighted: {  // integer counts in TorchMetrics' float32 steps (to its bit), float64 ones in float64
+      const auto in = c.tp.is_floating_point() ? at::kDouble : at::kFloat;
+      const auto support = c.tp + c.fn;
+      const auto share = support.to(in) / support.sum(-1, true).to(in);
+      return (table.to(in) * share.unsqueeze(-1)).sum(-2).to(at::kFloat);
     }
     case Average::None:
       break;

@@ -359,3 +359,21 @@ def test_averages_take_torchmetrics_float32_steps_to_the_bit(average, task):
         weights = support if average == "weighted" else (torch.stack(seen) != 0).float()
         expected = (weights * score / weights.sum().float()).sum()
         assert torch.equal(metric(preds, target), expected), classes
+
+
+def test_weighted_stat_scores_take_torchmetrics_float32_steps_to_the_bit():
+    # [tp, fp, tn, fn, support] per class, times support over its sum in float32, summed
+    gen = torch.Generator().manual_seed(8)
+    for classes in (3, 9):
+        preds, target = torch.rand(211, classes, generator=gen), torch.randint(0, classes, (211,), generator=gen)
+        predicted = preds.argmax(1)
+        rows = []
+        for c in range(classes):
+            tp = ((predicted == c) & (target == c)).sum()
+            fp, fn = ((predicted == c) & (target != c)).sum(), ((predicted != c) & (target == c)).sum()
+            rows.append(torch.stack([tp, fp, 211 - tp - fp - fn, fn, tp + fn]))
+        table = torch.stack(rows)
+        support = table[:, 4]
+        expected = (table * (support / support.sum()).reshape(-1, 1)).sum(0)
+        got = nm.MulticlassStatScores(num_classes=classes, average="weighted")(preds, target)
+        assert torch.equal(got, expected), classes
