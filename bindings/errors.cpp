@@ -51,7 +51,7 @@ void init_errors(py::module_& m) {
   m.attr("ShapeError") = py::reinterpret_borrow<py::object>(shape_error);
   // torch.cuda.OutOfMemoryError (a RuntimeError), as torch raises for c10::OutOfMemoryError: code
   // that catches it around a step catches ours too (kept alive for the process, as the module is)
-  out_of_memory_error = py::object(py::module_::import("torch").attr("_C").attr("_OutOfMemoryError")).release().ptr();
+  out_of_memory_error = py::object(py::module_::import("torch.cuda").attr("OutOfMemoryError")).release().ptr();
   py::register_exception_translator([](std::exception_ptr error) {
     try {
       if (error) std::rethrow_exception(error);
