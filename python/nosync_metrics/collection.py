@@ -165,7 +165,7 @@ class MetricCollection(Syncable, torch.nn.Module):
             # in the order of their names, as TorchMetrics adds them
             for name, metric in sorted(metrics.items(), key=lambda item: (not isinstance(item[0], str), str(item[0]))):
                 if isinstance(metric, MetricCollection):
-                    named += [(f"{name}_{key}", member, metric) for key, member in self._handed_over(metric)]
+                    named += [(f"{name}_{key}", member, metric) for key, member in metric.items()]
                 else:
                     named.append((name, metric, None))
         else:
@@ -180,29 +180,29 @@ class MetricCollection(Syncable, torch.nn.Module):
                               "they will be ignored.", stacklevel=3)
             for metric in (list(metrics) if isinstance(metrics, (list, tuple)) else [metrics]) + kept:
                 if isinstance(metric, MetricCollection):
-                    named += [(key, member, metric) for key, member in self._handed_over(metric)]
+                    named += [(key, member, metric) for key, member in metric.items()]
                 else:
                     named.append((type(metric).__name__, metric, None))
         taken = set(self._modules)
-        for name, metric, _ in named:  # every one checked before any is added: a refusal adds none
+        for name, metric, _ in named:  # every one checked before anything changes: a refusal changes nothing
             self._check_addable(name, metric, taken)
             taken.add(name)
+        for nested in {id(n): n for _, _, n in named if n is not None}.values():
+            self._hand_over(nested)
         for name, metric, nested in named:
             self._add(name, metric)
             if nested is not None:
                 self._nested_affixes = {**self._nested_affixes, name: (nested.prefix, nested.postfix)}
 
     @staticmethod
-    def _handed_over(collection):
-        """(key, metric) of a nested collection's metrics, each first given a state of its own there,
-        which no metric added to it later joins: they share states anew in the collection they join,
-        and the nested one stays right."""
-        pairs = list(collection.items())
-        for _, metric in pairs:
+    def _hand_over(collection):
+        """Gives each of a nested collection's metrics a state of its own there, which no metric added
+        to it later joins: they share states anew in the collection they join, and the nested one
+        stays right."""
+        for metric in collection.values():
             collection._detach(metric, keep_alone=True)
             # handed over: they share states anew in the collection they join
             metric._collections = tuple(ref for ref in metric._collections if ref() is not collection)
-        return pairs
 
     def _check_group_names(self):
         """As TorchMetrics checks a list of groups, every time metrics are added: each name must be a

@@ -113,6 +113,14 @@ def test_a_refused_add_metrics_adds_none_of_its_metrics():
     with pytest.raises(KeyError):
         collection.add_metrics({"mean": nm.MeanMetric(), "a.b": nm.SumMetric()})
     assert list(collection.keys()) == ["f1"]
+    # a nested collection given in a refused call keeps its groups: nothing is handed over
+    nested = nm.MetricCollection({"acc": nm.MulticlassAccuracy(num_classes=3), "f1": nm.MulticlassF1Score(3)})
+    groups = nested.compute_groups
+    with pytest.raises(KeyError):
+        collection.add_metrics({"n": nested, "a.b": nm.SumMetric()})
+    assert nested.compute_groups == groups == {0: ["acc", "f1"]}
+    nested.add_metrics({"r": nm.MulticlassRecall(num_classes=3)})  # still joins their state there
+    assert nested.compute_groups == {0: ["acc", "f1", "r"]}
 
 
 def test_dict_names_postfix_forward_and_other_metrics():
