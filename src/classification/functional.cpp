@@ -105,14 +105,16 @@ at::Tensor recall(const StatCounts& counts, const ClassificationOptions& o) {
 at::Tensor fbeta_score(const StatCounts& counts, double beta, const ClassificationOptions& o) {
   const double beta2 = beta * beta;
   const auto c = as_double(counts, 1 + beta2);
-  const auto score = [&](const at::Tensor& tp, const at::Tensor& fp, const at::Tensor& fn) {
-    return safe_divide((1 + beta2) * tp, (1 + beta2) * tp + beta2 * fn + fp, o.zero_division());
-  };
-  // in the default dtype, as TorchMetrics' (1 + beta^2) * tp makes it of integer counts
+  // in the default dtype, as TorchMetrics' (1 + beta^2) * tp makes it of integer counts; integer
+  // counts take its steps in it, so that a score is its value to the bit (float64 ones, ours, stay)
   const auto dtype = c10::typeMetaToScalarType(c10::get_default_dtype());
+  const bool integer_counts = !counts.tp.is_floating_point();
+  const auto in = [&](const at::Tensor& t) { return integer_counts ? t.to(dtype) : t; };
+  const auto score = [&](const at::Tensor& tp, const at::Tensor& fp, const at::Tensor& fn) {
+    return safe_divide((1 + beta2) * in(tp), (1 + beta2) * in(tp) + beta2 * in(fn) + in(fp), o.zero_division());
+  };
   if (binary(o)) return finish(score(c.tp, c.fp, c.fn), o, dtype);
   if (o.average() == Average::Micro) return finish(score(c.tp.sum(-1), c.fp.sum(-1), c.fn.sum(-1)), o, dtype);
-  const auto integer_counts = !counts.tp.is_floating_point();
   return finish(average_scores(score(c.tp, c.fp, c.fn), c, o, /*top_k=*/1, integer_counts, dtype), o, dtype);
 }
 

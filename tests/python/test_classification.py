@@ -229,8 +229,8 @@ def _binary_cells(batches, ignore_index, judged_by_kept):
     return cells
 
 
-@pytest.mark.parametrize("layout", ["contiguous", "strided"])  # the CPU fast path and the ATen path
-def test_the_binary_confusion_matrix_judges_logits_by_the_entries_it_keeps(layout):
+@pytest.mark.parametrize("path", ["cpu", "aten"])
+def test_the_binary_confusion_matrix_judges_logits_by_the_entries_it_keeps(path):
     # TorchMetrics' BinaryConfusionMatrix drops the ignored entries before it looks for logits; its
     # other binary metrics look at every score. Ignored entries padded with -1 here.
     gen = torch.Generator().manual_seed(3)
@@ -243,8 +243,8 @@ def test_the_binary_confusion_matrix_judges_logits_by_the_entries_it_keeps(layou
         batches.append((preds, target))
     batches.append((torch.tensor([0.6, 3.0, 0.2]), torch.tensor([1, -100, 0])))  # logits only where ignored
     batches.append((torch.tensor([0.6, 3.0, -1.0]), torch.tensor([1, 0, -100])))  # logits where kept too
-    if layout == "strided":
-        batches = [(torch.stack([p, p], 1)[:, 0], torch.stack([t, t], 1)[:, 0]) for p, t in batches]
+    if path == "aten":  # scores with the negative bit (their memory negated) take the ATen path on the CPU
+        batches = [(torch._neg_view(-p), t) for p, t in batches]
     matrix = nm.BinaryConfusionMatrix(ignore_index=-100)
     scores = nm.BinaryStatScores(ignore_index=-100)
     collection = nm.MetricCollection({"matrix": nm.BinaryConfusionMatrix(ignore_index=-100),
@@ -376,4 +376,23 @@ def test_weighted_stat_scores_take_torchmetrics_float32_steps_to_the_bit():
         support = table[:, 4]
         expected = (table * (support / support.sum()).reshape(-1, 1)).sum(0)
         got = nm.MulticlassStatScores(num_classes=classes, average="weighted")(preds, target)
+        assert torch.equal(got, expected), classes
+
+
+@pytest.mark.parametrize("beta", [0.3, 2.5])
+def test_fbeta_takes_torchmetrics_float32_steps_to_the_bit(beta):
+    # (1 + b^2) tp / ((1 + b^2) tp + b^2 fn + fp) in float32, then the macro average's steps
+    gen = torch.Generator().manual_seed(9)
+    for classes in range(3, 33):
+        n = int(torch.randint(20, 300, (1,), generator=gen))
+        preds, target = torch.rand(n, classes, generator=gen), torch.randint(0, classes, (n,), generator=gen)
+        predicted = preds.argmax(1)
+        tp = torch.stack([((predicted == c) & (target == c)).sum() for c in range(classes)])
+        fp = torch.stack([((predicted == c) & (target != c)).sum() for c in range(classes)])
+        fn = torch.stack([((predicted != c) & (target == c)).sum() for c in range(classes)])
+        den = (1 + beta**2) * tp + beta**2 * fn + fp
+        score = torch.where(den != 0, (1 + beta**2) * tp / den, torch.zeros(()))
+        weights = ((tp + fp + fn) != 0).float()
+        expected = (weights * score / weights.sum()).sum()
+        got = nm.MulticlassFBetaScore(beta, num_classes=classes, average="macro")(preds, target)
         assert torch.equal(got, expected), classes
