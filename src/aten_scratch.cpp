@@ -41,11 +41,10 @@ bool keeps_key(MetricState& state, size_t slot, const std::vector<int64_t>& key)
          std::equal(key.begin(), key.end(), kept.data_ptr<int64_t>());
 }
 
-void keep_key(MetricState& state, size_t slot, const std::vector<int64_t>* key) {
+void keep_key(MetricState& state, size_t slot, const std::vector<int64_t>& key) {
   auto& kept = state.scratch(slot);
-  if (!key) return void(kept = at::Tensor());
-  kept = at::empty({static_cast<int64_t>(key->size())}, at::kLong);
-  std::copy(key->begin(), key->end(), kept.data_ptr<int64_t>());
+  kept = at::empty({static_cast<int64_t>(key.size())}, at::kLong);
+  std::copy(key.begin(), key.end(), kept.data_ptr<int64_t>());
 }
 
 int64_t bad_updates_offset(const MetricState& state) {

@@ -22,8 +22,8 @@ at::Tensor upload(const std::vector<double>& values, const at::TensorOptions& op
 /// tensors were made for.
 bool keeps_key(MetricState& state, size_t slot, const std::vector<int64_t>& key);
 
-/// The slot `slot` keeps `key`; an empty key where `key` is null.
-void keep_key(MetricState& state, size_t slot, const std::vector<int64_t>* key);
+/// The slot `slot` keeps `key`.
+void keep_key(MetricState& state, size_t slot, const std::vector<int64_t>& key);
 
 /// Runs `make`, which makes an update's cached tensors for `key`, unless they were made for it. The
 /// key is kept once `make` returns: one that throws (out of memory) leaves none, so the next update
@@ -31,9 +31,9 @@ void keep_key(MetricState& state, size_t slot, const std::vector<int64_t>* key);
 template <class Make>
 void make_for_key(MetricState& state, size_t slot, const std::vector<int64_t>& key, Make&& make) {
   if (keeps_key(state, slot, key)) return;
-  keep_key(state, slot, nullptr);
+  state.scratch(slot) = at::Tensor();  // no key while they are made
   make();
-  keep_key(state, slot, &key);
+  keep_key(state, slot, key);
 }
 
 /// Where the tally's bad_updates count is in the count buffer (the state tracks bad input).

@@ -150,7 +150,9 @@ TEST(Update, BuffersLeftUnmadeByAFailedAllocationAreMadeAgainNextTime) {
   Mean mean, expected_mean;
   Accuracy multiclass(Opts::multiclass(3)), expected_multiclass(Opts::multiclass(3));
   Accuracy binary(Opts::binary().weighted(true)), expected_binary(Opts::binary().weighted(true));
-  for (const bool small_batch : {true, false}) update_all(expected_mean, expected_multiclass, expected_binary, small_batch);
+  for (const bool small_batch : {true, false}) {
+    update_all(expected_mean, expected_multiclass, expected_binary, small_batch);
+  }
   update_all(mean, multiclass, binary, /*small_batch=*/true);
   const auto before = std::vector{mean.state_dict(), multiclass.state_dict(), binary.state_dict()};
   {

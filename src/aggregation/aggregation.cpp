@@ -32,7 +32,9 @@ bool is_real(at::ScalarType type) {
 
 // Integer and bool tensors (a count of correct predictions, a mask as weights) are summed as
 // float64, as TorchMetrics casts them to its float dtype; floating tensors pass as they are.
-at::Tensor as_floating(const at::Tensor& t) { return detail::is_input_floating(t.scalar_type()) ? t : t.to(at::kDouble); }
+at::Tensor as_floating(const at::Tensor& t) {
+  return detail::is_input_floating(t.scalar_type()) ? t : t.to(at::kDouble);
+}
 
 // Whether host scalar `v` (finite) lies beyond what a float32 state holds.
 bool beyond_float32(double v, at::ScalarType state) {

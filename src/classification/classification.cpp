@@ -115,7 +115,8 @@ void ClassificationMetric::update(const at::Tensor& preds, const at::Tensor& tar
 
 detail::ClassificationBatch ClassificationMetric::batch_of(const at::Tensor& preds, const at::Tensor& target,
                                                            const c10::optional<at::Tensor>& weight) const {
-  if (options_.task() != Task::Multilabel && preds.defined() && target.defined() && preds.dim() == 0 && target.dim() == 0) {
+  const bool scalar_pair = preds.defined() && target.defined() && preds.dim() == 0 && target.dim() == 0;
+  if (scalar_pair && options_.task() != Task::Multilabel) {
     auto one = weight;
     if (one && one->defined() && one->dim() == 0) one = one->reshape({1});
     return detail::canonicalize(name(), options_, preds.reshape({1}), target.reshape({1}), one, device());

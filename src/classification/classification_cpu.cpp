@@ -342,7 +342,9 @@ BadInputCounts count_entries(const ClassificationBatch& batch, const Classificat
   if constexpr (std::is_floating_point_v<T>) {
     int64_t outside = 0;  // an integer count vectorizes where a bool OR does not
     const bool judged_all = !leaves_ignored_scores_out(o);
-    for (int64_t i = 0; i < entries; ++i) outside += ((preds[i] < 0) | (preds[i] > 1)) & (judged_all | (target[i] != ignore));
+    for (int64_t i = 0; i < entries; ++i) {
+      outside += ((preds[i] < 0) | (preds[i] > 1)) & (judged_all | (target[i] != ignore));
+    }
     threshold = score_threshold<T>(batch, o, outside > 0);
   }
   count_t* __restrict tp = sink.tp.data_ptr<count_t>();

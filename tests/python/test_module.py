@@ -240,7 +240,8 @@ class AliasingNet(torch.nn.Module):
         self.accuracy = nm.classification.MulticlassAccuracy(num_classes=3, average="micro")
         self.metrics = nm.MetricCollection({"acc": self.accuracy, "f1": nm.classification.MulticlassF1Score(3)})
         self.recall = nm.classification.MulticlassRecall(num_classes=3)
-        self.train_metrics = nm.MetricCollection({"recall": self.recall, "acc": nm.classification.MulticlassAccuracy(3)})
+        self.train_metrics = nm.MetricCollection({"recall": self.recall,
+                                                  "acc": nm.classification.MulticlassAccuracy(3)})
         self.val_metrics = nm.MetricCollection({"recall": self.recall, "f1": nm.classification.MulticlassF1Score(3)})
 
 
