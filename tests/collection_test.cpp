@@ -121,6 +121,25 @@ TEST(MetricCollection, BinaryAndMultilabelConfusionMatricesShareThePerClassCount
   EXPECT_EQ(layout_of(collection, "f1"), CountLayout::PerClass);
 }
 
+TEST(MetricCollection, ABinaryConfusionMatrixWithIgnoreIndexSharesTheCountsInItsOwnReading) {
+  // A score outside [0, 1] at an ignored entry alone: F1 reads the batch as logits (sigmoid of each
+  // kept score is above 0.5), the matrix reads probabilities, as TorchMetrics' binary metrics do.
+  const auto o = Opts::binary().ignore_index(-1);
+  MetricCollection collection;
+  collection.add("confmat", ConfusionMatrix(o)).add("f1", F1Score(o));
+  EXPECT_EQ(collection.groups().size(), 1u);
+  EXPECT_EQ(layout_of(collection, "f1"), CountLayout::PerClassAndKeptMatrix);
+  collection.update(at::tensor({0.6, 3.0, 0.2, 0.4}), at::tensor({1, -1, 0, 1}, at::kLong));
+  const auto values = collection.compute();
+  EXPECT_TRUE(at::equal(values.at("confmat"), at::tensor({1, 0, 1, 1}, at::kLong).view({2, 2})));
+  EXPECT_TRUE(tensors_close(values.at("f1"), at::scalar_tensor(0.8f)));
+  const auto& f1 = dynamic_cast<const ClassificationMetric&>(collection.at("f1"));
+  EXPECT_TRUE(at::equal(f1.confusion_matrix(), at::tensor({0, 1, 0, 2}, at::kLong).view({2, 2})));
+  const auto alone = f1.clone_alone();
+  EXPECT_EQ(dynamic_cast<const ClassificationMetric&>(*alone).layout(), CountLayout::PerClass);
+  EXPECT_TRUE(tensors_close(alone->compute(), at::scalar_tensor(0.8f)));
+}
+
 TEST(MetricCollection, MetricsWithUpdatesKeepTheirOwnState) {
   const auto o = Opts::multiclass(10);
   Accuracy trained(o);

@@ -21,6 +21,10 @@ namespace metrics {
 enum class CountLayout {
   PerClass,  ///< tp, fp, tn, fn: [C] each (C = 1 for binary, L for multilabel)
   Matrix,    ///< confmat: [C, C], rows targets, columns predictions (multiclass only)
+  /// Binary with ignore_index: tp, fp, tn, fn [1], with a batch's scores read as logits where any
+  /// score lies outside [0, 1], and confmat [2, 2], read so where a score ignore_index keeps does
+  /// (TorchMetrics' BinaryConfusionMatrix; its other binary metrics judge every score).
+  PerClassAndKeptMatrix,
 };
 
 /// Base of the classification metrics: each is a reduction of one counting state (per-class
@@ -53,15 +57,15 @@ class ClassificationMetric : public Metric {
   /// layout the state's own tensors: read them, never write).
   StatCounts stat_counts() const;
   /// Rows targets, columns predictions, a copy: [C, C] multiclass (where the state holds the
-  /// matrix: a ConfusionMatrix's, or one shared with it; else ValueError), [2, 2] binary, [L, 2, 2]
-  /// multilabel.
+  /// matrix: a ConfusionMatrix's, or one shared with it; else ValueError), [2, 2] binary (a binary
+  /// ConfusionMatrix with ignore_index: confmat, the others: from stat_counts), [L, 2, 2] multilabel.
   at::Tensor confusion_matrix() const;
 
   const std::vector<std::string>& update_parameters() const override;
   /// "weight" only where weighted().
   bool takes(const std::string& name) const override;
   UpdateStep prepare_update(const UpdateArgs& args) override;
-  /// The counting options; level 1 for the C x C layout, which serves the per-class one.
+  /// The counting options; level 1 for the layouts with a matrix, which serve the per-class one.
   SharingKey sharing_key() const override;
   std::string options_text() const override;
   /// Weighted counts that overflowed float64.

@@ -61,10 +61,6 @@ struct ClassificationOptions {
   TORCH_ARG(int64_t, top_k) = 1;
   /// Targets equal to it are left out of every count.
   TORCH_ARG(c10::optional<int64_t>, ignore_index) = c10::nullopt;
-  /// Binary with ignore_index: whether the entries it leaves out have no say in whether a batch's
-  /// scores are logits, as in TorchMetrics' BinaryConfusionMatrix (set by ConfusionMatrix); its
-  /// other binary metrics judge every score.
-  TORCH_ARG(bool, ignored_scores_left_out) = false;
   /// Count bad input (targets out of range, NaN predictions, NaN, negative or infinite weights) on the
   /// device and raise ValueError from compute()/check(). Bad entries are left out either way.
   TORCH_ARG(bool, validate_args) = true;
@@ -85,10 +81,6 @@ struct ClassificationOptions {
 /// The counting options as text: equal for option sets that count the same things the same way
 /// (the state-sharing key of the classification metrics).
 std::string counting_key(const ClassificationOptions& options);
-
-/// Whether the entries ignore_index leaves out have no say in whether the scores are logits: a
-/// binary task with ignore_index and ignored_scores_left_out.
-bool leaves_ignored_scores_out(const ClassificationOptions& options);
 
 /// The options in TorchMetrics' words, e.g. "num_classes=10, top_k=1, average=macro, ...".
 std::string describe(const ClassificationOptions& options);

@@ -98,6 +98,13 @@ const at::Tensor& tensor_arg(const std::string& metric, const ValueArg& arg, con
   return arg.tensor();
 }
 
+// A confusion matrix's layout: with ignore_index, a binary one reads its scores by the entries it
+// keeps, so its matrix is counted beside the per-class cells of the other binary metrics.
+CountLayout matrix_layout(const ClassificationOptions& o) {
+  if (o.task() == Task::Multiclass) return CountLayout::Matrix;
+  return o.task() == Task::Binary && o.ignore_index() ? CountLayout::PerClassAndKeptMatrix : CountLayout::PerClass;
+}
+
 }  // namespace
 
 ClassificationMetric::ClassificationMetric(const std::string& base_name, ClassificationOptions options,
@@ -149,7 +156,7 @@ const std::vector<std::string>& ClassificationMetric::update_parameters() const 
 bool ClassificationMetric::takes(const std::string& name) const { return name != "weight" || options_.weighted(); }
 
 SharingKey ClassificationMetric::sharing_key() const {
-  return {counting_key(options_), layout_ == CountLayout::Matrix ? 1 : 0};
+  return {counting_key(options_), layout_ == CountLayout::PerClass ? 0 : 1};
 }
 
 std::string ClassificationMetric::options_text() const { return describe(options_); }
@@ -190,7 +197,7 @@ at::Tensor ClassificationMetric::confusion_matrix() const {
   TORCH_CHECK_VALUE(options_.task() != Task::Multiclass || layout() == CountLayout::Matrix, name(),
                     ".confusion_matrix: per-class counts hold no C x C matrix; a MulticlassConfusionMatrix counts one, "
                     "and a multiclass metric that shares its state in a collection reads it");
-  return detail::confusion_matrix(state(), options_);
+  return detail::confusion_matrix(state(), options_, layout_);
 }
 
 StatScores::StatScores(ClassificationOptions options) : Cloneable("StatScores", options) {}
@@ -226,8 +233,7 @@ at::Tensor FBetaScore::value() const { return functional::fbeta_score(stat_count
 F1Score::F1Score(ClassificationOptions options) : Cloneable("F1Score", 1.0, options) {}
 
 ConfusionMatrix::ConfusionMatrix(ClassificationOptions options, Normalize normalize)
-    : Cloneable("ConfusionMatrix", options.ignored_scores_left_out(options.task() == Task::Binary),
-                options.task() == Task::Multiclass ? CountLayout::Matrix : CountLayout::PerClass),
+    : Cloneable("ConfusionMatrix", options, matrix_layout(options)),
       normalize_(normalize) {
   TORCH_CHECK_VALUE(options.multidim_average() == MultidimAverage::Global, name(),
                     ": multidim_average=samplewise does not apply to a confusion matrix");

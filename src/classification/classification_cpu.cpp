@@ -341,7 +341,7 @@ BadInputCounts count_entries(const ClassificationBatch& batch, const Classificat
   T threshold = static_cast<T>(o.threshold());
   if constexpr (std::is_floating_point_v<T>) {
     int64_t outside = 0;  // an integer count vectorizes where a bool OR does not
-    const bool judged_all = !leaves_ignored_scores_out(o);
+    const bool judged_all = !sink.judges_kept_scores;
     for (int64_t i = 0; i < entries; ++i) {
       outside += ((preds[i] < 0) | (preds[i] > 1)) & (judged_all | (target[i] != ignore));
     }

@@ -33,14 +33,9 @@ std::string counting_key(const ClassificationOptions& o) {
   key << task_prefix(o.task()) << "/classes=" << classes_text(o)
       << "/threshold=" << detail::number_text(o.threshold()) << "/top_k=" << o.top_k()
       << "/ignore=" << (o.ignore_index() ? std::to_string(*o.ignore_index()) : "none")
-      << (leaves_ignored_scores_out(o) ? "/ignored-scores-left-out" : "")
       << "/validate=" << o.validate_args() << "/weighted=" << o.weighted()
       << (o.multidim_average() == MultidimAverage::Samplewise ? "/samplewise" : "");
   return key.str();
-}
-
-bool leaves_ignored_scores_out(const ClassificationOptions& o) {
-  return o.ignored_scores_left_out() && o.ignore_index() && o.task() == Task::Binary;
 }
 
 const char* average_name(Average average) {

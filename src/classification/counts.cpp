@@ -42,6 +42,10 @@ MetricState make_count_state(const ClassificationOptions& options, CountLayout l
                 rows ? Reduction::Cat : Reduction::Sum, counts_of(name));
     }
   }
+  if (layout == CountLayout::PerClassAndKeptMatrix) {
+    TORCH_INTERNAL_ASSERT(options.task() == Task::Binary && !samplewise(options));
+    state.add("confmat", {2, 2}, dtype, 0, Reduction::Sum, Counts::kUnsigned);
+  }
   if (options.validate_args()) state.track_bad_input(bad_input_kinds(options));
   state.add_scratch(1);  // the ATen path's spare slot, where a piece that counts nothing goes
   if (samplewise(options) && options.task() != Task::Multiclass) {
@@ -56,12 +60,13 @@ MetricState make_count_state(const ClassificationOptions& options, CountLayout l
 
 // Slot 0 is the update count; the counts follow in the order make_count_state adds them.
 CountLayout layout_of(const MetricState& state) {
-  return state.name(1) == "confmat" ? CountLayout::Matrix : CountLayout::PerClass;
+  if (state.name(1) == "confmat") return CountLayout::Matrix;
+  return state.size() > 5 && state.name(5) == "confmat" ? CountLayout::PerClassAndKeptMatrix : CountLayout::PerClass;
 }
 
 StatCounts stat_counts(const MetricState& state) {
   const auto& e = state.entries();  // settled once
-  if (layout_of(state) == CountLayout::PerClass) return {e[1].tensor, e[2].tensor, e[3].tensor, e[4].tensor};
+  if (layout_of(state) != CountLayout::Matrix) return {e[1].tensor, e[2].tensor, e[3].tensor, e[4].tensor};
   const auto& matrix = e[1].tensor;
   const auto tp = matrix.diagonal();
   const auto fp = matrix.sum(0) - tp;
@@ -70,8 +75,9 @@ StatCounts stat_counts(const MetricState& state) {
   return {tp, fp, tn, fn};
 }
 
-at::Tensor confusion_matrix(const MetricState& state, const ClassificationOptions& options) {
+at::Tensor confusion_matrix(const MetricState& state, const ClassificationOptions& options, CountLayout reader) {
   if (layout_of(state) == CountLayout::Matrix) return state[1].clone();
+  if (reader == CountLayout::PerClassAndKeptMatrix) return state.entries()[5].tensor.clone();
   TORCH_INTERNAL_ASSERT(options.task() != Task::Multiclass, "a multiclass confusion matrix needs the Matrix layout");
   const auto c = stat_counts(state);
   // [L, 2, 2]: [[tn, fp], [fn, tp]] per label
@@ -101,6 +107,12 @@ void count(MetricState& state, const ClassificationOptions& options, const Class
   contiguous.target = batch.target.contiguous();
   if (batch.weight) contiguous.weight = batch.weight->to(at::kDouble).contiguous();
   const auto bad = cpu::count(contiguous, options, sink).in_order();
+  if (sink.layout == CountLayout::PerClassAndKeptMatrix) {
+    // the matrix's reading: again, judged by the kept scores; [[tn, fp], [fn, tp]]
+    const auto cells = state[5].view({4, 1});
+    CountSink kept{CountLayout::PerClass, cells[3], cells[1], cells[0], cells[2], {}, /*judges_kept_scores=*/true};
+    cpu::count(contiguous, options, kept);
+  }
   state.finish_update(options.validate_args() ? c10::ArrayRef<int64_t>(bad) : c10::ArrayRef<int64_t>());
 }
 

@@ -11,7 +11,10 @@
 // outside [0, 1]; here NaN aside): the table has the cell under both readings, and the update
 // weighs them I and 1 - I, where I is 1 if every score is inside [0, 1]. One amin over the two last
 // columns gives I, and where the update adds bad_updates' 1 (bad_updates' place if any entry is
-// bad: it lies before the spare slot), straight into the index.
+// bad: it lies before the spare slot), straight into the index. A binary state with a kept
+// matrix (CountLayout::PerClassAndKeptMatrix) counts each entry twice: in tp, fp, tn, fn as above,
+// and in the matrix under I', 1 if every score ignore_index keeps is inside [0, 1] (one more
+// column for the amin, two more cells per entry, the same ops).
 //
 // An update: bucketize the scores and the targets, add them into codes, look the codes up, one
 // amin, since_bad's increment, the cells' values, one put_: 8 ops. Multilabel adds each entry's
@@ -111,17 +114,20 @@ Buckets weight_buckets(const c10::optional<at::Tensor>& weight) {
 }
 
 // The table's columns: each entry's pieces, the cell it counts in under the probability reading and
-// under the logit one (the spare slot where it is dropped), then the tally's place for each of its
-// kinds of bad input, bad target, prediction and (where weighted) weight (the spare slot where it is
-// not bad so); then [bad_updates' place or the spare slot, inside]; then each piece's cell flag (1
-// where its position is a cell, to which a multilabel entry's label is added).
+// under the logit one (the spare slot where it is dropped; with a kept matrix, its cell there under
+// each reading too), then the tally's place for each of its kinds of bad input, bad target,
+// prediction and (where weighted) weight (the spare slot where it is not bad so); then the flags
+// [bad_updates' place or the spare slot, inside (, inside or ignored)]; then each piece's cell flag
+// (1 where its position is a cell, to which a multilabel entry's label is added).
 struct Columns {
   int64_t kinds;
-  static constexpr int64_t kCells = 2;
-  int64_t pieces() const { return kCells + kinds; }
+  int64_t readings;  // of the batch's scores: 1, 2 with a kept matrix
+  int64_t cells() const { return 2 * readings; }
+  int64_t pieces() const { return cells() + kinds; }
   int64_t flags() const { return pieces(); }
-  int64_t cell_flags() const { return pieces() + 2; }
-  int64_t count() const { return 2 * pieces() + 2; }
+  int64_t flag_count() const { return 1 + readings; }
+  int64_t cell_flags() const { return pieces() + flag_count(); }
+  int64_t count() const { return 2 * pieces() + flag_count(); }
 };
 
 // Where each code's pieces go. Cells by 2 * target + prediction: tn, fp, fn, tp (entries 1 tp, 2 fp,
@@ -129,6 +135,9 @@ struct Columns {
 std::vector<int64_t> table(const MetricState& state, const ClassificationOptions& o, const Predictions& p,
                            const TargetBuckets& targets, const Buckets& weights, const Columns& col) {
   static const size_t cell_entries[] = {3, 2, 4, 1};
+  const auto cell_of = [&](int64_t reading, int64_t target, int64_t pred) {
+    return reading == 0 ? state.offset(cell_entries[2 * target + pred]) : state.offset(5) + 2 * target + pred;
+  };
   const auto* tally = state.bad_input();
   const auto spare = state.scratch_offset(0);
   const auto dropped_cell = samplewise(o) ? state.row_spare_offset() : spare;
@@ -145,27 +154,32 @@ std::vector<int64_t> table(const MetricState& state, const ClassificationOptions
     const bool bad[] = {!ignored && t != 0 && t != 1, !ignored && (p.scores ? std::isnan(x) : x != 0 && x != 1),
                         !ignored && col.kinds == 3 && !(w >= 0 && w <= std::numeric_limits<double>::max())};
     const bool kept = !ignored && !bad[0] && !bad[1] && !bad[2];
-    for (const double cutoff : {p.cutoffs.probability, p.cutoffs.logit}) {
-      const int64_t pred = p.scores ? x > cutoff : x == 1;
-      rows.push_back(kept ? state.offset(cell_entries[2 * static_cast<int64_t>(t) + pred]) : dropped_cell);
+    for (int64_t reading = 0; reading < col.readings; ++reading) {
+      for (const double cutoff : {p.cutoffs.probability, p.cutoffs.logit}) {
+        const int64_t pred = p.scores ? x > cutoff : x == 1;
+        rows.push_back(kept ? cell_of(reading, static_cast<int64_t>(t), pred) : dropped_cell);
+      }
     }
     for (int64_t k = 0; k < col.kinds; ++k) rows.push_back(bad[k] ? tally_of(k) : spare);
     rows.push_back(tally && (bad[0] || bad[1] || bad[2]) ? bad_updates : spare);
-    rows.push_back(!(p.scores && (x < 0 || x > 1)) || (ignored && leaves_ignored_scores_out(o)));
-    for (int64_t piece = 0; piece < col.pieces(); ++piece) rows.push_back(piece < Columns::kCells && kept);
+    const bool inside = !(p.scores && (x < 0 || x > 1));
+    rows.push_back(inside);
+    if (col.readings == 2) rows.push_back(inside || ignored);
+    for (int64_t piece = 0; piece < col.pieces(); ++piece) rows.push_back(piece < col.cells() && kept);
   }
   return rows;
 }
 
-// Where an update's positions and values are: each entry's pieces (binary: with the table's two
-// flag columns beside them, zeros in the values), then the tail: the update count's 1, since_bad's
-// increment, bad_updates' 1 (at the place the amin gives) and I (the amin's too, a position below 2
-// with a value of 0). A cell's value is its weight times I under the probability reading and times
-// 1 - I under the logit one; a tally's is 1.
+// Where an update's positions and values are: each entry's pieces (binary: with the table's flag
+// columns beside them, zeros in the values), then the tail: the update count's 1, since_bad's
+// increment, bad_updates' 1 (at the place the amin gives) and I (and I'; the amin's too, positions
+// below 2 with a value of 0). A cell's value is its weight times I under the probability reading and
+// times 1 - I under the logit one (I' and 1 - I' in the kept matrix); a tally's is 1.
 struct Layout {
-  int64_t entries, width;
+  int64_t entries, width, readings;
   int64_t tail() const { return entries * width; }
-  int64_t length() const { return tail() + kTailPieces + 1; }
+  int64_t tail_length() const { return kTailPieces + readings; }
+  int64_t length() const { return tail() + tail_length(); }
 };
 
 struct Buffers {
@@ -242,21 +256,24 @@ Buffers buffers(MetricState& state, const ClassificationBatch& b, const Classifi
     state.scratch(kWeightsCopy) = b.weight ? copy_room(*b.weight) : at::Tensor();
     state.scratch(kLooked) = adds_places ? at::empty({t.size(0), labels, col.count()}, longs) : at::Tensor();
     auto tail = tail_positions(state, spare);
-    tail.push_back(0);  // I's, written by each update
+    tail.resize(layout.tail_length(), 0);  // I's (and I''s), written by each update
     auto positions = at::empty({layout.length()}, longs);
-    positions.narrow(0, layout.tail(), kTailPieces + 1).copy_(upload(tail, longs));
+    positions.narrow(0, layout.tail(), layout.tail_length()).copy_(upload(tail, longs));
     state.scratch(kIndex) = positions;
     auto values = at::zeros({layout.length()}, counts);
-    values.narrow(0, layout.tail(), kTailPieces + 1).copy_(upload(std::vector<int64_t>{1, 0, 1, 0}, counts));
+    auto tail_values = std::vector<int64_t>{1, 0, 1};
+    tail_values.resize(layout.tail_length(), 0);
+    values.narrow(0, layout.tail(), layout.tail_length()).copy_(upload(tail_values, counts));
     auto pieces = values.narrow(0, 0, layout.tail()).view({layout.entries, layout.width});
-    pieces.narrow(1, Columns::kCells, col.kinds).fill_(1);  // a tally counts the entry
-    pieces.narrow(1, 0, 1).fill_(1);  // labels: I is 1, the probability reading's cell counts
+    pieces.narrow(1, col.cells(), col.kinds).fill_(1);  // a tally counts the entry
+    // labels: I is 1, the probability reading's cell counts
+    pieces.narrow(1, 0, col.cells()).view({layout.entries, col.readings, 2}).select(2, 0).fill_(1);
     state.scratch(kValues) = values;
     state.scratch(kLabels) = adds_places ? cell_places(state, b, o, longs) : at::Tensor();
     // labels: I is 1, so the readings are A + B, made once here
     state.scratch(kReadings) = !b.weight  ? at::Tensor()
-                               : b.scores ? at::empty({Columns::kCells}, counts)
-                                          : state.scratch(kReadingsA) + state.scratch(kReadingsB);
+                               : b.scores ? at::empty({col.readings, 2}, counts)
+                                          : (state.scratch(kReadingsA) + state.scratch(kReadingsB)).repeat({col.readings, 1});
   });
   return {state.scratch(kScoreBuckets), state.scratch(kTargetBuckets), state.scratch(kWeightBuckets),
           state.scratch(kCodes),        state.scratch(kLooked),        state.scratch(kIndex),
@@ -273,11 +290,11 @@ void add_pieces(MetricState& state, const ClassificationBatch& b, const Classifi
   const auto pieces = [&](const at::Tensor& t, int64_t first, int64_t n) {
     return t.narrow(0, 0, layout.tail()).view({layout.entries, layout.width}).narrow(1, first, n);
   };
-  state.grow_rows(b.samples).put_(pieces(buf.index, 0, Columns::kCells), pieces(buf.values, 0, Columns::kCells),
+  state.grow_rows(b.samples).put_(pieces(buf.index, 0, col.cells()), pieces(buf.values, 0, col.cells()),
                                   /*accumulate=*/true);
-  counts.put_(pieces(buf.index, Columns::kCells, col.kinds), pieces(buf.values, Columns::kCells, col.kinds),
+  counts.put_(pieces(buf.index, col.cells(), col.kinds), pieces(buf.values, col.cells(), col.kinds),
               /*accumulate=*/true);
-  const auto tail = kTailPieces + 1;
+  const auto tail = layout.tail_length();
   counts.put_(buf.index.narrow(0, layout.tail(), tail), buf.values.narrow(0, layout.tail(), tail), /*accumulate=*/true);
 }
 
@@ -288,14 +305,14 @@ void count_entries_on_aten(MetricState& state, const ClassificationBatch& b, con
   const auto& t = b.target;
   const int64_t rows = t.size(0), labels = t.dim() == 1 ? 1 : t.size(1);
   const bool adds_places = t.dim() > 1 || samplewise(o);  // the cells' positions add labels or samples
-  const Columns col{b.weight ? 3 : 2};
+  const Columns col{b.weight ? 3 : 2, layout_of(state) == CountLayout::PerClassAndKeptMatrix ? 2 : 1};
   const auto p = predictions(b, o);
   const auto targets = target_buckets(o);
   const auto weights = weight_buckets(b.weight);
   const std::vector<int64_t> table_key{static_cast<int64_t>(b.score_dtype), static_cast<int64_t>(b.preds.scalar_type()),
                                        b.scores, weight_dtype_key(b)};
   make_for_key(state, kTableKey, table_key, [&] { make_table(state, b, o, p, targets, weights, col, adds_places); });
-  const Layout layout{rows * labels, adds_places ? col.pieces() : col.cell_flags()};
+  const Layout layout{rows * labels, adds_places ? col.pieces() : col.cell_flags(), col.readings};
   auto buf = buffers(state, b, o, col, layout, adds_places);
 
   // each entry's code: its score's bucket + its target's (+ its weight's), in mixed radix
@@ -319,20 +336,24 @@ void count_entries_on_aten(MetricState& state, const ClassificationBatch& b, con
     at::gather_out(looked, state.scratch(kTable), 0, buf.codes.view({-1, 1}).expand_as(looked));
     at::addcmul_out(head, buf.looked.narrow(2, 0, col.pieces()), buf.looked.narrow(2, col.cell_flags(), col.pieces()),
                     buf.labels);
-    flags = buf.looked.narrow(2, col.flags(), 2);
+    flags = buf.looked.narrow(2, col.flags(), col.flag_count());
   } else {
     auto looked = head.view({rows, col.cell_flags()});
     at::gather_out(looked, state.scratch(kTable), 0, buf.codes.unsqueeze(1).expand_as(looked));
-    flags = head.narrow(2, col.flags(), 2);
+    flags = head.narrow(2, col.flags(), col.flag_count());
   }
-  // [where bad_updates' 1 goes, I] into the index's tail, then since_bad's increment
-  auto bad_and_inside = buf.index.narrow(0, layout.tail() + 2, 2);
+  // [where bad_updates' 1 goes, I (, I')] into the index's tail, then since_bad's increment
+  auto bad_and_inside = buf.index.narrow(0, layout.tail() + 2, col.flag_count());
   at::amin_out(bad_and_inside, flags, {0, 1});
   if (state.bad_input()) count_since_bad(state, buf.values[layout.tail() + 1]);
 
-  // the cells' values: [I, 1 - I], times the weight (labels without weights keep theirs: I is 1)
-  auto cells = buf.values.narrow(0, 0, layout.tail()).view({rows, labels, layout.width}).narrow(2, 0, Columns::kCells);
-  const auto inside = buf.index[layout.tail() + 3];
+  // the cells' values: [I, 1 - I] (, [I', 1 - I']), times the weight (labels without weights keep
+  // theirs: I is 1)
+  auto cells = buf.values.narrow(0, 0, layout.tail())
+                   .view({rows, labels, layout.width})
+                   .narrow(2, 0, col.cells())
+                   .view({rows, labels, col.readings, 2});
+  const auto inside = buf.index.narrow(0, layout.tail() + 3, col.readings).view({col.readings, 1});
   const auto& a = state.scratch(kReadingsA);
   const auto& bb = state.scratch(kReadingsB);
   if (!b.weight) {
@@ -340,8 +361,9 @@ void count_entries_on_aten(MetricState& state, const ClassificationBatch& b, con
   } else {
     auto readings = buf.readings;
     if (b.scores) at::addcmul_out(readings, a, bb, inside);
-    const auto w = b.weight->dim() < t.dim() ? b.weight->view({rows, 1, 1}) : b.weight->view({rows, labels, 1});
-    at::mul_out(cells, w.expand({rows, labels, 1}), readings);
+    const auto w =
+        b.weight->dim() < t.dim() ? b.weight->view({rows, 1, 1, 1}) : b.weight->view({rows, labels, 1, 1});
+    at::mul_out(cells, w.expand({rows, labels, 1, 1}), readings);
   }
   add_pieces(state, b, o, buf, layout, col);
 }

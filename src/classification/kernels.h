@@ -85,15 +85,20 @@ CountLayout layout_of(const MetricState& state);
 /// tp, fp, tn, fn per class, derived from the matrix under the Matrix layout; [S, C] rows of S
 /// samples under multidim_average=samplewise.
 StatCounts stat_counts(const MetricState& state);
-/// [C, C] multiclass (Matrix layout), [2, 2] binary, [L, 2, 2] multilabel.
-at::Tensor confusion_matrix(const MetricState& state, const ClassificationOptions& options);
+/// [C, C] multiclass (Matrix layout), [2, 2] binary, [L, 2, 2] multilabel; for `reader`, a
+/// metric of that layout (the binary confmat where it is PerClassAndKeptMatrix).
+at::Tensor confusion_matrix(const MetricState& state, const ClassificationOptions& options, CountLayout reader);
 /// Counts a canonical batch into `state` (CPU fast path or ATen path) and finishes the update.
 void count(MetricState& state, const ClassificationOptions& options, const ClassificationBatch& batch);
 
 /// The state tensors counts go to: tp, fp, tn, fn [C] (PerClass) or matrix [C, C] (Matrix).
+/// PerClassAndKeptMatrix: tp, fp, tn, fn; count() counts its matrix as a second PerClass sink.
 struct CountSink {
   CountLayout layout;
   at::Tensor tp, fp, tn, fn, matrix;
+  /// Binary with ignore_index: the scores that ignore_index keeps alone say whether a batch's
+  /// scores are logits (TorchMetrics' BinaryConfusionMatrix), not every score.
+  bool judges_kept_scores = false;
 };
 
 /// ATen path (any device): counts a batch into `state` and finishes the update (count and tally).

@@ -5,6 +5,7 @@ which classes a macro average skips, per-batch logits detection, per-entry ignor
 multilabel), the reference applies TorchMetrics' rule on top of sklearn's metrics.
 """
 
+import copy
 import itertools
 
 import numpy as np
@@ -216,23 +217,27 @@ def test_confusion_matrices_match_sklearn(normalize, weighted):
 
 
 def _binary_cells(batches, ignore_index, judged_by_kept):
-    """tn, fp, fn, tp by hand: a batch is logits where a score it judges by lies outside [0, 1]."""
-    cells = np.zeros(4, np.int64)
-    for preds, target in batches:
+    """tn, fp, fn, tp by hand (weighted sums where a batch has weights): a batch is logits where a
+    score it judges by lies outside [0, 1]."""
+    cells = np.zeros(4)
+    for preds, target, weight in batches:
         p, t = preds.flatten().double().numpy(), target.flatten().numpy()
+        w = np.ones(len(t)) if weight is None else weight.numpy()
         keep = t != ignore_index
         judged = p[keep] if judged_by_kept else p
         logits = ((judged < 0) | (judged > 1)).any()
         predicted = (1 / (1 + np.exp(-p)) if logits else p) > 0.5
-        for pred, true in zip(predicted[keep], t[keep]):
-            cells[2 * true + pred] += 1
+        for pred, true, weight_of in zip(predicted[keep], t[keep], w[keep]):
+            cells[2 * true + pred] += weight_of
     return cells
 
 
+@pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("path", ["cpu", "aten"])
-def test_the_binary_confusion_matrix_judges_logits_by_the_entries_it_keeps(path):
+def test_the_binary_confusion_matrix_judges_logits_by_the_entries_it_keeps(path, weighted):
     # TorchMetrics' BinaryConfusionMatrix drops the ignored entries before it looks for logits; its
-    # other binary metrics look at every score. Ignored entries padded with -1 here.
+    # other binary metrics look at every score. Ignored entries padded with -1 here. In a collection
+    # both readings are counted in one shared state.
     gen = torch.Generator().manual_seed(3)
     batches = []
     for n in (8, 16, 33):
@@ -243,16 +248,24 @@ def test_the_binary_confusion_matrix_judges_logits_by_the_entries_it_keeps(path)
         batches.append((preds, target))
     batches.append((torch.tensor([0.6, 3.0, 0.2]), torch.tensor([1, -100, 0])))  # logits only where ignored
     batches.append((torch.tensor([0.6, 3.0, -1.0]), torch.tensor([1, 0, -100])))  # logits where kept too
+    batches.append((torch.tensor([0.6, 0.7, 0.2]), torch.tensor([1, 0, -100])))  # probabilities for both
     if path == "aten":  # scores with the negative bit (their memory negated) take the ATen path on the CPU
         batches = [(torch._neg_view(-p), t) for p, t in batches]
-    matrix = nm.BinaryConfusionMatrix(ignore_index=-100)
-    scores = nm.BinaryStatScores(ignore_index=-100)
-    collection = nm.MetricCollection({"matrix": nm.BinaryConfusionMatrix(ignore_index=-100),
-                                      "scores": nm.BinaryStatScores(ignore_index=-100)})
-    for preds, target in batches:
-        matrix.update(preds, target)
-        scores.update(preds, target)
-        collection.update(preds, target)
+    # weights in quarters: their sums are exact, in any order
+    batches = [(p, t, torch.randint(1, 9, t.shape, generator=gen).double() / 4 if weighted else None)
+               for p, t in batches]
+    options = dict(ignore_index=-100, weighted=weighted)
+    matrix = nm.BinaryConfusionMatrix(**options)
+    scores = nm.BinaryStatScores(**options)
+    collection = nm.MetricCollection({"matrix": nm.BinaryConfusionMatrix(**options),
+                                      "scores": nm.BinaryStatScores(**options),
+                                      "recall": nm.BinaryRecall(**options)})
+    assert collection.compute_groups == {0: ["matrix", "recall", "scores"]}
+    for preds, target, weight in batches:
+        extra = {"weight": weight} if weighted else {}
+        matrix.update(preds, target, **extra)
+        scores.update(preds, target, **extra)
+        collection.update(preds, target, **extra)
     expected_matrix = _binary_cells(batches, -100, judged_by_kept=True)
     tn, fp, fn, tp = _binary_cells(batches, -100, judged_by_kept=False)
     assert (expected_matrix != [tn, fp, fn, tp]).any()  # the two readings differ in these batches
@@ -261,6 +274,14 @@ def test_the_binary_confusion_matrix_judges_logits_by_the_entries_it_keeps(path)
     values = collection.compute()
     assert values["matrix"].flatten().tolist() == expected_matrix.tolist()
     assert values["scores"].tolist() == [tp, fp, tn, fn, tp + fn]
+    assert values["recall"].item() == pytest.approx(tp / (tp + fn), rel=1e-6)
+    # the state holds both readings, and a metric taken out of the collection keeps its own
+    state = collection.state_dict()
+    assert state["matrix.confmat"].flatten().tolist() == expected_matrix.tolist()
+    assert [state["scores." + name].item() for name in ("tn", "fp", "fn", "tp")] == [tn, fp, fn, tp]
+    alone = copy.deepcopy(collection["scores"])
+    collection.reset()
+    assert alone.compute().tolist() == [tp, fp, tn, fn, tp + fn]
 
 
 def test_stat_scores_against_the_confusion_matrix():
