@@ -61,7 +61,8 @@ MetricState make_count_state(const ClassificationOptions& options, CountLayout l
 // Slot 0 is the update count; the counts follow in the order make_count_state adds them.
 CountLayout layout_of(const MetricState& state) {
   if (state.name(1) == "confmat") return CountLayout::Matrix;
-  return state.size() > 5 && state.name(5) == "confmat" ? CountLayout::PerClassAndKeptMatrix : CountLayout::PerClass;
+  const bool kept_matrix = state.size() > kKeptMatrixSlot && state.name(kKeptMatrixSlot) == "confmat";
+  return kept_matrix ? CountLayout::PerClassAndKeptMatrix : CountLayout::PerClass;
 }
 
 StatCounts stat_counts(const MetricState& state) {
@@ -77,7 +78,7 @@ StatCounts stat_counts(const MetricState& state) {
 
 at::Tensor confusion_matrix(const MetricState& state, const ClassificationOptions& options, CountLayout reader) {
   if (layout_of(state) == CountLayout::Matrix) return state[1].clone();
-  if (reader == CountLayout::PerClassAndKeptMatrix) return state.entries()[5].tensor.clone();
+  if (reader == CountLayout::PerClassAndKeptMatrix) return state.entries()[kKeptMatrixSlot].tensor.clone();
   TORCH_INTERNAL_ASSERT(options.task() != Task::Multiclass, "a multiclass confusion matrix needs the Matrix layout");
   const auto c = stat_counts(state);
   // [L, 2, 2]: [[tn, fp], [fn, tp]] per label
@@ -109,7 +110,7 @@ void count(MetricState& state, const ClassificationOptions& options, const Class
   const auto bad = cpu::count(contiguous, options, sink).in_order();
   if (sink.layout == CountLayout::PerClassAndKeptMatrix) {
     // the matrix's reading: again, judged by the kept scores; [[tn, fp], [fn, tp]]
-    const auto cells = state[5].view({4, 1});
+    const auto cells = state[kKeptMatrixSlot].view({4, 1});
     CountSink kept{CountLayout::PerClass, cells[3], cells[1], cells[0], cells[2], {}, /*judges_kept_scores=*/true};
     cpu::count(contiguous, options, kept);
   }

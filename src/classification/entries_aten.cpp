@@ -136,7 +136,8 @@ std::vector<int64_t> table(const MetricState& state, const ClassificationOptions
                            const TargetBuckets& targets, const Buckets& weights, const Columns& col) {
   static const size_t cell_entries[] = {3, 2, 4, 1};
   const auto cell_of = [&](int64_t reading, int64_t target, int64_t pred) {
-    return reading == 0 ? state.offset(cell_entries[2 * target + pred]) : state.offset(5) + 2 * target + pred;
+    if (reading == 0) return state.offset(cell_entries[2 * target + pred]);
+    return state.offset(kKeptMatrixSlot) + 2 * target + pred;  // [[tn, fp], [fn, tp]]
   };
   const auto* tally = state.bad_input();
   const auto spare = state.scratch_offset(0);
@@ -271,9 +272,11 @@ Buffers buffers(MetricState& state, const ClassificationBatch& b, const Classifi
     state.scratch(kValues) = values;
     state.scratch(kLabels) = adds_places ? cell_places(state, b, o, longs) : at::Tensor();
     // labels: I is 1, so the readings are A + B, made once here
+    const auto& a = state.scratch(kReadingsA);
+    const auto& bb = state.scratch(kReadingsB);
     state.scratch(kReadings) = !b.weight  ? at::Tensor()
                                : b.scores ? at::empty({col.readings, 2}, counts)
-                                          : (state.scratch(kReadingsA) + state.scratch(kReadingsB)).repeat({col.readings, 1});
+                                          : (a + bb).repeat({col.readings, 1});
   });
   return {state.scratch(kScoreBuckets), state.scratch(kTargetBuckets), state.scratch(kWeightBuckets),
           state.scratch(kCodes),        state.scratch(kLooked),        state.scratch(kIndex),

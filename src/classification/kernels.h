@@ -81,6 +81,8 @@ std::vector<std::string> bad_input_kinds(const ClassificationOptions& options);
 
 /// The counting state of `options` in `layout`, with its bad-input tally if validate_args.
 MetricState make_count_state(const ClassificationOptions& options, CountLayout layout);
+/// The slot of the matrix in a PerClassAndKeptMatrix state: after the update count, tp, fp, tn, fn.
+constexpr size_t kKeptMatrixSlot = 5;
 CountLayout layout_of(const MetricState& state);
 /// tp, fp, tn, fn per class, derived from the matrix under the Matrix layout; [S, C] rows of S
 /// samples under multidim_average=samplewise.

@@ -284,6 +284,30 @@ def test_the_binary_confusion_matrix_judges_logits_by_the_entries_it_keeps(path,
     assert alone.compute().tolist() == [tp, fp, tn, fn, tp + fn]
 
 
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("path", ["cpu", "aten"])
+def test_binary_labels_with_ignore_index_count_the_matrix_and_the_cells_alike(path, weighted):
+    # Labels have one reading: the matrix beside the cells in the shared state takes the same counts.
+    gen = torch.Generator().manual_seed(5)
+    options = dict(ignore_index=-1, weighted=weighted)
+    collection = nm.MetricCollection({"matrix": nm.BinaryConfusionMatrix(**options),
+                                      "scores": nm.BinaryStatScores(**options)})
+    cells = np.zeros(4)  # tn, fp, fn, tp
+    for n in (5, 9, 17):
+        preds, target = torch.randint(0, 2, (n,), generator=gen), torch.randint(-1, 2, (n,), generator=gen)
+        weight = torch.randint(1, 5, (n,), generator=gen).double() / 4
+        for p, t, w in zip(preds.tolist(), target.tolist(), weight.tolist()):
+            cells[2 * t + p] += (w if weighted else 1) if t != -1 else 0
+        if path == "aten":
+            preds = torch._neg_view(-preds)
+        collection.update(preds, target, **({"weight": weight} if weighted else {}))
+    values = collection.compute()
+    tn, fp, fn, tp = cells
+    assert collection.compute_groups == {0: ["matrix", "scores"]}
+    assert values["matrix"].flatten().tolist() == cells.tolist()
+    assert values["scores"].tolist() == [tp, fp, tn, fn, tp + fn]
+
+
 def test_stat_scores_against_the_confusion_matrix():
     batches = list(_batches("multiclass", 9, None, False))
     y_true, y_pred, _ = _collect("multiclass", batches, 1, 0.5, None)
