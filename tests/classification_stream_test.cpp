@@ -104,7 +104,8 @@ void reference_entries(Reference& ref, const Opts& o, const at::Tensor& preds, c
   const auto x = doubles(to_rows(preds));
   const auto t_all = doubles(to_rows(target));
   const bool is_float = preds.is_floating_point();
-  const bool logits = is_float && std::any_of(x.begin(), x.end(), [](double v) { return v < 0 || v > 1; });
+  // TorchMetrics on the CPU: logits unless every score is inside [0, 1] (a NaN is not)
+  const bool logits = is_float && !std::all_of(x.begin(), x.end(), [](double v) { return v >= 0 && v <= 1; });
   std::vector<double> w_all;
   if (weight.defined()) {
     const auto per_row = weight.dim() == 1 && weight.sizes() != target.sizes();

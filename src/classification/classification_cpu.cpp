@@ -209,8 +209,8 @@ inline Entry<count_t> judge(int64_t t, T x, T threshold, const double* weight, i
           valid && !target_ok, valid && !pred_ok, valid && !weight_ok};
 }
 
-// Scores outside [0, 1] anywhere in the batch make it logits (TorchMetrics decides per batch),
-// positive above the cutoff of their dtype (score_cutoffs.h).
+// Scores outside [0, 1] anywhere in the batch make it logits (TorchMetrics decides per batch; on
+// the CPU a NaN is outside too), positive above the cutoff of their dtype (score_cutoffs.h).
 template <typename T>
 T score_threshold(const ClassificationBatch& batch, const ClassificationOptions& o, bool logits) {
   const auto cutoffs = score_cutoffs(o.threshold(), batch.score_dtype);
@@ -340,10 +340,12 @@ BadInputCounts count_entries(const ClassificationBatch& batch, const Classificat
 
   T threshold = static_cast<T>(o.threshold());
   if constexpr (std::is_floating_point_v<T>) {
-    int64_t outside = 0;  // an integer count vectorizes where a bool OR does not
+    // an integer count vectorizes where a bool OR does not; a NaN is not inside [0, 1] either, as
+    // TorchMetrics reads scores on the CPU (see nan_makes_logits)
+    int64_t outside = 0;
     const bool judged_all = !sink.judges_kept_scores;
     for (int64_t i = 0; i < entries; ++i) {
-      outside += ((preds[i] < 0) | (preds[i] > 1)) & (judged_all | (target[i] != ignore));
+      outside += (!(preds[i] >= 0) | !(preds[i] <= 1)) & (judged_all | (target[i] != ignore));
     }
     threshold = score_threshold<T>(batch, o, outside > 0);
   }

@@ -8,8 +8,9 @@
 // outside [0, 1] (1 where not).
 //
 // Scores are probabilities or logits by the batch (TorchMetrics takes logits where any score is
-// outside [0, 1]; here NaN aside): the table has the cell under both readings, and the update
-// weighs them I and 1 - I, where I is 1 if every score is inside [0, 1]. One amin over the two last
+// outside [0, 1], a NaN too on the CPU: see nan_makes_logits): the table has the cell under both
+// readings, and the update weighs them I and 1 - I, where I is 1 if every score is inside [0, 1]
+// (a NaN, on the CPU, is not). One amin over the two last
 // columns gives I, and where the update adds bad_updates' 1 (bad_updates' place if any entry is
 // bad: it lies before the spare slot), straight into the index. A binary state with a kept
 // matrix (CountLayout::PerClassAndKeptMatrix) counts each entry twice: in tp, fp, tn, fn as above,
@@ -163,7 +164,7 @@ std::vector<int64_t> table(const MetricState& state, const ClassificationOptions
     }
     for (int64_t k = 0; k < col.kinds; ++k) rows.push_back(bad[k] ? tally_of(k) : spare);
     rows.push_back(tally && (bad[0] || bad[1] || bad[2]) ? bad_updates : spare);
-    const bool inside = !(p.scores && (x < 0 || x > 1));
+    const bool inside = !(p.scores && (x < 0 || x > 1 || (std::isnan(x) && nan_makes_logits(state.device()))));
     rows.push_back(inside);
     if (col.readings == 2) rows.push_back(inside || ignored);
     for (int64_t piece = 0; piece < col.pieces(); ++piece) rows.push_back(piece < col.cells() && kept);

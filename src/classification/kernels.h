@@ -63,6 +63,11 @@ inline int64_t weight_dtype_key(const ClassificationBatch& b) {
   return b.weight ? static_cast<int64_t>(b.weight->scalar_type()) : -1;
 }
 
+/// Whether a NaN score makes a binary or multilabel batch logits, as one outside [0, 1] does: on the
+/// CPU, where TorchMetrics asks whether every score is inside [0, 1] (normalize_logits_if_needed),
+/// and not on other devices, where it asks whether any is outside.
+inline bool nan_makes_logits(const at::Device& device) { return device.is_cpu(); }
+
 /// Checks shapes, dtypes and devices (metadata only) and reshapes into canonical form.
 ClassificationBatch canonicalize(const std::string& metric, const ClassificationOptions& options,
                                  const at::Tensor& preds, const at::Tensor& target,

@@ -225,7 +225,7 @@ def _binary_cells(batches, ignore_index, judged_by_kept):
         w = np.ones(len(t)) if weight is None else weight.numpy()
         keep = t != ignore_index
         judged = p[keep] if judged_by_kept else p
-        logits = ((judged < 0) | (judged > 1)).any()
+        logits = (~((judged >= 0) & (judged <= 1))).any()  # on the CPU a NaN is not inside [0, 1]
         predicted = (1 / (1 + np.exp(-p)) if logits else p) > 0.5
         for pred, true, weight_of in zip(predicted[keep], t[keep], w[keep]):
             cells[2 * true + pred] += weight_of
@@ -249,6 +249,7 @@ def test_the_binary_confusion_matrix_judges_logits_by_the_entries_it_keeps(path,
     batches.append((torch.tensor([0.6, 3.0, 0.2]), torch.tensor([1, -100, 0])))  # logits only where ignored
     batches.append((torch.tensor([0.6, 3.0, -1.0]), torch.tensor([1, 0, -100])))  # logits where kept too
     batches.append((torch.tensor([0.6, 0.7, 0.2]), torch.tensor([1, 0, -100])))  # probabilities for both
+    batches.append((torch.tensor([0.6, float("nan"), 0.2]), torch.tensor([1, -100, 0])))  # a NaN only where ignored
     if path == "aten":  # scores with the negative bit (their memory negated) take the ATen path on the CPU
         batches = [(torch._neg_view(-p), t) for p, t in batches]
     # weights in quarters: their sums are exact, in any order
@@ -306,6 +307,27 @@ def test_binary_labels_with_ignore_index_count_the_matrix_and_the_cells_alike(pa
     assert collection.compute_groups == {0: ["matrix", "scores"]}
     assert values["matrix"].flatten().tolist() == cells.tolist()
     assert values["scores"].tolist() == [tp, fp, tn, fn, tp + fn]
+
+
+@pytest.mark.parametrize("path", ["cpu", "aten"])
+def test_a_nan_score_makes_the_batch_logits_on_the_cpu(path):
+    # TorchMetrics asks on the CPU whether every score is inside [0, 1] (a NaN is not), elsewhere
+    # whether any is outside (a NaN is not): its CPU reading, here on the CPU.
+    nan = float("nan")
+    neg = (lambda x: torch._neg_view(-x)) if path == "aten" else (lambda x: x)
+    scores = nm.BinaryStatScores(ignore_index=-1)
+    matrix = nm.BinaryConfusionMatrix(ignore_index=-1)
+    scores.update(neg(torch.tensor([0.6, 0.4, nan])), torch.tensor([1, 0, -1]))
+    matrix.update(neg(torch.tensor([0.6, 0.4, nan])), torch.tensor([1, 0, -1]))
+    assert scores.compute().tolist() == [1, 1, 0, 0, 1]  # sigmoid(0.4) > 0.5: a false positive
+    assert matrix.compute().tolist() == [[1, 0], [0, 1]]  # the kept scores alone: probabilities
+    labels = nm.MultilabelStatScores(num_labels=2, average=None, ignore_index=-1)
+    labels.update(neg(torch.tensor([[0.6, nan], [0.4, 0.7]])), torch.tensor([[1, -1], [0, 1]]))
+    assert labels.compute().tolist() == [[1, 1, 0, 0, 1], [1, 0, 0, 0, 1]]
+    # a kept NaN, not validated: left out, and still the batch's logits
+    unchecked = nm.BinaryStatScores(validate_args=False)
+    unchecked.update(neg(torch.tensor([0.6, 0.4, nan])), torch.tensor([1, 0, 1]))
+    assert unchecked.compute().tolist() == [1, 1, 0, 0, 1]
 
 
 def test_stat_scores_against_the_confusion_matrix():
