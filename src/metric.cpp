@@ -32,7 +32,9 @@ constexpr char kDescriptionKey[] = "_metric";
 // 3: a tally that counts its kinds cumulatively (weighted aggregators: NaN values, then NaN values
 // or infinite weights) holds them so; version 2 held each kind's own count.
 // 4: float32 Mean and Sum accumulate in float64, as float64 ones do (upgrade_state converts theirs).
-constexpr int64_t kStateFormatVersion = 4;
+// 5: a binary ConfusionMatrix with ignore_index keeps its matrix beside tp, fp, tn, fn
+// (CountLayout::PerClassAndKeptMatrix; upgrade_state makes it from the cells it held alone).
+constexpr int64_t kStateFormatVersion = 5;
 constexpr int64_t kOldestReadableVersion = 1;
 
 std::string as_text(const at::Tensor& bytes) {

@@ -176,11 +176,34 @@ TEST(Checkpoint, ACollectionNamesTheFileAndTheMetricWhosePartItRefuses) {
 TEST(Checkpoint, StateDictsCarryTheFormatVersionAndTheMetric) {
   Accuracy accuracy(Opts::multiclass(5));
   auto dict = accuracy.state_dict();
-  EXPECT_EQ(dict.at("_version").item<int64_t>(), 4);
+  EXPECT_EQ(dict.at("_version").item<int64_t>(), 5);
   EXPECT_EQ(dict.at("_metric").scalar_type(), at::kByte);
-  dict["_version"] = at::full({}, 5, at::kLong);
+  dict["_version"] = at::full({}, 6, at::kLong);
   EXPECT_THROWS_WITH(accuracy.load_state_dict(dict), c10::ValueError,
-                     "the state is of format version 5, this build reads versions 1 to 4");
+                     "the state is of format version 6, this build reads versions 1 to 5");
+}
+
+TEST(Checkpoint, AVersionFourBinaryConfusionMatrixWithIgnoreIndexTakesItsCellsAsItsMatrix) {
+  // version 4 held tp, fp, tn, fn alone, counted as the matrix reads them (by the kept scores)
+  const auto o = Opts::binary().ignore_index(-1);
+  ConfusionMatrix matrix(o);
+  matrix.update(at::tensor({0.6, 3.0, 0.2, 0.4}), at::tensor({1, -1, 0, 1}, at::kLong));
+  auto dict = matrix.state_dict();
+  const auto kept = dict.at("confmat").view({-1});  // [tn, fp, fn, tp]
+  auto text = std::string(static_cast<const char*>(dict.at("_metric").data_ptr()), dict.at("_metric").numel());
+  const auto start = text.find("\nconfmat ") + 1;
+  text.erase(start, text.find('\n', start) + 1 - start);
+  auto old = dict;
+  old.erase("confmat");
+  old["_version"] = at::full({}, 4, at::kLong);
+  old["_metric"] = at::from_blob(text.data(), {static_cast<int64_t>(text.size())}, at::kByte).clone();
+  const char* cells[] = {"tn", "fp", "fn", "tp"};
+  for (int64_t cell = 0; cell < 4; ++cell) old[cells[cell]] = kept.narrow(0, cell, 1);
+  ConfusionMatrix resumed(o);
+  resumed.load_state_dict(old);
+  EXPECT_TRUE(at::equal(resumed.compute(), matrix.compute()));
+  old.erase("tp");  // what it cannot read is refused
+  EXPECT_THROWS_WITH(ConfusionMatrix(o).load_state_dict(old), c10::ValueError, "tp");
 }
 
 TEST(Checkpoint, AVersionTwoWeightedMeanReadsItsKindsAsTheyWere) {

@@ -22,8 +22,9 @@ enum class CountLayout {
   PerClass,  ///< tp, fp, tn, fn: [C] each (C = 1 for binary, L for multilabel)
   Matrix,    ///< confmat: [C, C], rows targets, columns predictions (multiclass only)
   /// Binary with ignore_index: tp, fp, tn, fn [1], with a batch's scores read as logits where any
-  /// score lies outside [0, 1], and confmat [2, 2], read so where a score ignore_index keeps does
-  /// (TorchMetrics' BinaryConfusionMatrix; its other binary metrics judge every score).
+  /// score lies outside [0, 1] (on the CPU a NaN too), and confmat [2, 2], read so where a score
+  /// ignore_index keeps does (TorchMetrics' BinaryConfusionMatrix; its other binary metrics judge
+  /// every score).
   PerClassAndKeptMatrix,
 };
 
@@ -51,7 +52,8 @@ class ClassificationMetric : public Metric {
   using Metric::update;
 
   const ClassificationOptions& options() const { return options_; }
-  /// The layout of the state this metric reads: a shared C x C matrix serves per-class metrics too.
+  /// The layout of the state this metric reads: a shared state with a matrix (C x C, or a binary
+  /// one's kept matrix) serves per-class metrics too.
   CountLayout layout() const;
   /// tp, fp, tn, fn per class (derived from the matrix under the Matrix layout; under the per-class
   /// layout the state's own tensors: read them, never write).
@@ -73,6 +75,11 @@ class ClassificationMetric : public Metric {
   /// The per-class counts of a C x C state this metric shares, in a per-class state.
   MetricState own_state_copy() const override;
   bool holds_own_layout() const override;
+  /// Before format version 5 a PerClassAndKeptMatrix state held no matrix: tp, fp, tn, fn alone.
+  std::string description_in_version(int64_t version) const override;
+  /// A PerClassAndKeptMatrix state of version 4 counted its matrix in tp, fp, tn, fn: the matrix
+  /// takes them.
+  void upgrade_state(StateDict& dict, int64_t version) const override;
 
  protected:
   ClassificationMetric(const std::string& base_name, ClassificationOptions options,

@@ -161,6 +161,37 @@ SharingKey ClassificationMetric::sharing_key() const {
 
 std::string ClassificationMetric::options_text() const { return describe(options_); }
 
+namespace {
+
+// The state format version that added the kept matrix (CountLayout::PerClassAndKeptMatrix).
+constexpr int64_t kKeptMatrixVersion = 5;
+
+}  // namespace
+
+std::string ClassificationMetric::description_in_version(int64_t version) const {
+  auto text = description();
+  if (version >= kKeptMatrixVersion || layout_ != CountLayout::PerClassAndKeptMatrix) return text;
+  const auto start = text.find("\nconfmat ") + 1;
+  return text.erase(start, text.find('\n', start) + 1 - start);
+}
+
+// Its cells were read by the kept scores (since 9639e33; by every score before it, which
+// TorchMetrics' matrix does not do).
+void ClassificationMetric::upgrade_state(StateDict& dict, int64_t version) const {
+  if (version >= kKeptMatrixVersion || layout_ != CountLayout::PerClassAndKeptMatrix) return;
+  std::vector<at::Tensor> cells;  // [[tn, fp], [fn, tp]]
+  for (const char* name : {"tn", "fp", "fn", "tp"}) {
+    const auto cell = dict.find(name);
+    if (cell == dict.end() || !cell->second.defined() || cell->second.sizes() != at::IntArrayRef{1}) return;
+    cells.push_back(cell->second);
+  }
+  const auto& first = cells.front();
+  for (const auto& cell : cells) {
+    if (cell.scalar_type() != first.scalar_type() || cell.device() != first.device()) return;
+  }
+  dict.emplace("confmat", at::cat(cells).view({2, 2}));
+}
+
 CountLayout ClassificationMetric::layout() const { return detail::layout_of(state()); }
 
 StatCounts ClassificationMetric::stat_counts() const { return detail::stat_counts(state()); }

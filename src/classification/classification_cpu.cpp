@@ -340,8 +340,8 @@ BadInputCounts count_entries(const ClassificationBatch& batch, const Classificat
 
   T threshold = static_cast<T>(o.threshold());
   if constexpr (std::is_floating_point_v<T>) {
-    // an integer count vectorizes where a bool OR does not; a NaN is not inside [0, 1] either, as
-    // TorchMetrics reads scores on the CPU (see nan_makes_logits)
+    // (a NaN is not inside [0, 1] either, as TorchMetrics reads scores on the CPU: see
+    // nan_makes_logits)
     int64_t outside = 0;
     const bool judged_all = !sink.judges_kept_scores;
     for (int64_t i = 0; i < entries; ++i) {

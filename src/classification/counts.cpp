@@ -78,7 +78,10 @@ StatCounts stat_counts(const MetricState& state) {
 
 at::Tensor confusion_matrix(const MetricState& state, const ClassificationOptions& options, CountLayout reader) {
   if (layout_of(state) == CountLayout::Matrix) return state[1].clone();
-  if (reader == CountLayout::PerClassAndKeptMatrix) return state.entries()[kKeptMatrixSlot].tensor.clone();
+  if (reader == CountLayout::PerClassAndKeptMatrix) {
+    TORCH_INTERNAL_ASSERT(layout_of(state) == CountLayout::PerClassAndKeptMatrix);
+    return state[kKeptMatrixSlot].clone();
+  }
   TORCH_INTERNAL_ASSERT(options.task() != Task::Multiclass, "a multiclass confusion matrix needs the Matrix layout");
   const auto c = stat_counts(state);
   // [L, 2, 2]: [[tn, fp], [fn, tp]] per label

@@ -1,21 +1,21 @@
 // Binary and multilabel counting on the ATen path. Each entry (a score or label, its target, its
 // weight) falls into a few buckets (bucketize), and the combination of its buckets, the entry's
 // code, says all that an update needs of it. A table, made once per state, score dtype and weight
-// dtype, gives each code its pieces (put_update.h): the cell it counts in (tn, fp, fn or tp of its
-// label) under each reading of the scores, the spare slot where it is dropped; the tally's place for
-// each kind of bad input it has, the spare slot for each it has not; and two more columns:
-// bad_updates' place where the entry is bad (the spare slot where not), and 0 where the entry is
-// outside [0, 1] (1 where not).
+// dtype (and device: a move drops the scratch), gives each code its pieces (put_update.h): the cell
+// it counts in (tn, fp, fn or tp of its label) under each reading of the scores, the spare slot
+// where it is dropped; the tally's place for each kind of bad input it has, the spare slot for each
+// it has not; and two more columns (three with a kept matrix, below): bad_updates' place where the
+// entry is bad (the spare slot where not), and 0 where the entry is outside [0, 1] (1 where not).
 //
 // Scores are probabilities or logits by the batch (TorchMetrics takes logits where any score is
 // outside [0, 1], a NaN too on the CPU: see nan_makes_logits): the table has the cell under both
 // readings, and the update weighs them I and 1 - I, where I is 1 if every score is inside [0, 1]
-// (a NaN, on the CPU, is not). One amin over the two last
-// columns gives I, and where the update adds bad_updates' 1 (bad_updates' place if any entry is
-// bad: it lies before the spare slot), straight into the index. A binary state with a kept
-// matrix (CountLayout::PerClassAndKeptMatrix) counts each entry twice: in tp, fp, tn, fn as above,
-// and in the matrix under I', 1 if every score ignore_index keeps is inside [0, 1] (one more
-// column for the amin, two more cells per entry, the same ops).
+// (a NaN, on the CPU, is not). One amin over the flag columns gives I, and where the update adds
+// bad_updates' 1 (bad_updates' place if any entry is bad: it lies before the spare slot), straight
+// into the index. A binary state with a kept matrix (CountLayout::PerClassAndKeptMatrix) counts
+// each entry twice: in tp, fp, tn, fn as above, and in the matrix under I', 1 if every score
+// ignore_index keeps is inside [0, 1] (one more column for the amin, two more cells per entry, the
+// same ops).
 //
 // An update: bucketize the scores and the targets, add them into codes, look the codes up, one
 // amin, since_bad's increment, the cells' values, one put_: 8 ops. Multilabel adds each entry's

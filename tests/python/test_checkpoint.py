@@ -41,7 +41,7 @@ def test_resuming_from_torch_save_equals_an_uninterrupted_run(tmp_path):
 
 def test_state_dicts_record_the_format_version_and_the_metric():
     state = nm.MulticlassAccuracy(num_classes=4).state_dict()
-    assert state["_version"].item() == 4
+    assert state["_version"].item() == 5
     text = bytes(state["_metric"].tolist()).decode()
     assert text.startswith("MulticlassAccuracy(num_classes=4, top_k=1, average=macro")
 

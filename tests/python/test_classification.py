@@ -51,8 +51,8 @@ def _multiclass_pred(scores, target, top_k):
 
 
 def _binary_pred(x, threshold):
-    """TorchMetrics: a batch with values outside [0, 1] is logits (sigmoid first)."""
-    probs = 1 / (1 + np.exp(-x)) if ((x < 0) | (x > 1)).any() else x
+    """TorchMetrics on the CPU: a batch with values not inside [0, 1] is logits (sigmoid first)."""
+    probs = 1 / (1 + np.exp(-x)) if (~((x >= 0) & (x <= 1))).any() else x
     return (probs > np.float32(threshold)).astype(int)
 
 
