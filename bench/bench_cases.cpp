@@ -63,20 +63,21 @@ std::unique_ptr<metrics::ClassificationMetric> make_metric(const std::string& na
 
 Case nosync_classification(const std::string& metric, const Opts& o, const Inputs& in, bool aten_path) {
   const auto preds = in.preds, target = in.target;
+  const auto weight = in.weight.defined() ? c10::optional<at::Tensor>(in.weight) : c10::nullopt;
   const bool collection = metric.find("collection") != std::string::npos;
   const auto name = metric.substr(metric.find(' ') + 1);
   return {metric, in.shape, aten_path ? "nosync (ATen path)" : "nosync",
           [=]() -> UpdateFn {
             if (!collection) {
               std::shared_ptr<metrics::ClassificationMetric> m = make_metric(name, o);
-              return [m, preds, target] { m->update(preds, target); };
+              return [m, preds, target, weight] { m->update(preds, target, weight); };
             }
             auto four = std::make_shared<metrics::MetricCollection>();
             for (const char* n : {"accuracy", "precision", "recall", "f1"}) four->add(n, make_metric(n, o));
-            return [four, preds, target, aten_path] {
+            return [four, preds, target, weight, aten_path] {
               std::unique_ptr<metrics::ForceAtenPath> force;
               if (aten_path) force = std::make_unique<metrics::ForceAtenPath>();
-              four->update(preds, target);
+              four->update(preds, target, weight);
             };
           },
           preds.numel()};
@@ -116,6 +117,23 @@ void add_aggregators(std::vector<Case>& cases, const Inputs& in) {
   }
 }
 
+// The collections again with per-sample weights (ours alone: TorchMetrics' classification has
+// none), against the same floor.
+void add_weighted_collections(std::vector<Case>& cases) {
+  const auto weighted = [](Inputs in) {
+    in.weight = at::rand({in.target.size(0)});
+    return in;
+  };
+  const auto macro = Average::Macro;
+  for (const auto& [task, o, in] : {std::tuple{"multiclass", Opts::multiclass(1000).average(macro).weighted(true),
+                                               weighted(multiclass_input(1000))},
+                                    {"binary", Opts::binary().weighted(true), weighted(binary_input())},
+                                    {"multilabel", Opts::multilabel(100).average(macro).weighted(true),
+                                     weighted(multilabel_input())}}) {
+    cases.push_back(nosync_classification(std::string(task) + " collection weighted", o, in, /*aten_path=*/false));
+  }
+}
+
 // What a live SyncCounter costs per observed op: 100 small in-place adds.
 void add_counter_cost(std::vector<Case>& cases) {
   const auto x = at::zeros({8});
@@ -147,6 +165,7 @@ std::vector<Case> all_cases() {
   add_classification(cases, "multiclass", Opts::multiclass(1000).average(macro), multiclass_input(1000));
   add_classification(cases, "binary", Opts::binary(), binary_input());
   add_classification(cases, "multilabel", Opts::multilabel(100).average(macro), multilabel_input());
+  add_weighted_collections(cases);
   add_counter_cost(cases);
   return cases;
 }

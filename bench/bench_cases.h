@@ -12,6 +12,7 @@ namespace bench {
 struct Inputs {
   std::string shape;  // e.g. "128x1000"
   at::Tensor values, preds, target;
+  at::Tensor weight = {};  // per sample, where the options are weighted
 };
 
 /// One update call of one implementation, ready to repeat: calls update() on state it owns.
