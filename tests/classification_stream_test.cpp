@@ -199,6 +199,10 @@ struct StreamSpec {
   bool logits = false;     // binary and multilabel scores as logits
   bool dirty = false;      // NaN scores, out-of-range targets, NaN weights (with validate_args off)
   bool per_entry_weight = false;
+  int64_t min_rows = 3;       // batches of min_rows to min_rows + 28 rows
+  bool float_weight = false;  // float32 weights (else float64)
+  bool omit_weight = false;   // a weighted metric updated without weights
+  bool ignore_unused = false; // no target takes the ignore_index
 };
 
 struct Batch {
@@ -208,7 +212,7 @@ struct Batch {
 Batch make_batch(const StreamSpec& spec, int64_t i) {
   auto gen = generator(90000 + i);
   const auto& o = spec.options;
-  const int64_t n = 3 + (i * 7) % 29;
+  const int64_t n = spec.min_rows + (i * 7) % 29;
   // num_classes unknown: scores 1 to 4 classes wide, changing between batches; labels in [-2, 6)
   const bool unknown = o.num_classes() == kUnknownClasses;
   const int64_t k = unknown ? 1 + i % 4 : o.num_classes();
@@ -228,11 +232,14 @@ Batch make_batch(const StreamSpec& spec, int64_t i) {
   } else {
     b.preds = spec.logits ? at::randn(shape, gen) * 3 : at::rand(shape, gen);
   }
-  if (o.ignore_index()) {
+  if (o.ignore_index() && !spec.ignore_unused) {
     const auto mask = at::rand(shape, gen) < 0.2;
     b.target.masked_fill_(mask, *o.ignore_index());
   }
-  if (o.weighted()) b.weight = spec.per_entry_weight ? at::rand(shape, gen, at::kDouble) : at::rand({n}, gen, at::kDouble);
+  if (o.weighted() && !spec.omit_weight) {
+    const auto dtype = spec.float_weight ? at::kFloat : at::kDouble;
+    b.weight = spec.per_entry_weight ? at::rand(shape, gen, dtype) : at::rand({n}, gen, dtype);
+  }
   if (spec.dirty) {
     b.target.view({-1})[0] = o.task() == Task::Multiclass ? k + 3 : 2;
     b.preds.view({-1})[1] = b.preds.is_floating_point() ? at::Scalar(std::nan("")) : at::Scalar(-1);
@@ -269,6 +276,25 @@ std::vector<StreamSpec> stream_specs() {
       {"MultilabelWeighted", Opts::multilabel(5).weighted(true)},
       {"MultilabelWeightedPerEntry", Opts::multilabel(3).weighted(true), false, false, false, false, true},
       {"MultilabelDirty", Opts::multilabel(4).validate_args(false).weighted(true), false, false, true, true},
+      // the weighted vector kernels (weighted_entry_counts.h): full blocks of 16 lanes and the rest,
+      // float32 and float64 weights, per row and per entry, and none; an ignore_index no target
+      // takes (clean batches) and one some do (the scalar loop)
+      {"BinaryWeightedLong", Opts::binary().weighted(true), false, false, false, false, false, 100, true},
+      {"BinaryWeightedLongLogits", Opts::binary(0.3).weighted(true), false, false, true, false, false, 100},
+      {"BinaryWeightedLongIgnore", Opts::binary().ignore_index(-1).weighted(true), false, false, false, false, false,
+       100, true},
+      {"BinaryWeightedNoWeight", Opts::binary().weighted(true), false, false, false, false, false, 100, false, true},
+      {"MultilabelWeightedWide", Opts::multilabel(37).weighted(true), false, false, false, false, false, 3, true},
+      {"MultilabelWeightedWideLogits", Opts::multilabel(16, 0.3).weighted(true), false, false, true},
+      {"MultilabelWeightedWidePerEntry", Opts::multilabel(37).weighted(true), false, false, false, false, true, 3,
+       true},
+      {"MultilabelWeightedWideIgnoreUnused", Opts::multilabel(20).ignore_index(5).weighted(true), false, false, false,
+       false, false, 3, false, false, true},
+      {"MultilabelWeightedWideIgnore", Opts::multilabel(20).ignore_index(-1).weighted(true)},
+      {"MultilabelWeightedWideDirty", Opts::multilabel(18).validate_args(false).weighted(true), false, false, false,
+       true, false, 3, true},
+      {"MultilabelWeightedWideNoWeight", Opts::multilabel(33).weighted(true), false, false, false, false, false, 3,
+       false, true},
   };
   return specs;
 }

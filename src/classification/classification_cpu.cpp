@@ -15,6 +15,7 @@
 #include "entry_counts_simd.h"
 #include "kernels.h"
 #include "score_cutoffs.h"
+#include "weighted_entry_counts.h"
 
 namespace metrics::detail::cpu {
 namespace {
@@ -303,14 +304,20 @@ bool count_clean_multilabel(const float* preds, const int64_t* target, int64_t r
   return true;
 }
 
+// Whether the vector kernels may count a batch: they count clean batches alone, where every
+// target is 0 or 1, and so none the ignore_index, unless it is 0 or 1.
+bool vector_kernels_count(const ClassificationOptions& o, Isa isa) {
+  const auto ignore = o.ignore_index();
+  return isa != Isa::Scalar && !(ignore && (*ignore == 0 || *ignore == 1));
+}
+
 // Unweighted float32 scores, with the vector kernels: a clean batch (finite scores, every target
 // 0 or 1, so none is the ignore_index) has no bad entry, and each label's four cells follow from
 // three counts. Any other batch, and a clean one whose logits show only past the first block of
 // labels, returns false with the state untouched, for the scalar loop.
 bool count_clean_entries(const ClassificationBatch& batch, const ClassificationOptions& o, CountSink& sink) {
   const Isa isa = best_isa();
-  const auto ignore = o.ignore_index();
-  if (isa == Isa::Scalar || batch.weight || (ignore && (*ignore == 0 || *ignore == 1))) return false;
+  if (!vector_kernels_count(o, isa) || batch.weight) return false;
   const auto* preds = batch.preds.data_ptr<float>();
   const auto* target = batch.target.data_ptr<int64_t>();
   const int64_t entries = batch.target.numel();
@@ -318,6 +325,31 @@ bool count_clean_entries(const ClassificationBatch& batch, const ClassificationO
   if (o.task() == Task::Binary) return count_clean_binary(preds, target, entries, thresholds, isa, sink);
   const int64_t labels = o.num_classes();
   return count_clean_multilabel(preds, target, entries / labels, labels, thresholds, isa, sink);
+}
+
+// Weighted binary and multilabel float32 scores, with the vector kernels (weighted_entry_counts.h),
+// which read float32 weights as they are: a clean batch (as above; weights finite and not
+// negative) is counted there, any other returns false, for the scalar loop.
+bool count_clean_weighted_entries(const ClassificationBatch& batch, const ClassificationOptions& o, CountSink& sink) {
+  const Isa isa = best_isa();
+  if (o.task() == Task::Multiclass || !batch.scores || batch.preds.scalar_type() != at::kFloat ||
+      !vector_kernels_count(o, isa)) {
+    return false;
+  }
+  const int64_t entries = batch.target.numel();
+  const int64_t labels = o.task() == Task::Binary ? 1 : o.num_classes();
+  const auto& weight = batch.weight;
+  const WeightedEntries entries_of{batch.preds.data_ptr<float>(),
+                                   batch.target.data_ptr<int64_t>(),
+                                   weight ? weight->data_ptr() : nullptr,
+                                   weight && weight->scalar_type() == at::kFloat,
+                                   entries / labels,
+                                   labels,
+                                   weight && weight->numel() == entries};
+  const float thresholds[2] = {score_threshold<float>(batch, o, false), score_threshold<float>(batch, o, true)};
+  const WeightedCells cells{sink.tp.data_ptr<double>(), sink.fp.data_ptr<double>(), sink.tn.data_ptr<double>(),
+                            sink.fn.data_ptr<double>()};
+  return count_weighted_entries(entries_of, thresholds, isa, cells);
 }
 
 // Binary (L = 1) and multilabel entries: each (row, label) is a binary prediction of its label.
@@ -401,7 +433,11 @@ BadInputCounts count_typed(const ClassificationBatch& batch, const Classificatio
 }  // namespace
 
 BadInputCounts count(const ClassificationBatch& batch, const ClassificationOptions& options, CountSink& sink) {
-  return options.weighted() ? count_typed<double>(batch, options, sink) : count_typed<int64_t>(batch, options, sink);
+  if (!options.weighted()) return count_typed<int64_t>(batch, options, sink);
+  if (count_clean_weighted_entries(batch, options, sink)) return {};
+  auto widened = batch;  // the scalar loops read float64 weights
+  if (batch.weight) widened.weight = batch.weight->to(at::kDouble);
+  return count_typed<double>(widened, options, sink);
 }
 
 }  // namespace metrics::detail::cpu

@@ -109,7 +109,7 @@ void count(MetricState& state, const ClassificationOptions& options, const Class
   auto contiguous = batch;
   contiguous.preds = (batch.preds.dim() > 2 ? batch.preds.reshape({-1, batch.preds.size(-1)}) : batch.preds).contiguous();
   contiguous.target = batch.target.contiguous();
-  if (batch.weight) contiguous.weight = batch.weight->to(at::kDouble).contiguous();
+  if (batch.weight) contiguous.weight = batch.weight->contiguous();
   const auto bad = cpu::count(contiguous, options, sink).in_order();
   if (sink.layout == CountLayout::PerClassAndKeptMatrix) {
     // the matrix's reading: again, judged by the kept scores; [[tn, fp], [fn, tp]]

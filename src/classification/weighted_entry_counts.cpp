@@ -1,0 +1,173 @@
+#include "weighted_entry_counts.h"
+
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <limits>
+
+// Plain loops, inlined into functions built for each instruction set, where the compiler
+// vectorizes them: every reduction is exact (min, max, integer sums) or lane by lane (a block's
+// lanes are labels, or binary entries summed apart and joined at the end), so the compiler needs
+// to reorder no floating-point sum.
+#define METRICS_ALWAYS_INLINE inline __attribute__((always_inline))
+
+namespace metrics::detail::cpu {
+namespace {
+
+enum class Weights { None, PerRow, PerEntry };
+
+// The lanes of a block: labels counted together over every row (multilabel), or the columns of
+// the binary entries laid out as rows; a block's sums stay in registers.
+constexpr int64_t kLanes = 16;
+
+METRICS_ALWAYS_INLINE int64_t bad_weight(double w) {
+  return !((w >= 0.0) & (w <= std::numeric_limits<double>::max()));  // NaN, < 0 or inf (& vectorizes, && may not)
+}
+
+struct Scan {
+  bool clean, logits;
+};
+
+// The scores' range and NaNs, the targets' bits and the bad weights, each lane its own, then the
+// lanes.
+template <typename W>
+METRICS_ALWAYS_INLINE Scan scan(const WeightedEntries& b, const W* weight) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  const int64_t entries = b.rows * b.labels, whole = entries / kLanes * kLanes;
+  float lo[kLanes], hi[kLanes];
+  int64_t nans[kLanes] = {}, bad[kLanes] = {};
+  uint64_t bits[kLanes] = {};
+  std::fill(lo, lo + kLanes, kInf);
+  std::fill(hi, hi + kLanes, -kInf);
+  const auto add = [&](int64_t l, int64_t i) {
+    const float x = b.preds[i];
+    lo[l] = x < lo[l] ? x : lo[l];
+    hi[l] = x > hi[l] ? x : hi[l];
+    nans[l] += x != x;
+    bits[l] |= static_cast<uint64_t>(b.target[i]);
+  };
+  for (int64_t i = 0; i < whole; i += kLanes) {
+    for (int64_t l = 0; l < kLanes; ++l) add(l, i + l);
+  }
+  for (int64_t i = whole; i < entries; ++i) add(0, i);
+  const int64_t weights = weight == nullptr ? 0 : b.per_entry ? entries : b.rows;
+  const int64_t whole_weights = weights / kLanes * kLanes;
+  for (int64_t i = 0; i < whole_weights; i += kLanes) {
+    for (int64_t l = 0; l < kLanes; ++l) bad[l] += bad_weight(weight[i + l]);
+  }
+  for (int64_t i = whole_weights; i < weights; ++i) bad[0] += bad_weight(weight[i]);
+  float low = kInf, high = -kInf;
+  int64_t nan_count = 0, bad_weights = 0;
+  uint64_t target_bits = 0;
+  for (int64_t l = 0; l < kLanes; ++l) {
+    low = std::min(low, lo[l]), high = std::max(high, hi[l]);
+    nan_count += nans[l], bad_weights += bad[l], target_bits |= bits[l];
+  }
+  const bool finite = nan_count == 0 && low > -kInf && high < kInf;  // (without NaN, low and high are the range)
+  return {finite && (target_bits & ~uint64_t{1}) == 0 && bad_weights == 0, low < 0.0f || high > 1.0f};
+}
+
+// Where count_lanes adds: cells[0, width) of each kind.
+struct CellRows {
+  double *tp, *fp, *tn, *fn;
+  CellRows shifted(int64_t by) const { return {tp + by, fp + by, tn + by, fn + by}; }
+};
+
+// `rows` rows of `width` (<= kLanes; kLanes fixed where `full`) entries, `stride` apart (the
+// weights too where there is one per entry), summed over the rows lane by lane, then added to
+// `out`. The 0/1 factors make every product exact.
+template <Weights kind, bool full, typename W>
+METRICS_ALWAYS_INLINE void count_lanes(const float* preds, const int64_t* target, const W* weight, int64_t rows,
+                                       int64_t stride, int64_t width, float threshold, const CellRows& out) {
+  const int64_t lanes = full ? kLanes : width;
+  double tp[kLanes] = {}, fp[kLanes] = {}, tn[kLanes] = {}, fn[kLanes] = {};
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* p = preds + r * stride;
+    const int64_t* t = target + r * stride;
+    const double row_weight = kind == Weights::PerRow ? static_cast<double>(weight[r]) : 1.0;
+    for (int64_t l = 0; l < lanes; ++l) {
+      const double w = kind == Weights::PerEntry ? static_cast<double>(weight[r * stride + l]) : row_weight;
+      const double positive = t[l] != 0 ? 1.0 : 0.0, predicted = p[l] > threshold ? 1.0 : 0.0;
+      const double both = positive * predicted;
+      tp[l] += w * both;
+      fp[l] += w * (predicted - both);
+      fn[l] += w * (positive - both);
+      tn[l] += w * ((1.0 - positive) - (predicted - both));
+    }
+  }
+  for (int64_t l = 0; l < lanes; ++l) out.tp[l] += tp[l], out.fp[l] += fp[l], out.tn[l] += tn[l], out.fn[l] += fn[l];
+}
+
+// Multilabel: blocks of kLanes labels over every row, into their cells. Binary: the entries as
+// rows of kLanes lanes (and a last, shorter row), then the lanes' sums into the one cell.
+template <Weights kind, typename W>
+METRICS_ALWAYS_INLINE void count_cells(const WeightedEntries& b, const W* weight, float threshold,
+                                       const WeightedCells& cells) {
+  const CellRows into{cells.tp, cells.fp, cells.tn, cells.fn};
+  const auto weights_from = [&](int64_t first) { return kind == Weights::PerEntry ? weight + first : weight; };
+  if (b.labels > 1) {
+    int64_t first = 0;
+    for (; first + kLanes <= b.labels; first += kLanes) {
+      count_lanes<kind, true>(b.preds + first, b.target + first, weights_from(first), b.rows, b.labels, kLanes,
+                              threshold, into.shifted(first));
+    }
+    if (first == b.labels) return;
+    return count_lanes<kind, false>(b.preds + first, b.target + first, weights_from(first), b.rows, b.labels,
+                                    b.labels - first, threshold, into.shifted(first));
+  }
+  double sums[4][kLanes] = {};
+  const CellRows lanes{sums[0], sums[1], sums[2], sums[3]};
+  const int64_t whole = b.rows / kLanes * kLanes;
+  count_lanes<kind, true>(b.preds, b.target, weight, whole / kLanes, kLanes, kLanes, threshold, lanes);
+  count_lanes<kind, false>(b.preds + whole, b.target + whole, weights_from(whole), 1, 0, b.rows - whole, threshold,
+                           lanes);
+  for (int64_t l = 0; l < kLanes; ++l) {
+    cells.tp[0] += sums[0][l], cells.fp[0] += sums[1][l], cells.tn[0] += sums[2][l], cells.fn[0] += sums[3][l];
+  }
+}
+
+template <typename W>
+METRICS_ALWAYS_INLINE bool count(const WeightedEntries& b, const W* weight, const float (&thresholds)[2],
+                                 const WeightedCells& cells) {
+  const auto s = scan(b, weight);
+  if (!s.clean) return false;
+  const float threshold = thresholds[s.logits ? 1 : 0];
+  if (weight == nullptr) {
+    count_cells<Weights::None>(b, weight, threshold, cells);
+  } else if (b.per_entry || b.labels == 1) {
+    count_cells<Weights::PerEntry>(b, weight, threshold, cells);
+  } else {
+    count_cells<Weights::PerRow>(b, weight, threshold, cells);
+  }
+  return true;
+}
+
+METRICS_ALWAYS_INLINE bool count(const WeightedEntries& b, const float (&thresholds)[2], const WeightedCells& cells) {
+  return b.float_weight ? count(b, static_cast<const float*>(b.weight), thresholds, cells)
+                        : count(b, static_cast<const double*>(b.weight), thresholds, cells);
+}
+
+#ifdef METRICS_HAS_X86
+METRICS_TARGET_AVX512 bool count_avx512(const WeightedEntries& b, const float (&thresholds)[2],
+                                        const WeightedCells& cells) {
+  return count(b, thresholds, cells);
+}
+
+METRICS_TARGET_AVX2 bool count_avx2(const WeightedEntries& b, const float (&thresholds)[2],
+                                    const WeightedCells& cells) {
+  return count(b, thresholds, cells);
+}
+#endif
+
+}  // namespace
+
+bool count_weighted_entries(const WeightedEntries& batch, const float (&thresholds)[2], Isa isa,
+                            const WeightedCells& cells) {
+#ifdef METRICS_HAS_X86
+  if (isa == Isa::Avx512) return count_avx512(batch, thresholds, cells);
+  if (isa == Isa::Avx2) return count_avx2(batch, thresholds, cells);
+#endif
+  TORCH_INTERNAL_ASSERT(false, "count_weighted_entries: no vector kernel for this instruction set");
+}
+
+}  // namespace metrics::detail::cpu

@@ -1,0 +1,39 @@
+#pragma once
+
+// Vector kernels of the weighted binary and multilabel CPU path, for float32 scores, int64
+// targets and float32 or float64 weights (one per row or one per entry, or none: 1 each). A pass finds
+// whether the batch is clean (finite scores, targets 0 or 1, weights finite and not negative)
+// and whether its scores are logits (one outside [0, 1]); a clean batch is then counted in one
+// more pass, each entry's weight into the one cell it falls in (summed directly, never derived by
+// subtraction, as the scalar loop in classification_cpu.cpp does). Any other batch is left to the
+// scalar loop.
+
+#include <cstdint>
+
+#include "../cpu_isa.h"
+
+namespace metrics::detail::cpu {
+
+/// `rows` rows of `labels` entries, row-major; `weight`: one per row, one per entry
+/// (`per_entry`), or null (1 each), float32 (`float_weight`) or float64.
+struct WeightedEntries {
+  const float* preds;
+  const int64_t* target;
+  const void* weight;
+  bool float_weight;
+  int64_t rows, labels;
+  bool per_entry;
+};
+
+/// Each label's four cells, float64 arrays of `labels` values.
+struct WeightedCells {
+  double *tp, *fp, *tn, *fn;
+};
+
+/// Counts a clean batch into `cells` (labels == 1: binary), with thresholds[0] (probabilities) or
+/// thresholds[1] (logits) as its scores say, and returns true; returns false, the cells untouched,
+/// for any other batch. `isa` is Avx2 or Avx512.
+bool count_weighted_entries(const WeightedEntries& batch, const float (&thresholds)[2], Isa isa,
+                            const WeightedCells& cells);
+
+}  // namespace metrics::detail::cpu
