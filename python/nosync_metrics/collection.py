@@ -90,9 +90,12 @@ def _keyword_names(update):
 
 
 def _keywords_taken(metric, kwargs):
-    """The keywords `metric`'s update() takes (TorchMetrics' _filter_kwargs)."""
+    """The keywords `metric`'s update() takes (TorchMetrics' _filter_kwargs). A classification
+    metric built without weighted=True takes no weight, though its class's signature has one (as
+    the collection's own update leaves it out for such a metric)."""
     names = _keyword_names(type(metric).update)
-    return kwargs if names is None else {k: v for k, v in kwargs.items() if k in names}
+    unweighted = metric._arguments.get("weighted") is False
+    return {k: v for k, v in kwargs.items() if (names is None or k in names) and not (unweighted and k == "weight")}
 
 
 @contextmanager

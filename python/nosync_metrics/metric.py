@@ -506,10 +506,14 @@ class PythonMetric(Syncable):
     def to(self, *args, **kwargs):
         """Moves the state to a device, given as torch.nn.Module.to takes it (a device, a string, an
         index, a tensor on that device), and a subclass's own modules, parameters and buffers with
-        it; returns the metric."""
+        it; returns the metric. A metric that shares its state in a collection's compute group takes
+        a copy first (_alone) and moves that, as a model.to() reaching it before its collection
+        does; a move to the device it is on changes nothing."""
         device = parse_to(type(self).__name__, args, kwargs)
         if device is not None:
-            super().to(device)
+            if torch.device(device) != self.device:
+                self._alone()
+                super().to(device)
             self._apply_to_own_modules(lambda t: t.to(device))
         return self
 

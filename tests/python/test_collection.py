@@ -988,6 +988,23 @@ def test_a_weight_keyword_goes_only_to_the_metrics_that_take_it():
         nm.MulticlassAccuracy(num_classes=4).update(preds, target, weight=torch.ones(5))
 
 
+def test_a_weight_keyword_skips_an_unweighted_subclass_updated_apart():
+    # helper-51: a subclass with its own compute() is updated on its own, its keywords filtered by
+    # its class's signature, which has a weight for every classification class: an unweighted one
+    # got it and refused the batch
+    class OwnCompute(nm.MulticlassF1Score):
+        def compute(self):
+            return super().compute()
+
+    preds, target = torch.tensor([0, 1, 2, 3, 3]), torch.tensor([0, 1, 2, 2, 1])
+    collection = nm.MetricCollection({"f1": OwnCompute(num_classes=4, average="micro"), "loss": nm.MeanMetric(),
+                                      "wf1": OwnCompute(num_classes=4, average="micro", weighted=True)})
+    collection.update(preds=preds, target=target, value=torch.full((5,), 0.5), weight=torch.tensor([1.0, 1, 1, 1, 6]))
+    values = collection.compute()
+    assert values["f1"].item() == pytest.approx(3 / 5) and values["wf1"].item() == pytest.approx(3 / 10)
+    assert values["loss"].item() == pytest.approx(0.5)
+
+
 def test_a_weight_keyword_weights_a_mean_but_not_a_sum():
     # TorchMetrics' SumMetric.update(value) takes no weight, so its collection never hands it one;
     # called directly, ours still takes one

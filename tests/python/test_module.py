@@ -178,6 +178,40 @@ def test_model_to_meta_moves_every_state(name):
     assert _devices(metric) == {"meta"}
 
 
+class _HeldTwice(torch.nn.Module):
+    """A metric as an attribute and in a collection, registered before it (model.to() reaches it first)."""
+
+    def __init__(self):
+        super().__init__()
+        self.acc = nm.MulticlassAccuracy(num_classes=4)
+        self.metrics = nm.MetricCollection({"acc": self.acc, "f1": nm.MulticlassF1Score(num_classes=4)})
+
+
+def test_a_model_moves_a_metric_it_holds_also_in_a_collection():
+    # helper-51: the attribute, sharing its collection's state, refused model.to(), .cpu(),
+    # share_memory() and to_empty(), even to the device it was on
+    g = torch.Generator().manual_seed(3)
+    batches = [(torch.randn(9, 4, generator=g), torch.randint(0, 4, (9,), generator=g)) for _ in range(3)]
+    net, alone = _HeldTwice(), [nm.MulticlassAccuracy(num_classes=4), nm.MulticlassF1Score(num_classes=4)]
+    for preds, target in batches[:2]:
+        net.metrics.update(preds, target)
+        for m in alone:
+            m.update(preds, target)
+    groups = net.metrics.compute_groups
+    assert net.to("cpu") is net and net.cpu() is net and net.share_memory() is net
+    assert net.metrics["f1"].to("cpu") is net.metrics["f1"]
+    assert net.metrics.compute_groups == groups  # a move to the device it is on changes nothing
+    net.metrics.update(*batches[2])
+    for m in alone:
+        m.update(*batches[2])
+    values = net.metrics.compute()
+    assert values["acc"].item() == alone[0].compute().item() and values["f1"].item() == alone[1].compute().item()
+    net.to("meta")  # to another device: the attribute takes its own copy, which moves too
+    assert {m.device.type for m in (net.acc, net.metrics["acc"], net.metrics["f1"])} == {"meta"}
+    assert net.to_empty(device="cpu") is net
+    assert {m.device.type for m in (net.acc, net.metrics["f1"])} == {"cpu"}
+
+
 def test_a_model_made_on_meta_materializes_with_fresh_metrics(name):
     # deferred initialization: a model built on meta, then model.to_empty(device=...)
     metric = _updated(name, _stream(5))
