@@ -482,11 +482,12 @@ class MetricCollection(Syncable, torch.nn.Module):
         self._core.merge(other._core)
 
     def clone(self, prefix=None, postfix=None):
-        """A deep copy (sharing states between the same metrics), with an optional new prefix/postfix."""
+        """A deep copy (sharing states between the same metrics), with a new prefix/postfix where one is
+        given and not empty (as TorchMetrics' clone keeps the old one for "")."""
         groups = {id(m.process_group): m.process_group for m in self._modules.values()}  # shared, not copied
         cloned = copy.deepcopy(self, groups)
-        cloned.prefix = self._check_affix(prefix, "prefix") if prefix is not None else self.prefix
-        cloned.postfix = self._check_affix(postfix, "postfix") if postfix is not None else self.postfix
+        cloned.prefix = self._check_affix(prefix, "prefix") if prefix else self.prefix
+        cloned.postfix = self._check_affix(postfix, "postfix") if postfix else self.postfix
         return cloned
 
     def __reduce__(self):

@@ -156,6 +156,8 @@ def test_state_dict_clone_reset_and_merge():
     assert copy.compute_groups == collection.compute_groups
     for key, value in collection.compute().items():
         assert torch.equal(copy.compute()["copy/" + key], value)
+    # an empty prefix or postfix keeps the old one, as TorchMetrics' clone does (helper-51)
+    assert (copy.clone(prefix="", postfix="").prefix, copy.clone(prefix="", postfix="").postfix) == ("copy/", None)
     restored = nm.MetricCollection(_four())
     restored.load_state_dict(collection.state_dict())
     assert restored.compute().keys() == collection.compute().keys()
