@@ -3,6 +3,7 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 // Plain loops, inlined into functions built for each instruction set, where the compiler
@@ -20,22 +21,18 @@ enum class Weights { None, PerRow, PerEntry };
 // the binary entries laid out as rows; a block's sums stay in registers.
 constexpr int64_t kLanes = 16;
 
-METRICS_ALWAYS_INLINE int64_t bad_weight(double w) {
-  return !((w >= 0.0) & (w <= std::numeric_limits<double>::max()));  // NaN, < 0 or inf (& vectorizes, && may not)
-}
-
 struct Scan {
   bool clean, logits;
 };
 
-// The scores' range and NaNs, the targets' bits and the bad weights, each lane its own, then the
-// lanes.
+// The scores' range and sum, the targets' bits, the weights' least and sum, each lane its own, then
+// the lanes. A sum is finite unless a value is NaN or infinite (or finite values overflow it, which
+// sends the batch to the scalar loop, harmlessly); a least weight below 0 is a negative one.
 template <typename W>
 METRICS_ALWAYS_INLINE Scan scan(const WeightedEntries& b, const W* weight) {
   constexpr float kInf = std::numeric_limits<float>::infinity();
   const int64_t entries = b.rows * b.labels, whole = entries / kLanes * kLanes;
-  float lo[kLanes], hi[kLanes];
-  int64_t nans[kLanes] = {}, bad[kLanes] = {};
+  float lo[kLanes], hi[kLanes], sum[kLanes] = {};
   uint64_t bits[kLanes] = {};
   std::fill(lo, lo + kLanes, kInf);
   std::fill(hi, hi + kLanes, -kInf);
@@ -43,7 +40,7 @@ METRICS_ALWAYS_INLINE Scan scan(const WeightedEntries& b, const W* weight) {
     const float x = b.preds[i];
     lo[l] = x < lo[l] ? x : lo[l];
     hi[l] = x > hi[l] ? x : hi[l];
-    nans[l] += x != x;
+    sum[l] += x;
     bits[l] |= static_cast<uint64_t>(b.target[i]);
   };
   for (int64_t i = 0; i < whole; i += kLanes) {
@@ -52,19 +49,27 @@ METRICS_ALWAYS_INLINE Scan scan(const WeightedEntries& b, const W* weight) {
   for (int64_t i = whole; i < entries; ++i) add(0, i);
   const int64_t weights = weight == nullptr ? 0 : b.per_entry ? entries : b.rows;
   const int64_t whole_weights = weights / kLanes * kLanes;
+  W least[kLanes], total[kLanes] = {};
+  std::fill(least, least + kLanes, W(0));
+  const auto add_weight = [&](int64_t l, int64_t i) {
+    const W w = weight[i];
+    least[l] = w < least[l] ? w : least[l];
+    total[l] += w;
+  };
   for (int64_t i = 0; i < whole_weights; i += kLanes) {
-    for (int64_t l = 0; l < kLanes; ++l) bad[l] += bad_weight(weight[i + l]);
+    for (int64_t l = 0; l < kLanes; ++l) add_weight(l, i + l);
   }
-  for (int64_t i = whole_weights; i < weights; ++i) bad[0] += bad_weight(weight[i]);
-  float low = kInf, high = -kInf;
-  int64_t nan_count = 0, bad_weights = 0;
+  for (int64_t i = whole_weights; i < weights; ++i) add_weight(0, i);
+  float low = kInf, high = -kInf, score_sum = 0;
+  W least_weight = 0, weight_sum = 0;
   uint64_t target_bits = 0;
   for (int64_t l = 0; l < kLanes; ++l) {
-    low = std::min(low, lo[l]), high = std::max(high, hi[l]);
-    nan_count += nans[l], bad_weights += bad[l], target_bits |= bits[l];
+    low = std::min(low, lo[l]), high = std::max(high, hi[l]), score_sum += sum[l], target_bits |= bits[l];
+    least_weight = std::min(least_weight, least[l]), weight_sum += total[l];
   }
-  const bool finite = nan_count == 0 && low > -kInf && high < kInf;  // (without NaN, low and high are the range)
-  return {finite && (target_bits & ~uint64_t{1}) == 0 && bad_weights == 0, low < 0.0f || high > 1.0f};
+  const bool clean = std::isfinite(score_sum) && (target_bits & ~uint64_t{1}) == 0 && std::isfinite(weight_sum) &&
+                     least_weight >= 0;
+  return {clean, low < 0.0f || high > 1.0f};
 }
 
 // Where count_lanes adds: cells[0, width) of each kind.
