@@ -81,11 +81,13 @@ at::Tensor canonical_weight(const ClassificationOptions& o, const at::Tensor& we
   if (w.sizes() == target.sizes()) {
     return o.task() == Task::Multilabel ? classes_last(w, o.num_classes()) : flat(w);
   }
-  // One weight per sample: repeat it over the extra dimensions (multilabel: per row of labels).
+  // One weight per sample: repeat it over the extra dimensions (multilabel: per row of labels), if
+  // there are any.
   std::vector<int64_t> shape;
   for (int64_t d = 0; d < target.dim(); ++d) {
     if (o.task() != Task::Multilabel || d != 1) shape.push_back(target.size(d));
   }
+  if (shape.size() == 1) return w;
   std::vector<int64_t> view(shape.size(), 1);
   view[0] = w.size(0);
   return w.view(view).expand(shape).reshape({-1});
