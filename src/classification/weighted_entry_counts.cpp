@@ -72,18 +72,17 @@ METRICS_ALWAYS_INLINE Scan scan(const WeightedEntries& b, const W* weight) {
   return {clean, low < 0.0f || high > 1.0f};
 }
 
-// Where count_lanes adds: cells[0, width) of each kind.
-struct CellRows {
-  double *tp, *fp, *tn, *fn;
-  CellRows shifted(int64_t by) const { return {tp + by, fp + by, tn + by, fn + by}; }
-};
+// The cells from label `first` on.
+WeightedCells from_label(const WeightedCells& cells, int64_t first) {
+  return {cells.tp + first, cells.fp + first, cells.tn + first, cells.fn + first};
+}
 
 // `rows` rows of `width` (<= kLanes; kLanes fixed where `full`) entries, `stride` apart (the
 // weights too where there is one per entry), summed over the rows lane by lane, then added to
-// `out`. The 0/1 factors make every product exact.
+// `out`[0, width). The 0/1 factors make every product exact.
 template <Weights kind, bool full, typename W>
 METRICS_ALWAYS_INLINE void count_lanes(const float* preds, const int64_t* target, const W* weight, int64_t rows,
-                                       int64_t stride, int64_t width, float threshold, const CellRows& out) {
+                                       int64_t stride, int64_t width, float threshold, const WeightedCells& out) {
   const int64_t lanes = full ? kLanes : width;
   double tp[kLanes] = {}, fp[kLanes] = {}, tn[kLanes] = {}, fn[kLanes] = {};
   for (int64_t r = 0; r < rows; ++r) {
@@ -108,20 +107,19 @@ METRICS_ALWAYS_INLINE void count_lanes(const float* preds, const int64_t* target
 template <Weights kind, typename W>
 METRICS_ALWAYS_INLINE void count_cells(const WeightedEntries& b, const W* weight, float threshold,
                                        const WeightedCells& cells) {
-  const CellRows into{cells.tp, cells.fp, cells.tn, cells.fn};
   const auto weights_from = [&](int64_t first) { return kind == Weights::PerEntry ? weight + first : weight; };
   if (b.labels > 1) {
     int64_t first = 0;
     for (; first + kLanes <= b.labels; first += kLanes) {
       count_lanes<kind, true>(b.preds + first, b.target + first, weights_from(first), b.rows, b.labels, kLanes,
-                              threshold, into.shifted(first));
+                              threshold, from_label(cells, first));
     }
     if (first == b.labels) return;
     return count_lanes<kind, false>(b.preds + first, b.target + first, weights_from(first), b.rows, b.labels,
-                                    b.labels - first, threshold, into.shifted(first));
+                                    b.labels - first, threshold, from_label(cells, first));
   }
   double sums[4][kLanes] = {};
-  const CellRows lanes{sums[0], sums[1], sums[2], sums[3]};
+  const WeightedCells lanes{sums[0], sums[1], sums[2], sums[3]};
   const int64_t whole = b.rows / kLanes * kLanes;
   count_lanes<kind, true>(b.preds, b.target, weight, whole / kLanes, kLanes, kLanes, threshold, lanes);
   count_lanes<kind, false>(b.preds + whole, b.target + whole, weights_from(whole), 1, 0, b.rows - whole, threshold,
