@@ -102,28 +102,49 @@ METRICS_ALWAYS_INLINE void count_lanes(const float* preds, const int64_t* target
   for (int64_t l = 0; l < lanes; ++l) out.tp[l] += tp[l], out.fp[l] += fp[l], out.tn[l] += tn[l], out.fn[l] += fn[l];
 }
 
+// The weights of the entries from `first` on (null stays null; a row's is every label's).
+template <Weights kind, typename W>
+METRICS_ALWAYS_INLINE const W* weights_from(const W* weight, int64_t first) {
+  return kind == Weights::PerEntry ? weight + first : weight;
+}
+
+// Multilabel labels from `first` on, fewer than kLanes, after full blocks: the last kLanes labels
+// as one full block, of which the lanes from `first` on are added. A block of fewer lanes is not
+// vectorized (its loop bound is not fixed): the last 4 of 100 labels took as long as 2.5 full blocks.
+template <Weights kind, typename W>
+METRICS_ALWAYS_INLINE void count_last_labels(const WeightedEntries& b, const W* weight, int64_t first, float threshold,
+                                             const WeightedCells& cells) {
+  const int64_t last = b.labels - kLanes;
+  double sums[4][kLanes] = {};
+  count_lanes<kind, true>(b.preds + last, b.target + last, weights_from<kind>(weight, last), b.rows, b.labels,
+                          kLanes, threshold, {sums[0], sums[1], sums[2], sums[3]});
+  for (int64_t l = first - last; l < kLanes; ++l) {
+    cells.tp[last + l] += sums[0][l], cells.fp[last + l] += sums[1][l];
+    cells.tn[last + l] += sums[2][l], cells.fn[last + l] += sums[3][l];
+  }
+}
+
 // Multilabel: blocks of kLanes labels over every row, into their cells. Binary: the entries as
 // rows of kLanes lanes (and a last, shorter row), then the lanes' sums into the one cell.
 template <Weights kind, typename W>
 METRICS_ALWAYS_INLINE void count_cells(const WeightedEntries& b, const W* weight, float threshold,
                                        const WeightedCells& cells) {
-  const auto weights_from = [&](int64_t first) { return kind == Weights::PerEntry ? weight + first : weight; };
   if (b.labels > 1) {
     int64_t first = 0;
     for (; first + kLanes <= b.labels; first += kLanes) {
-      count_lanes<kind, true>(b.preds + first, b.target + first, weights_from(first), b.rows, b.labels, kLanes,
-                              threshold, from_label(cells, first));
+      count_lanes<kind, true>(b.preds + first, b.target + first, weights_from<kind>(weight, first), b.rows,
+                              b.labels, kLanes, threshold, from_label(cells, first));
     }
     if (first == b.labels) return;
-    return count_lanes<kind, false>(b.preds + first, b.target + first, weights_from(first), b.rows, b.labels,
-                                    b.labels - first, threshold, from_label(cells, first));
+    if (first > 0) return count_last_labels<kind>(b, weight, first, threshold, cells);
+    return count_lanes<kind, false>(b.preds, b.target, weight, b.rows, b.labels, b.labels, threshold, cells);
   }
   double sums[4][kLanes] = {};
   const WeightedCells lanes{sums[0], sums[1], sums[2], sums[3]};
   const int64_t whole = b.rows / kLanes * kLanes;
   count_lanes<kind, true>(b.preds, b.target, weight, whole / kLanes, kLanes, kLanes, threshold, lanes);
-  count_lanes<kind, false>(b.preds + whole, b.target + whole, weights_from(whole), 1, 0, b.rows - whole, threshold,
-                           lanes);
+  count_lanes<kind, false>(b.preds + whole, b.target + whole, weights_from<kind>(weight, whole), 1, 0,
+                           b.rows - whole, threshold, lanes);
   for (int64_t l = 0; l < kLanes; ++l) {
     cells.tp[0] += sums[0][l], cells.fp[0] += sums[1][l], cells.tn[0] += sums[2][l], cells.fn[0] += sums[3][l];
   }
