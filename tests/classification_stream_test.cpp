@@ -4,7 +4,9 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -37,7 +39,7 @@ std::vector<double> doubles(const at::Tensor& t) {
 }
 
 bool ignored(const Opts& o, int64_t t) { return o.ignore_index() && *o.ignore_index() == t; }
-bool bad_weight(double w) { return std::isnan(w) || w < 0; }
+bool bad_weight(double w) { return !(w >= 0 && w <= std::numeric_limits<double>::max()); }  // NaN, < 0 or inf
 
 // The k classes with the highest scores, ties to the lower index, by sorting.
 std::vector<int64_t> top_classes(const double* row, int64_t classes, int64_t k) {
@@ -203,6 +205,7 @@ struct StreamSpec {
   bool float_weight = false;  // float32 weights (else float64)
   bool omit_weight = false;   // a weighted metric updated without weights
   bool ignore_unused = false; // no target takes the ignore_index
+  bool bad_weights = false;   // clean scores and targets, and a NaN, an infinite or a negative weight, or a -0.0
 };
 
 struct Batch {
@@ -244,6 +247,10 @@ Batch make_batch(const StreamSpec& spec, int64_t i) {
     b.target.view({-1})[0] = o.task() == Task::Multiclass ? k + 3 : 2;
     b.preds.view({-1})[1] = b.preds.is_floating_point() ? at::Scalar(std::nan("")) : at::Scalar(-1);
     if (b.weight.defined()) b.weight.view({-1})[2] = std::nan("");
+  }
+  if (spec.bad_weights && i < 4) {  // one kind a batch (a -0.0 is a good weight), then a clean batch
+    const double inf = std::numeric_limits<double>::infinity();
+    b.weight.view({-1})[3 + i] = std::array<double, 4>{std::nan(""), inf, -0.5, -0.0}[i];
   }
   return b;
 }
@@ -295,6 +302,12 @@ std::vector<StreamSpec> stream_specs() {
        true, false, 3, true},
       {"MultilabelWeightedWideNoWeight", Opts::multilabel(33).weighted(true), false, false, false, false, false, 3,
        false, true},
+      {"BinaryWeightedLongBadWeights", Opts::binary().validate_args(false).weighted(true), false, false, false, false,
+       false, 100, true, false, false, true},
+      {"MultilabelWeightedWideBadWeights", Opts::multilabel(37).validate_args(false).weighted(true), false, false,
+       false, false, false, 3, false, false, false, true},
+      {"MultilabelWeightedWidePerEntryBadWeights", Opts::multilabel(20).validate_args(false).weighted(true), false,
+       false, false, false, true, 3, true, false, false, true},
   };
   return specs;
 }
