@@ -1,5 +1,6 @@
 #include <ATen/ATen.h>
 
+#include <cmath>
 #include <limits>
 
 #include <metrics/aggregation.h>
@@ -82,6 +83,35 @@ TEST(MetricCollection, ValuesEqualSeparateMetricsOnBothPaths) {
     EXPECT_TRUE(tensors_close(values.at("confmat"), confmat.compute()));
     EXPECT_EQ(collection.at("f1").update_count(), 6);
   }
+}
+
+// The ATen path adds a ConfusionMatrix state's pieces with one scatter_add_, or with a put_ where
+// deterministic algorithms are on (CUDA has no deterministic scatter_add_ into a 2-D tensor):
+// switched between updates, it counts what the CPU path counts, the tally too.
+TEST(MetricCollection, TheMatrixLayoutCountsAsTheCpuPathWithDeterministicAlgorithmsOnOrOff) {
+  const auto o = Opts::multiclass(10).ignore_index(0).weighted(true);
+  const auto make = [&] {
+    auto collection = four_macro_metrics(o);
+    collection.add("confmat", ConfusionMatrix(o));
+    return collection;
+  };
+  auto cpu = make(), aten = make();
+  const bool deterministic = at::globalContext().deterministicAlgorithms();
+  for (int64_t i = 0; i < 6; ++i) {
+    auto b = batch(i);
+    if (i == 3) b.preds[1][2] = std::nan("");  // bad input: counted, kept out
+    const auto weight = at::rand({32}, generator(600 + i), at::kDouble);
+    cpu.update(b.preds, b.target, weight);
+    ForceAtenPath force;
+    at::globalContext().setDeterministicAlgorithms(i % 2 == 1, false);
+    aten.update(b.preds, b.target, weight);
+    at::globalContext().setDeterministicAlgorithms(deterministic, false);
+  }
+  EXPECT_EQ(layout_of(aten, "f1"), CountLayout::Matrix);
+  const auto want = cpu.state_dict(), got = aten.state_dict();
+  ASSERT_EQ(got.size(), want.size());
+  for (const auto& [key, value] : want) EXPECT_TRUE(tensors_close(got.at(key), value)) << key;
+  EXPECT_EQ(aten.at("f1").bad_input_report().bad_updates, 1);
 }
 
 TEST(MetricCollection, ConfusionMatrixAddedFirstServesTheOthers) {

@@ -8,8 +8,8 @@
 // adds the tail (put_update.h) and each bad-input kind's flag per row too. A dropped row (a bad
 // target or prediction, a bad weight) and an ignored one add zeros. Positions are the rows'
 // classes plus one base per piece (one add; the fixed group's never change); all go in one put_.
-// The ConfusionMatrix layout adds one piece per row instead, at its cell; without num_classes every
-// piece is at class 0 and the positions never change.
+// The ConfusionMatrix layout adds one piece per row instead, at its cell (with one scatter_add_,
+// see scatters()); without num_classes every piece is at class 0 and the positions never change.
 //
 // The flags come in k + 1 blocks (top_k = k), each [bad weight, bad prediction, selected, bad
 // target, not ignored]: block i < k selects the rows whose i-th best is not the target, block k
@@ -168,6 +168,7 @@ struct ValuesLayout {
   int64_t put_length() const { return put_end() - put_begin(); }
   int64_t pieces_in_put() const { return pieces_row() * stride() - put_begin(); }  // (and in the index)
   int64_t length() const { return put_end(); }
+  bool matrix() const { return pieces == 1; }  // the ConfusionMatrix layout's one cell per row
   // integer counts with one copy (large batches): A + B * wrong, the dropped rows zeroed after
   bool masks_dropped() const { return integer && copies == 1 && pieces != 1; }
   // D as int64 (an amax) where integer counts take it as the copies' factors, else as a bool mask
@@ -186,6 +187,19 @@ struct ValuesLayout {
 
 // The spare slot: where a piece goes that counts nothing.
 int64_t spare(const MetricState& state) { return state.scratch_offset(0); }
+
+// Whether the update adds its pieces with one scatter_add_ rather than the put_: the ConfusionMatrix
+// layout, but samplewise. The count buffer is seen as two overlapping rows, one from 0 and one from
+// the matrix on (its cells are then target * C + prediction, as one add writes them: no second add
+// of the matrix's offset), and each column of the put index says where in either row: every place
+// an update adds to is past the matrix's start but the update count's, which the first row takes
+// from a copy of the values' put region kept before the values (zeros but the update count's 1; the
+// put region's own update count piece is 0). The first row's other places and the second row's
+// update count place get 0. Not with deterministic algorithms on: CUDA has no deterministic
+// scatter_add_ into more than one dimension (put_ turns into a deterministic index_put_).
+bool scatters(const ClassificationOptions& o, CountLayout layout) {
+  return layout == CountLayout::Matrix && !samplewise(o) && !at::globalContext().deterministicAlgorithms();
+}
 
 // Each piece's base position, in the order the pieces' values come (entries: 1 tp, 2 fp, 3 tn, 4 fn,
 // or 1 confmat): in the count buffer, or samplewise in a row of the rows buffer.
@@ -243,6 +257,14 @@ std::vector<int64_t> put_index(const MetricState& state, const ClassificationOpt
     }
   }
   if (samplewise(o)) std::fill(positions.begin() + v.pieces_in_put(), positions.end(), 0);
+  if (scatters(o, layout)) {
+    // relative to the matrix (the second row), but the update count's (the first row)
+    const auto matrix = state.offset(1);
+    for (auto& position : positions) {
+      TORCH_INTERNAL_ASSERT(position >= matrix || position == state.offset(0));
+      if (position >= matrix) position -= matrix;
+    }
+  }
   if (layout == CountLayout::Matrix) return positions;
   const auto bases = piece_bases(state, layout);
   const auto fixed_from = o.num_classes() == kUnknownClasses ? 0 : kMovingGroups * kPiecesPerGroup;
@@ -359,13 +381,17 @@ Buffers buffers(MetricState& state, const ClassificationOptions& o, const RowLay
   const bool copied =
       k > 1 && (b.preds.dim() > 2 || width > b.preds.size(1) || b.preds.stride(1) != 1 || b.preds.stride(0) != width);
   const int64_t samples = samplewise(o) ? b.samples : 0;
-  const std::vector<int64_t> key{m, static_cast<int64_t>(b.preds.scalar_type()), weight_dtype_key(b), copied, samples};
+  const std::vector<int64_t> key{m, static_cast<int64_t>(b.preds.scalar_type()), weight_dtype_key(b), copied, samples,
+                                 scatters(o, layout)};
   make_for_key(state, kKey, key, [&] {
     const auto longs = at::TensorOptions().dtype(at::kLong).device(state.device());
     const auto doubles = longs.dtype(at::kDouble);
     const auto v = ValuesLayout::of(state, m, layout, k);
-    auto values = at::zeros({v.length()}, longs.dtype(state.count_dtype()));
-    values[v.tail()].fill_(1);  // the update count's piece
+    // where scattered, the first row's copy of the put region before the values (see scatters)
+    const int64_t copy = scatters(o, layout) ? v.put_length() : 0;
+    auto storage = at::zeros({copy + v.length()}, longs.dtype(state.count_dtype()));
+    auto values = storage.narrow(0, copy, v.length());
+    (copy ? storage[v.tail() - v.put_begin()] : values[v.tail()]).fill_(1);  // the update count's piece
     state.scratch(kRows) = ClassRows::allocate(m, r, width, longs).buffer;
     const auto shifts = row_shifts(state, o, m, samples);
     state.scratch(kIndex) = upload(put_index(state, o, layout, v, shifts), longs);
@@ -452,10 +478,18 @@ void write_values(MetricState& state, const ClassificationBatch& b, Buffers& buf
   pieces.masked_fill_(dropped[v.k], 0);
 }
 
-// The one put_ of the tail, the kinds' flags and the pieces into the count buffer; samplewise, the
-// pieces' into the rows the state gains for the batch's samples and the rest's into the count buffer.
+// The one put_ of the tail, the kinds' flags and the pieces into the count buffer (the ConfusionMatrix
+// layout's: one scatter_add_, see scatters); samplewise, the pieces' into the rows the state gains for
+// the batch's samples and the rest's into the count buffer.
 void add_pieces(MetricState& state, const ClassificationBatch& b, const ClassificationOptions& o, Buffers& buf,
                 const ValuesLayout& v) {
+  if (v.matrix() && scatters(o, CountLayout::Matrix)) {
+    const auto& counts = state.count_buffer();
+    const auto matrix = state.offset(1), n = v.put_length();
+    auto rows = counts.as_strided({2, counts.numel() - matrix}, {matrix, 1}, counts.storage_offset());
+    const auto source = buf.values.as_strided({2, n}, {n + v.put_begin(), 1}, buf.values.storage_offset() - n);
+    return void(rows.scatter_add_(1, buf.index.unsqueeze(0).expand({2, n}), source));
+  }
   const auto values = buf.values.narrow(0, v.put_begin(), v.put_length());
   if (!samplewise(o)) return void(state.count_buffer().put_(buf.index, values, /*accumulate=*/true));
   const auto rest = v.pieces_in_put(), pieces = v.put_length() - rest;
@@ -564,7 +598,7 @@ void write_positions(const MetricState& state, const ClassificationOptions& o, c
     if (r.k > 1) at::where_out(pred, wrong_or_dropped(buf, v, dropped), pred, tc);
     auto cells = buf.index.narrow(0, v.pieces_in_put(), v.m);
     at::add_out(cells, pred, tc, o.num_classes());
-    cells.add_(state.offset(1));
+    if (!scatters(o, layout)) cells.add_(state.offset(1));
     return;
   }
   const auto c = v.copies;
