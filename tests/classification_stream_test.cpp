@@ -250,7 +250,7 @@ Batch make_batch(const StreamSpec& spec, int64_t i) {
   }
   if (spec.bad_weights && i < 4) {  // one kind a batch (a -0.0 is a good weight), then a clean batch
     const double inf = std::numeric_limits<double>::infinity();
-    b.weight.view({-1})[3 + i] = std::array<double, 4>{std::nan(""), inf, -0.5, -0.0}[i];
+    b.weight.view({-1})[i] = std::array<double, 4>{std::nan(""), inf, -0.5, -0.0}[i];
   }
   return b;
 }
