@@ -170,7 +170,7 @@ struct ValuesLayout {
   int64_t length() const { return put_end(); }
   bool matrix() const { return pieces == 1; }  // the ConfusionMatrix layout's one cell per row
   // integer counts with one copy (large batches): A + B * wrong, the dropped rows zeroed after
-  bool masks_dropped() const { return integer && copies == 1 && pieces != 1; }
+  bool masks_dropped() const { return integer && copies == 1 && !matrix(); }
   // D as int64 (an amax) where integer counts take it as the copies' factors, else as a bool mask
   bool counts_dropped() const { return integer && !masks_dropped(); }
 
@@ -353,7 +353,7 @@ void make_constants(MetricState& state, const ClassificationOptions& o, const Ro
   if (r.labels) {
     std::tie(state.scratch(kPredLow), state.scratch(kPredHigh)) = clamp_bounds(o, r, 0, r.first_target(), longs);
   }
-  if (v.integer && v.pieces > 1) {
+  if (v.integer && !v.matrix()) {
     const auto terms = copy_terms(v);
     state.scratch(kTermA) = upload(terms[0], longs).view({-1, v.copies, 1});
     state.scratch(kTermB) = upload(terms[1], longs).view({-1, v.copies, 1});
@@ -402,7 +402,7 @@ Buffers buffers(MetricState& state, const ClassificationOptions& o, const RowLay
     state.scratch(kWeights) = with_scores ? state.scratch(kChecked).narrow(0, 0, 2)
                               : b.weight  ? at::empty({2, m}, doubles)
                                           : at::Tensor();
-    state.scratch(kKeptWeights) = v.integer || v.pieces == 1 ? at::Tensor() : at::empty({v.blocks(), m}, doubles);
+    state.scratch(kKeptWeights) = v.integer || v.matrix() ? at::Tensor() : at::empty({v.blocks(), m}, doubles);
     state.scratch(kSortedScores) = k == 1 ? at::Tensor() : at::empty({m, width}, b.preds.options());
     // the columns past num_classes sort last (after the classes at -inf: a stable sort keeps their order)
     state.scratch(kPadded) =
@@ -462,7 +462,7 @@ at::Tensor weights_or_one(MetricState& state, const ClassificationBatch& b, cons
 void write_values(MetricState& state, const ClassificationBatch& b, Buffers& buf, const ValuesLayout& v,
                   const at::Tensor& dropped) {
   auto pieces = v.rows(buf.values, v.pieces_row(), v.pieces);
-  if (v.pieces == 1) {  // a matrix cell: its weight, or 1, where kept
+  if (v.matrix()) {  // a matrix cell: its weight, or 1, where kept
     auto cells = pieces[0];
     const auto kept = dropped[v.k];
     if (v.integer) return void(at::eq_out(cells, kept, 0));
