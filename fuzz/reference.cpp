@@ -302,6 +302,9 @@ void ClsReference::reset() {
   tally = Tally{};
   blocks = samplewise ? 0 : 1;
   cells.assign(blocks * block_size(), 0.0L);
+  const auto& o = config.cls_options;
+  const bool reads_kept = o.task() == Task::Binary && config.cls == ClsKind::ConfusionMatrix && o.ignore_index();
+  kept_cells.assign(reads_kept ? cells.size() : 0, 0.0L);
   scale = 0;
   comparable = true;
 }
@@ -331,7 +334,12 @@ void ClsReference::update(const at::Tensor& preds, const at::Tensor& target, con
   if (b.scores) {
     b.score = as_doubles(preds);
     b.score_dtype = preds.scalar_type();
-    b.logits = std::any_of(b.score.begin(), b.score.end(), [](double x) { return x < 0 || x > 1; });
+    // a NaN is not inside [0, 1] either: on the CPU it makes the batch logits (nan_makes_logits)
+    const auto outside = [](double x) { return !(x >= 0 && x <= 1); };
+    b.logits = std::any_of(b.score.begin(), b.score.end(), outside);
+    for (size_t i = 0; i < b.score.size() && !kept_cells.empty(); ++i) {  // (binary: a score per target)
+      b.kept_logits |= outside(b.score[i]) && b.target[i] != *o.ignore_index();
+    }
   }
   else b.label = as_longs(preds);
   if (b.scores && preds.dim() == target.dim() + 1) b.width = preds.size(1);
@@ -347,7 +355,8 @@ void ClsReference::update(const at::Tensor& preds, const at::Tensor& target, con
     } else if (o.task() == Task::Multiclass) {
       count_rows(b, bad);
     } else {
-      count_entries(b, o.threshold(), bad);
+      count_entries(b, o.threshold(), bad, /*kept_reading=*/false);
+      if (!kept_cells.empty()) count_entries(b, o.threshold(), bad, /*kept_reading=*/true);
     }
   }
   tally.record(bad, o.validate_args());
@@ -419,7 +428,7 @@ void ClsReference::count_unknown_classes(const Batch& b, std::vector<int64_t>& b
   }
 }
 
-void ClsReference::count_entries(const Batch& b, double threshold, std::vector<int64_t>& bad) {
+void ClsReference::count_entries(const Batch& b, double threshold, std::vector<int64_t>& bad, bool kept_reading) {
   const auto& o = config.cls_options;
   const int64_t entries = static_cast<int64_t>(b.target.size());
   const int64_t labels = o.task() == Task::Binary ? 1 : classes;
@@ -431,13 +440,18 @@ void ClsReference::count_entries(const Batch& b, double threshold, std::vector<i
     const int64_t sample = i / (rest * labels);
     const bool target_ok = t == 0 || t == 1;
     const bool pred_ok = b.scores ? !std::isnan(b.score[i]) : b.label[i] == 0 || b.label[i] == 1;
-    const bool predicted = b.scores ? positive(b.score[i], threshold, b.score_dtype, b.logits) : b.label[i] == 1;
+    const bool logits = kept_reading ? b.kept_logits : b.logits;
+    const bool predicted = b.scores ? positive(b.score[i], threshold, b.score_dtype, logits) : b.label[i] == 1;
     const double w = b.weight_of(i);
-    const bool w_ok = !b.weighted || weight_ok(w);
+    const bool w_ok = !b.weighted || weight_ok(w), kept = target_ok && pred_ok && w_ok;
+    if (kept_reading) {  // (binary, not samplewise: one block)
+      if (kept) kept_cells[label * 4 + 2 * t + predicted] += w;
+      continue;
+    }
     bad[0] += !target_ok;
     bad[1] += !pred_ok;
     bad[2] += !w_ok;
-    if (target_ok && pred_ok && w_ok) add(at(b, sample, label * 4 + 2 * t + predicted), w);
+    if (kept) add(at(b, sample, label * 4 + 2 * t + predicted), w);
   }
 }
 
@@ -448,6 +462,7 @@ void ClsReference::merge(const ClsReference& other, bool appended) {
     blocks += other.blocks;
   } else {
     for (size_t i = 0; i < cells.size(); ++i) cells[i] += other.cells[i];
+    for (size_t i = 0; i < kept_cells.size(); ++i) kept_cells[i] += other.kept_cells[i];
   }
   scale += other.scale;
   comparable = comparable && other.comparable && scale <= 1e300L;

@@ -82,6 +82,9 @@ struct ClsReference {
   bool samplewise = false;
   int64_t blocks = 1;              // blocks of cells: 1, or samplewise one per sample seen
   std::vector<long double> cells;  // blocks of block_size(): [t * C + p], or [label * 4 + 2 * target + pred]
+  // A binary ConfusionMatrix with ignore_index: its value's cells, whose scores are logits or not as
+  // the kept ones alone say (TorchMetrics' BinaryConfusionMatrix); empty otherwise
+  std::vector<long double> kept_cells;
   long double scale = 0;           // Σ of the kept weights
   bool comparable = true;
 
@@ -111,7 +114,8 @@ struct ClsReference {
     int64_t first_block = 0;  // samplewise: the block of the batch's first sample
     bool scores = false, weighted = false, per_sample = false;
     at::ScalarType score_dtype = at::kFloat;
-    bool logits = false;  // a score outside [0, 1] somewhere in the batch
+    bool logits = false;       // a score outside [0, 1] (or NaN) somewhere in the batch
+    bool kept_logits = false;  // one where the target is not ignore_index
     double weight_of(int64_t flat) const;
   };
   void add(size_t cell, double weight);
@@ -119,7 +123,8 @@ struct ClsReference {
   size_t at(const Batch& b, int64_t sample, size_t cell) const;
   void count_rows(const Batch& b, std::vector<int64_t>& bad);
   void count_unknown_classes(const Batch& b, std::vector<int64_t>& bad);
-  void count_entries(const Batch& b, double threshold, std::vector<int64_t>& bad);
+  /// Into cells and the bad-input counts `bad`; or, the `kept_reading`, into kept_cells alone.
+  void count_entries(const Batch& b, double threshold, std::vector<int64_t>& bad, bool kept_reading);
 };
 
 /// Compares the bad-input report and update count with the tally (exactly).

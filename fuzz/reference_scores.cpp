@@ -121,7 +121,7 @@ Expected confusion(const ClsReference& ref, metrics::Normalize normalize, at::Sc
   const int64_t blocks = o.task() == Task::Multilabel ? ref.classes : 1;
   std::vector<int64_t> shape = {k, k};
   if (o.task() == Task::Multilabel) shape.insert(shape.begin(), blocks);
-  Vec m = ref.cells;
+  Vec m = ref.kept_cells.empty() ? ref.cells : ref.kept_cells;
   if (normalize == Normalize::None) return {shape, m, counts};
   for (int64_t b = 0; b < blocks; ++b) {
     long double* block = m.data() + b * k * k;
