@@ -337,11 +337,14 @@ void ClsReference::update(const at::Tensor& preds, const at::Tensor& target, con
     // a NaN is not inside [0, 1] either: on the CPU it makes the batch logits (nan_makes_logits)
     const auto outside = [](double x) { return !(x >= 0 && x <= 1); };
     b.logits = std::any_of(b.score.begin(), b.score.end(), outside);
-    for (size_t i = 0; i < b.score.size() && !kept_cells.empty(); ++i) {  // (binary: a score per target)
-      b.kept_logits |= outside(b.score[i]) && b.target[i] != *o.ignore_index();
+    if (!kept_cells.empty()) {
+      for (size_t i = 0; i < b.score.size(); ++i) {  // (binary: a score per target)
+        b.kept_logits |= outside(b.score[i]) && b.target[i] != *o.ignore_index();
+      }
     }
+  } else {
+    b.label = as_longs(preds);
   }
-  else b.label = as_longs(preds);
   if (b.scores && preds.dim() == target.dim() + 1) b.width = preds.size(1);
   if (samplewise) {  // a block for every sample of the batch, counted or not
     b.first_block = blocks;
