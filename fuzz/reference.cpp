@@ -358,8 +358,7 @@ void ClsReference::update(const at::Tensor& preds, const at::Tensor& target, con
     } else if (o.task() == Task::Multiclass) {
       count_rows(b, bad);
     } else {
-      count_entries(b, o.threshold(), bad, /*kept_reading=*/false);
-      if (!kept_cells.empty()) count_entries(b, o.threshold(), bad, /*kept_reading=*/true);
+      count_entries(b, o.threshold(), bad);
     }
   }
   tally.record(bad, o.validate_args());
@@ -431,7 +430,7 @@ void ClsReference::count_unknown_classes(const Batch& b, std::vector<int64_t>& b
   }
 }
 
-void ClsReference::count_entries(const Batch& b, double threshold, std::vector<int64_t>& bad, bool kept_reading) {
+void ClsReference::count_entries(const Batch& b, double threshold, std::vector<int64_t>& bad) {
   const auto& o = config.cls_options;
   const int64_t entries = static_cast<int64_t>(b.target.size());
   const int64_t labels = o.task() == Task::Binary ? 1 : classes;
@@ -443,18 +442,18 @@ void ClsReference::count_entries(const Batch& b, double threshold, std::vector<i
     const int64_t sample = i / (rest * labels);
     const bool target_ok = t == 0 || t == 1;
     const bool pred_ok = b.scores ? !std::isnan(b.score[i]) : b.label[i] == 0 || b.label[i] == 1;
-    const bool logits = kept_reading ? b.kept_logits : b.logits;
-    const bool predicted = b.scores ? positive(b.score[i], threshold, b.score_dtype, logits) : b.label[i] == 1;
+    const auto predicted = [&](bool logits) {
+      return b.scores ? positive(b.score[i], threshold, b.score_dtype, logits) : b.label[i] == 1;
+    };
     const double w = b.weight_of(i);
-    const bool w_ok = !b.weighted || weight_ok(w), kept = target_ok && pred_ok && w_ok;
-    if (kept_reading) {  // (binary, not samplewise: one block)
-      if (kept) kept_cells[label * 4 + 2 * t + predicted] += w;
-      continue;
-    }
+    const bool w_ok = !b.weighted || weight_ok(w);
     bad[0] += !target_ok;
     bad[1] += !pred_ok;
     bad[2] += !w_ok;
-    if (kept) add(at(b, sample, label * 4 + 2 * t + predicted), w);
+    if (!(target_ok && pred_ok && w_ok)) continue;
+    add(at(b, sample, label * 4 + 2 * t + predicted(b.logits)), w);
+    // (binary, never samplewise: one block)
+    if (!kept_cells.empty()) kept_cells[label * 4 + 2 * t + predicted(b.kept_logits)] += w;
   }
 }
 

@@ -123,8 +123,8 @@ struct ClsReference {
   size_t at(const Batch& b, int64_t sample, size_t cell) const;
   void count_rows(const Batch& b, std::vector<int64_t>& bad);
   void count_unknown_classes(const Batch& b, std::vector<int64_t>& bad);
-  /// Into cells and the bad-input counts `bad`; or, the `kept_reading`, into kept_cells alone.
-  void count_entries(const Batch& b, double threshold, std::vector<int64_t>& bad, bool kept_reading);
+  /// Into cells (and kept_cells where the reference keeps them) and the bad-input counts `bad`.
+  void count_entries(const Batch& b, double threshold, std::vector<int64_t>& bad);
 };
 
 /// Compares the bad-input report and update count with the tally (exactly).
