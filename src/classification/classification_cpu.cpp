@@ -317,7 +317,7 @@ bool vector_kernels_count(const ClassificationOptions& o, Isa isa) {
 // labels, returns false with the state untouched, for the scalar loop.
 bool count_clean_entries(const ClassificationBatch& batch, const ClassificationOptions& o, CountSink& sink) {
   const Isa isa = best_isa();
-  if (!vector_kernels_count(o, isa) || batch.weight) return false;
+  if (!vector_kernels_count(o, isa)) return false;
   const auto* preds = batch.preds.data_ptr<float>();
   const auto* target = batch.target.data_ptr<int64_t>();
   const int64_t entries = batch.target.numel();

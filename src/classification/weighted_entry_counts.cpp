@@ -84,11 +84,12 @@ WeightedCells from_label(const WeightedCells& cells, int64_t first) {
 }
 
 // `rows` rows of `width` (<= kLanes; kLanes fixed where `full`) entries, `stride` apart (the
-// weights too where there is one per entry), summed over the rows lane by lane, then added to
-// `out`[0, width). The 0/1 factors make every product exact.
+// weights too where there is one per entry), summed over the rows lane by lane, then the lanes from
+// `first_added` on added to `out`. The 0/1 factors make every product exact.
 template <Weights kind, bool full, typename W>
 METRICS_ALWAYS_INLINE void count_lanes(const float* preds, const int64_t* target, const W* weight, int64_t rows,
-                                       int64_t stride, int64_t width, float threshold, const WeightedCells& out) {
+                                       int64_t stride, int64_t width, float threshold, const WeightedCells& out,
+                                       int64_t first_added = 0) {
   const int64_t lanes = full ? kLanes : width;
   double tp[kLanes] = {}, fp[kLanes] = {}, tn[kLanes] = {}, fn[kLanes] = {};
   for (int64_t r = 0; r < rows; ++r) {
@@ -105,7 +106,9 @@ METRICS_ALWAYS_INLINE void count_lanes(const float* preds, const int64_t* target
       tn[l] += w * ((1.0 - positive) - (predicted - both));
     }
   }
-  for (int64_t l = 0; l < lanes; ++l) out.tp[l] += tp[l], out.fp[l] += fp[l], out.tn[l] += tn[l], out.fn[l] += fn[l];
+  for (int64_t l = first_added; l < lanes; ++l) {
+    out.tp[l] += tp[l], out.fp[l] += fp[l], out.tn[l] += tn[l], out.fn[l] += fn[l];
+  }
 }
 
 // The weights of the entries from `first` on (null stays null; a row's is every label's).
@@ -121,13 +124,8 @@ template <Weights kind, typename W>
 METRICS_ALWAYS_INLINE void count_last_labels(const WeightedEntries& b, const W* weight, int64_t first, float threshold,
                                              const WeightedCells& cells) {
   const int64_t last = b.labels - kLanes;
-  double sums[4][kLanes] = {};
   count_lanes<kind, true>(b.preds + last, b.target + last, weights_from<kind>(weight, last), b.rows, b.labels,
-                          kLanes, threshold, {sums[0], sums[1], sums[2], sums[3]});
-  for (int64_t l = first - last; l < kLanes; ++l) {
-    cells.tp[last + l] += sums[0][l], cells.fp[last + l] += sums[1][l];
-    cells.tn[last + l] += sums[2][l], cells.fn[last + l] += sums[3][l];
-  }
+                          kLanes, threshold, from_label(cells, last), first - last);
 }
 
 // Multilabel: blocks of kLanes labels over every row, into their cells. Binary: the entries as
