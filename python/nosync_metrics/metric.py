@@ -149,10 +149,27 @@ class StateDictError(ValueError, RuntimeError):
     is not a tensor stays a TypeError.)"""
 
 
+# what a state dict says it is: its format version and the metric, options and layout (the C++ load
+# takes a dict without them; a strict load from Python names them missing, as a parent module's does)
+_DESCRIPTION_KEYS = ("_version", "_metric")
+
+
+def _check_descriptions(who, expected, state_dict):
+    """Refuses `state_dict` where it lacks a description that the keys `expected` have, unless it has
+    an unexpected key (which the load names)."""
+    if not all(key in expected for key in state_dict):
+        return
+    for key in expected:
+        if key.rsplit(".", 1)[-1] in _DESCRIPTION_KEYS and key not in state_dict:
+            raise StateDictError(f"{who}.load_state_dict: missing key '{key}' (what the state is of, which a "
+                                 "strict load checks; strict=False loads a state without it)")
+
+
 def load_state(who, load, current, state_dict, strict, assign):
     """Loads `state_dict` with `load` (the C++ load, which checks every key before it changes any).
-    strict=False completes the dict from `current` (the state now) and drops unknown keys. Returns
-    what torch.nn.Module.load_state_dict returns."""
+    A strict load refuses a dict without the descriptions that `current` (the state now) has;
+    strict=False completes the dict from `current` and drops unknown keys. Returns what
+    torch.nn.Module.load_state_dict returns."""
     if not isinstance(state_dict, Mapping):
         raise TypeError(f"{who}.load_state_dict: expected state_dict to be dict-like, got {type(state_dict)}")
     check_bool(f"{who}.load_state_dict", "strict", strict)
@@ -161,6 +178,7 @@ def load_state(who, load, current, state_dict, strict, assign):
                          "metric's own state tensors")
     if strict:
         missing, unexpected, state = [], [], dict(state_dict)
+        _check_descriptions(who, current(), state_dict)
     else:
         state = current()
         missing = [key for key in state if key not in state_dict]

@@ -1,5 +1,7 @@
 """Checkpoints: torch.save of state_dict() resumes exactly; the wrong metric or a damaged file is refused."""
 
+import re
+
 import pytest
 import torch
 
@@ -89,6 +91,32 @@ def test_a_refused_dict_raises_what_nn_module_raises_and_changes_nothing(make):
     partial = make().load_state_dict({counts: saved[counts], "foo": torch.zeros(1)}, strict=False)
     assert type(partial) is torch.nn.modules.module._IncompatibleKeys
     assert partial.missing_keys == [key for key in saved if key != counts] and partial.unexpected_keys == ["foo"]
+
+@pytest.mark.parametrize("make", [lambda: nm.MulticlassAccuracy(num_classes=4), _collection])
+@pytest.mark.parametrize("description", ["_metric", "_version"])
+def test_a_strict_load_needs_the_descriptions_as_a_parent_modules_does(make, description):
+    """A strict load names a missing "_metric" or "_version" (which say what the state is of, so
+    that a state of other options is refused) and changes nothing, as a parent module's strict load
+    of the metric does; strict=False loads the rest and reports the key missing."""
+    preds, target, loss = _batches(1)[0]
+    metric = make()
+    metric.update(preds=preds, target=target, **({"value": loss} if isinstance(metric, nm.MetricCollection) else {}))
+    saved = metric.state_dict()
+    key = next(k for k in saved if k.endswith(description))
+    without = {k: v for k, v in saved.items() if k != key}
+    fresh = make()
+    before = fresh.state_dict()
+    with pytest.raises(nm.StateDictError, match=f"load_state_dict: missing key '{re.escape(key)}'"):
+        fresh.load_state_dict(without)
+    assert _same(fresh.state_dict(), before)
+    parent = torch.nn.Module()
+    parent.metric = make()
+    parent.metric.persistent(True)
+    with pytest.raises(RuntimeError, match=f'Missing key\\(s\\) in state_dict: "metric.{re.escape(key)}"'):
+        parent.load_state_dict({"metric." + k: v for k, v in without.items()})
+    assert fresh.load_state_dict(without, strict=False) == ([key], [])
+    assert _same(fresh.state_dict(), saved)
+
 
 
 def test_damaged_files_are_refused_and_change_nothing(tmp_path):
