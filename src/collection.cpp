@@ -186,10 +186,18 @@ void MetricCollection::update(const at::Tensor& preds, const at::Tensor& target,
   update(classification_args(preds, target, weight));
 }
 
+// What a report of bad input that the group's metrics counted (in the state they share) says first:
+// two metrics of one class would give one message.
+std::string MetricCollection::reporting(const char* who, const Group& group) const {
+  std::string names;
+  for (auto member : group.members) names += (names.empty() ? "'" : ", '") + entries_[member].name + "'";
+  return c10::str(kName, who, ": ", names, ": ");
+}
+
 void MetricCollection::check() const {
   const auto taking_turns = lock();
   for (size_t g = 0; g < groups_.size(); ++g) {
-    if (counts_batches(g)) entries_[groups_[g].members.front()].metric->check();
+    if (counts_batches(g)) entries_[groups_[g].members.front()].metric->check_after(reporting(".check", groups_[g]));
   }
 }
 
@@ -217,7 +225,7 @@ std::map<std::string, at::Tensor> MetricCollection::compute() const {
   }
   for (const auto& [group, report] : reports) {
     const detail::UpdateLocks locks(owner(*group).state(), owner(*group).state());
-    entries_[group->members.front()].metric->report_locked(report);
+    entries_[group->members.front()].metric->report_locked(report, reporting(".compute", *group));
   }
   return values();
 }

@@ -366,7 +366,10 @@ TEST(MetricCollection, ReportsBadInputAndRejectsBadUse) {
   auto collection = four_macro_metrics(Opts::multiclass(10));
   const auto b = batch(2);
   collection.update(b.preds, b.target.clone().fill_(12));
-  EXPECT_THROWS_WITH(collection.compute(), c10::ValueError, "MulticlassAccuracy: 32 targets outside [0, 10)");
+  // which metrics counted it: the group that shares the state
+  const auto report = "'accuracy', 'precision', 'recall', 'f1': MulticlassAccuracy: 32 targets outside [0, 10)";
+  EXPECT_THROWS_WITH(collection.compute(), c10::ValueError, std::string("MetricCollection.compute: ") + report);
+  EXPECT_THROWS_WITH(collection.check(), c10::ValueError, std::string("MetricCollection.check: ") + report);
   EXPECT_THROWS_WITH(collection.add("f1", F1Score(Opts::multiclass(10))), c10::ValueError,
                      "MetricCollection.add: a metric named 'f1' is already in the collection");
   for (const std::string name : {"a.b", ""}) {  // a '.' separates the metric from its state in state_dict() keys

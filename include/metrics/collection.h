@@ -144,6 +144,8 @@ class MetricCollection {
   // Makes every member of group `g` share entry `index`'s state, which the group then uses.
   void share_group_with(Group& group, size_t index);
   size_t index_of(const std::string& name) const;
+  // "MetricCollection<who>: '<name>', ...: ", the group's metrics: what its bad-input report says first.
+  std::string reporting(const char* who, const Group& group) const;
   // A copy of metric `index` in its own layout with `part` loaded (throws what loading it throws).
   std::unique_ptr<Metric> loaded_alone(size_t index, const StateDict& part) const;
   // What metric `index`, absent from a dict (AbsentMetric::FollowsItsGroup), holds after the load:

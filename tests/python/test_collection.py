@@ -174,6 +174,30 @@ def test_bad_input_raises_once_at_compute():
         collection.compute()
 
 
+def test_bad_input_reports_name_the_metrics_that_counted_it():
+    """Two metrics of one class tell apart by their keys: each report names the metrics of the
+    compute group that counted it (they share its state), in the order added."""
+    collection = nm.MetricCollection({"loss": nm.MeanMetric(nan_strategy="warn"),
+                                      "acc_macro": nm.MulticlassAccuracy(num_classes=6),
+                                      "acc_top2": nm.MulticlassAccuracy(num_classes=6, top_k=2),
+                                      "acc_micro": nm.MulticlassAccuracy(num_classes=6, average="micro")})
+    preds, target = _batches()[0]
+    preds[3, 1] = float("nan")
+    collection.update(value=torch.tensor([1.0, 2.0]), preds=preds, target=target)
+    message = "MulticlassAccuracy: 1 NaN or out-of-range prediction in 1 update"
+    for call in ("check", "compute"):
+        with pytest.raises(ValueError, match=f"MetricCollection.{call}: 'acc_macro', 'acc_micro': {message}"):
+            getattr(collection, call)()
+    collection = nm.MetricCollection({"acc_top2": nm.MulticlassAccuracy(num_classes=6, top_k=2)})
+    collection.update(preds, target)
+    with pytest.raises(ValueError, match=f"MetricCollection.compute: 'acc_top2': {message}"):
+        collection.compute()
+    collection = nm.MetricCollection({"loss": nm.MeanMetric(nan_strategy="warn")})
+    collection.update(torch.tensor([1.0, float("nan")]))
+    with pytest.warns(UserWarning, match="MetricCollection.compute: 'loss': Mean: 1 NaN value in 1 update"):
+        assert collection.compute()["loss"].item() == 1.0
+
+
 def test_metrics_of_every_family_share_one_collection_and_take_their_keywords():
     g = torch.Generator().manual_seed(3)
     collection = nm.MetricCollection({"loss": nm.MeanMetric(), "worst": nm.MaxMetric(),
