@@ -42,8 +42,8 @@ import torch.distributed as dist
 
 from . import _C
 from .distributed import Syncable, dist_initialized
-from .metric import (NotConstructedError, PythonMetric, load_state, parse_dtype, parse_to, prefixed_state,
-                     state_device, target_device)
+from .metric import (NotConstructedError, PythonMetric, is_description, load_state, parse_dtype, parse_to,
+                     prefixed_state, state_device, target_device)
 
 _WRONG_GROUP = "MetricCollection: compute_groups puts"
 
@@ -449,7 +449,7 @@ class MetricCollection(Syncable, torch.nn.Module):
                 for key in [k for k in state if k.startswith(name + ".") and k not in state_dict]:
                     part = key[len(name) + 1:]
                     given = [state_dict[f"{o}.{part}"] for o in group if f"{o}.{part}" in state_dict]
-                    if given and not part.startswith("_"):  # "_metric", "_version" describe each metric
+                    if given and not is_description(part):  # each metric has its own
                         state[key] = given[0]
         return state
 

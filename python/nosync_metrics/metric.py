@@ -149,18 +149,21 @@ class StateDictError(ValueError, RuntimeError):
     is not a tensor stays a TypeError.)"""
 
 
-# what a state dict says it is: its format version and the metric, options and layout (the C++ load
-# takes a dict without them; a strict load from Python names them missing, as a parent module's does)
-_DESCRIPTION_KEYS = ("_version", "_metric")
+def is_description(key):
+    """Whether a state dict's key ("<state>", or a collection's "<name>.<state>") is what says what
+    the state is: its format version or the metric, options and layout ("_version", "_metric")."""
+    return key.rsplit(".", 1)[-1] in ("_version", "_metric")
 
 
 def _check_descriptions(who, expected, state_dict):
-    """Refuses `state_dict` where it lacks a description that the keys `expected` have, unless it has
-    an unexpected key (which the load names)."""
-    if not all(key in expected for key in state_dict):
+    """Refuses `state_dict` where it lacks a description that the keys `expected` have and nothing
+    else is amiss (the C++ load, which takes a dict without them, names an unexpected or another
+    missing key); a parent module's strict load of the metric names them missing too."""
+    if any(key not in expected for key in state_dict) or any(
+            key not in state_dict for key in expected if not is_description(key)):
         return
     for key in expected:
-        if key.rsplit(".", 1)[-1] in _DESCRIPTION_KEYS and key not in state_dict:
+        if is_description(key) and key not in state_dict:
             raise StateDictError(f"{who}.load_state_dict: missing key '{key}' (what the state is of, which a "
                                  "strict load checks; strict=False loads a state without it)")
 
@@ -241,8 +244,8 @@ def parent_loads(load, names, state_dict, prefix, required, missing_keys, unexpe
 
 
 def state_device(state):
-    """The device of a state dict's tensors (the descriptions "_metric" and "_version" stay on the CPU)."""
-    return next((v.device for k, v in state.items() if not k.rsplit(".", 1)[-1].startswith("_")), "cpu")
+    """The device of a state dict's tensors (the descriptions stay on the CPU)."""
+    return next((v.device for k, v in state.items() if not is_description(k)), "cpu")
 
 
 def made(cls, arguments):

@@ -116,6 +116,14 @@ def test_a_strict_load_needs_the_descriptions_as_a_parent_modules_does(make, des
         parent.load_state_dict({"metric." + k: v for k, v in without.items()})
     assert fresh.load_state_dict(without, strict=False) == ([key], [])
     assert _same(fresh.state_dict(), saved)
+    # another missing key, or a metric's whole part, is named by the load, as without the check
+    counts = next(k for k in saved if k.endswith("tp"))
+    with pytest.raises(nm.StateDictError, match=f"missing key '{re.escape(counts[counts.find('.') + 1:])}'"):
+        make().load_state_dict({k: v for k, v in without.items() if k != counts})
+    if isinstance(metric, nm.MetricCollection):
+        name = counts.split(".")[0]
+        with pytest.raises(nm.StateDictError, match=f"holds no key of metric '{name}'"):
+            make().load_state_dict({k: v for k, v in saved.items() if not k.startswith(name + ".")})
 
 
 
