@@ -84,27 +84,34 @@ at::Device to_device(const py::object& object);
 at::ScalarType to_dtype(const py::object& object, const char* argument);
 
 /// Runs `body` while collecting c10 warnings (TORCH_WARN), then raises each as a Python
-/// UserWarning, so that warnings filters (and `-W error`) apply to them.
+/// UserWarning, so that warnings filters (and `-W error`) apply to them; where `body` throws, after
+/// warning what it warned before (a collection's metric that warns, then one that raises), its
+/// exception is raised.
 template <class Body>
 auto with_python_warnings(Body&& body) {
   std::vector<std::string> messages;
-  auto emit = [&messages] {
+  const auto emit = [&messages](bool body_threw) {
     for (const auto& message : messages) {
-      if (PyErr_WarnEx(PyExc_UserWarning, message.c_str(), 1) != 0) throw py::error_already_set();
+      if (PyErr_WarnEx(PyExc_UserWarning, message.c_str(), 1) == 0) continue;
+      if (!body_threw || !PyErr_ExceptionMatches(PyExc_Warning)) throw py::error_already_set();
+      return PyErr_Clear();  // a filter made the warning an error: the body's stays the one raised
+    }
+  };
+  const auto run = [&] {
+    try {
+      WarningCapture capture([&messages](const std::string& m) { return messages.push_back(m), true; });
+      return body();
+    } catch (...) {
+      emit(true);
+      throw;
     }
   };
   if constexpr (std::is_void_v<decltype(body())>) {
-    {
-      WarningCapture capture([&messages](const std::string& m) { return messages.push_back(m), true; });
-      body();
-    }
-    emit();
+    run();
+    emit(false);
   } else {
-    auto result = [&] {
-      WarningCapture capture([&messages](const std::string& m) { return messages.push_back(m), true; });
-      return body();
-    }();
-    emit();
+    auto result = run();
+    emit(false);
     return result;
   }
 }

@@ -29,6 +29,21 @@ std::string part_of(const char* who, const std::string& name) {
   return c10::str(kName, who, ": the part of '", name, "' (its keys '", name, ".*'): ");
 }
 
+// Calls report(i) for i < count, each whatever the ones before raised, so that every report that
+// warns does; then raises the first that raised.
+template <class Report>
+void report_each(size_t count, Report&& report) {
+  std::exception_ptr first;
+  for (size_t i = 0; i < count; ++i) {
+    try {
+      report(i);
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  if (first) std::rethrow_exception(first);
+}
+
 // Whether `metric` has not counted anything yet. A meta state holds no count to read: it counts as
 // fresh, so that meta collections group as real ones do.
 bool never_updated(const Metric& metric) { return metric.device().is_meta() || metric.update_count() == 0; }
@@ -186,26 +201,27 @@ void MetricCollection::update(const at::Tensor& preds, const at::Tensor& target,
   update(classification_args(preds, target, weight));
 }
 
-// What a report of bad input that the group's metrics counted (in the state they share) says first:
-// two metrics of one class would give one message.
-std::string MetricCollection::reporting(const char* who, const Group& group) const {
+std::string MetricCollection::report_prefix(const char* who, size_t g) const {
   std::string names;
-  for (auto member : group.members) names += (names.empty() ? "'" : ", '") + entries_[member].name + "'";
+  for (size_t h = 0; h < groups_.size(); ++h) {
+    if (&owner(groups_[h]).state() != &owner(groups_[g]).state()) continue;
+    for (auto member : groups_[h].members) names += (names.empty() ? "'" : ", '") + entries_[member].name + "'";
+  }
   return c10::str(kName, who, ": ", names, ": ");
 }
 
 void MetricCollection::check() const {
   const auto taking_turns = lock();
-  for (size_t g = 0; g < groups_.size(); ++g) {
-    if (counts_batches(g)) entries_[groups_[g].members.front()].metric->check_after(reporting(".check", groups_[g]));
-  }
+  report_each(groups_.size(), [&](size_t g) {
+    if (counts_batches(g)) entries_[groups_[g].members.front()].metric->check_after(report_prefix(".check", g));
+  });
 }
 
 std::map<std::string, at::Tensor> MetricCollection::compute() const {
   RECORD_USER_SCOPE("metrics::MetricCollection::compute");
   const auto taking_turns = lock();
   std::string fresh;  // the metrics not updated yet (a meta state holds no count to read)
-  std::vector<std::pair<const Group*, BadInputReport>> reports;
+  std::vector<std::pair<size_t, BadInputReport>> reports;  // by group
   std::vector<int64_t> counts(groups_.size(), -1);
   for (size_t g = 0; g < groups_.size(); ++g) {
     const auto& group = groups_[g];
@@ -214,7 +230,7 @@ std::map<std::string, at::Tensor> MetricCollection::compute() const {
     if (counts_batches(g)) {
       const detail::UpdateLocks locks(head.state(), head.state());
       auto [count, report] = head.state().update_count_and_report();  // one read-back per state
-      reports.emplace_back(&group, std::move(report));
+      reports.emplace_back(g, std::move(report));
       counts[g] = count;
     }
     if (counts[first_with_state_of(g)] != 0) continue;
@@ -223,10 +239,12 @@ std::map<std::string, at::Tensor> MetricCollection::compute() const {
   if (!fresh.empty()) {
     TORCH_WARN(kName, ".compute: ", fresh, " called before any update; values reflect the initial state");
   }
-  for (const auto& [group, report] : reports) {
-    const detail::UpdateLocks locks(owner(*group).state(), owner(*group).state());
-    entries_[group->members.front()].metric->report_locked(report, reporting(".compute", *group));
-  }
+  report_each(reports.size(), [&](size_t i) {
+    const auto& [g, report] = reports[i];
+    const auto& group = groups_[g];
+    const detail::UpdateLocks locks(owner(group).state(), owner(group).state());
+    entries_[group.members.front()].metric->report_locked(report, report_prefix(".compute", g));
+  });
   return values();
 }
 

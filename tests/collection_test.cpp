@@ -8,6 +8,7 @@
 #include <metrics/classification.h>
 #include <metrics/collection.h>
 #include <metrics/sync_counter.h>
+#include <metrics/warning_capture.h>
 
 #include "metric_contract.h"
 #include "test_support.h"
@@ -405,6 +406,26 @@ UpdateArgs keyword_args(const at::Tensor& loss, const Batch& b) {
 }
 
 at::Tensor loss_of(int64_t i) { return at::rand({32}, generator(900 + i)).to(at::kDouble); }
+
+// Every report runs: those of the groups after one that raises warn, then the first raised is raised.
+TEST(MetricCollection, EveryReportWarnsThenTheFirstThatRaisesIsRaised) {
+  const auto o = Opts::multiclass(10);
+  auto b = batch(0);
+  b.target[3] = 12;
+  auto loss = loss_of(0);
+  loss[1] = std::nan("");
+  for (const bool checks : {false, true}) {
+    MetricCollection collection;
+    collection.add("accuracy", Accuracy(o)).add("loss", Mean()).add("f1", F1Score(o)).add("worst", Max());
+    collection.update(keyword_args(loss, b));
+    WarningCapture warnings;
+    EXPECT_THROWS_WITH(checks ? collection.check() : (void)collection.compute(), c10::ValueError,
+                       "'accuracy', 'f1': MulticlassAccuracy: 1 target outside [0, 10)");
+    const auto call = std::string("MetricCollection") + (checks ? ".check: " : ".compute: ");
+    const std::string nan = ": 1 NaN value in 1 update, first at update 0 (kept out of the state)";
+    EXPECT_THAT(warnings.messages(), ElementsAre(call + "'loss': Mean" + nan, call + "'worst': Max" + nan));
+  }
+}
 
 TEST(MetricCollection, AMemberThatSharesItsStateRefusesCallsMadeOnItDirectly) {
   const auto o = Opts::multiclass(4).average(Average::None);

@@ -73,7 +73,8 @@ class MetricCollection {
   /// them (a Mean would take target as its weight: with aggregators, give keywords).
   void update(const at::Tensor& preds, const at::Tensor& target, const c10::optional<at::Tensor>& weight = {});
   /// name -> value (of the metrics updated together); raises or warns once per distinct state that
-  /// counted bad input.
+  /// counted bad input, naming the metrics that share it ("MetricCollection.compute: 'a', 'b': ...").
+  /// Every report that warns does; then the first that raises is raised.
   std::map<std::string, at::Tensor> compute() const;
   /// name -> value, with no report and no read-back: what forward() gives of its batch.
   std::map<std::string, at::Tensor> compute_without_report() const;
@@ -82,6 +83,7 @@ class MetricCollection {
   std::map<std::string, at::Tensor> forward(const UpdateArgs& args);
   std::map<std::string, at::Tensor> forward(const at::Tensor& preds, const at::Tensor& target,
                                             const c10::optional<at::Tensor>& weight = {});
+  /// compute()'s reports, without the values.
   void check() const;
   void reset();
   /// Folds in a collection with the same names and metrics, whose groups each hold one of this
@@ -144,8 +146,9 @@ class MetricCollection {
   // Makes every member of group `g` share entry `index`'s state, which the group then uses.
   void share_group_with(Group& group, size_t index);
   size_t index_of(const std::string& name) const;
-  // "MetricCollection<who>: '<name>', ...: ", the group's metrics: what its bad-input report says first.
-  std::string reporting(const char* who, const Group& group) const;
+  // "MetricCollection<who>: '<name>', ...: ", the metrics that share group `g`'s state: what a
+  // report of the bad input it counted says first.
+  std::string report_prefix(const char* who, size_t g) const;
   // A copy of metric `index` in its own layout with `part` loaded (throws what loading it throws).
   std::unique_ptr<Metric> loaded_alone(size_t index, const StateDict& part) const;
   // What metric `index`, absent from a dict (AbsentMetric::FollowsItsGroup), holds after the load:

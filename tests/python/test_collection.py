@@ -198,6 +198,48 @@ def test_bad_input_reports_name_the_metrics_that_counted_it():
         assert collection.compute()["loss"].item() == 1.0
 
 
+@pytest.mark.parametrize("call", ["compute", "check"])
+def test_a_report_that_raises_leaves_the_others_warning(call):
+    """Every report that warns does, then the first that raises is raised (the key "acc" sorts, and
+    so reports, before "loss", as in TorchMetrics, which computes in that order and would stop)."""
+    collection = nm.MetricCollection({"loss": nm.MeanMetric(nan_strategy="warn"),
+                                      "acc": nm.MulticlassAccuracy(num_classes=3)})
+    collection.update(value=torch.tensor([1.0, float("nan")]), preds=torch.tensor([0, 1, 5]),
+                      target=torch.tensor([0, 1, 2]))
+    with pytest.warns(UserWarning, match=f"MetricCollection.{call}: 'loss': Mean: 1 NaN value in 1 update"):
+        with pytest.raises(ValueError, match=f"MetricCollection.{call}: 'acc': MulticlassAccuracy: 1 NaN or out"):
+            getattr(collection, call)()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the warning as an error: the report that raises stays the one raised
+        with pytest.raises(ValueError, match="'acc': MulticlassAccuracy"):
+            getattr(collection, call)()
+
+    class HookFailed(Exception):
+        pass
+
+    def failing_hook(*args, **kwargs):
+        raise HookFailed
+
+    with warnings.catch_warnings():  # what fails in showing the warning is not a warning: it is raised
+        warnings.simplefilter("always")
+        warnings.showwarning = failing_hook
+        with pytest.raises(HookFailed):
+            getattr(collection, call)()
+
+
+def test_a_report_names_the_metrics_of_every_group_that_shares_the_state():
+    """A collection of collections shares one state among groups of either; each report names every
+    metric that counted into the state."""
+    inner = nm.MetricCollection({"cm": nm.MulticlassConfusionMatrix(num_classes=4),
+                                 "prec": nm.MulticlassPrecision(num_classes=4, average=None)})
+    outer = nm.MetricCollection([inner, nm.MulticlassRecall(num_classes=4, average=None)])
+    inner.update(torch.tensor([0, 1, 7]), torch.tensor([0, 1, 2]))
+    for collection, names in ((inner, "'prec', 'cm'"), (outer, "'cm', 'prec', 'MulticlassRecall'")):
+        for call in ("compute", "check"):
+            with pytest.raises(ValueError, match=f"MetricCollection.{call}: {names}: Multiclass"):
+                getattr(collection, call)()
+
+
 def test_metrics_of_every_family_share_one_collection_and_take_their_keywords():
     g = torch.Generator().manual_seed(3)
     collection = nm.MetricCollection({"loss": nm.MeanMetric(), "worst": nm.MaxMetric(),
