@@ -92,6 +92,7 @@ def test_a_refused_dict_raises_what_nn_module_raises_and_changes_nothing(make):
     assert type(partial) is torch.nn.modules.module._IncompatibleKeys
     assert partial.missing_keys == [key for key in saved if key != counts] and partial.unexpected_keys == ["foo"]
 
+
 @pytest.mark.parametrize("make", [lambda: nm.MulticlassAccuracy(num_classes=4), _collection])
 @pytest.mark.parametrize("description", ["_metric", "_version"])
 def test_a_strict_load_needs_the_descriptions_as_a_parent_modules_does(make, description):
@@ -124,7 +125,6 @@ def test_a_strict_load_needs_the_descriptions_as_a_parent_modules_does(make, des
         name = counts.split(".")[0]
         with pytest.raises(nm.StateDictError, match=f"holds no key of metric '{name}'"):
             make().load_state_dict({k: v for k, v in saved.items() if not k.startswith(name + ".")})
-
 
 
 def test_damaged_files_are_refused_and_change_nothing(tmp_path):
