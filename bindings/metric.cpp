@@ -3,9 +3,12 @@
 #include "common.h"
 
 #include <metrics/metric.h>
+#include <metrics/report_context.h>
 
 #include <algorithm>
 #include <memory>
+#include <optional>
+#include <string>
 
 namespace metrics::python {
 namespace {
@@ -66,6 +69,18 @@ at::Tensor forward(Metric& self, const py::args& args, const py::kwargs& kwargs)
   const PythonUpdateArgs converted(args, kwargs, self.name(), self.device(), self.update_parameters());
   return self.forward(converted.get());
 }
+
+// A ReportContext that a Python with-statement holds (entered and left on one thread).
+class ReportScope {
+ public:
+  explicit ReportScope(std::string prefix) : prefix_(std::move(prefix)) {}
+  void enter() { context_.emplace(prefix_); }
+  void exit(const py::args&) { context_.reset(); }
+
+ private:
+  std::string prefix_;
+  std::optional<ReportContext> context_;
+};
 
 }  // namespace
 
@@ -147,6 +162,12 @@ void init_metric(py::module_& m) {
       .def_property_readonly("update_count", &Metric::update_count,
                              "Updates since the metric was made or last reset (read back from the metric's device).")
       .def_property_readonly("metric_name", &Metric::name, "The name used in messages, e.g. 'MulticlassAccuracy'.");
+  py::class_<ReportScope>(m, "_ReportContext",
+                          "with _ReportContext(prefix): the bad-input reports of this thread's metrics say `prefix` "
+                          "first (metrics::ReportContext).")
+      .def(py::init<std::string>(), py::arg("prefix"))
+      .def("__enter__", &ReportScope::enter)
+      .def("__exit__", &ReportScope::exit);
 }
 
 }  // namespace metrics::python

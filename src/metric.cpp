@@ -10,6 +10,8 @@
 #include <typeinfo>
 #include <utility>
 
+#include <metrics/report_context.h>
+
 #include "collection_call.h"
 #include "normal_tensors.h"
 #include "update_locks.h"
@@ -240,7 +242,7 @@ void Metric::check_after(const std::string& context) const {
 void Metric::report_locked(const BadInputReport& report, const std::string& context) const {
   auto problem = report.clean() ? state_problem() : report.message(name_);
   if (problem.empty()) return;
-  const auto message = context + problem;
+  const auto message = (context.empty() ? ReportContext::current() : context) + problem;
   switch (action_) {
     case BadInputAction::Warn:
       TORCH_WARN(message);

@@ -7,6 +7,7 @@
 #include <metrics/backend.h>
 #include <metrics/classification.h>
 #include <metrics/collection.h>
+#include <metrics/report_context.h>
 #include <metrics/sync_counter.h>
 #include <metrics/warning_capture.h>
 
@@ -425,6 +426,31 @@ TEST(MetricCollection, EveryReportWarnsThenTheFirstThatRaisesIsRaised) {
     const std::string nan = ": 1 NaN value in 1 update, first at update 0 (kept out of the state)";
     EXPECT_THAT(warnings.messages(), ElementsAre(call + "'loss': Mean" + nan, call + "'worst': Max" + nan));
   }
+}
+
+TEST(ReportContext, PrefixesTheReportsOfAMetricCalledWithinItAndNests) {
+  Mean mean;
+  auto loss = loss_of(0);
+  loss[1] = std::nan("");
+  mean.update(loss);
+  MetricCollection collection;
+  collection.add("loss", Mean());
+  collection.update(keyword_args(loss, batch(0)));
+  const std::string nan = "Mean: 1 NaN value in 1 update, first at update 0 (kept out of the state)";
+  WarningCapture warnings;
+  {
+    const ReportContext outer("outer: ");
+    mean.check();
+    {
+      const ReportContext inner("inner: ");
+      (void)mean.compute();
+      collection.check();  // a collection's members keep their own context
+    }
+    mean.check();
+  }
+  mean.check();
+  EXPECT_THAT(warnings.messages(), ElementsAre("outer: " + nan, "inner: " + nan, "MetricCollection.check: 'loss': " + nan,
+                                               "outer: " + nan, nan));
 }
 
 TEST(MetricCollection, AMemberThatSharesItsStateRefusesCallsMadeOnItDirectly) {

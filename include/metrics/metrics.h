@@ -14,6 +14,7 @@
 #include <metrics/metric.h>
 #include <metrics/metric_state.h>
 #include <metrics/nan_policy.h>
+#include <metrics/report_context.h>
 #include <metrics/shape_error.h>
 #include <metrics/state_entry.h>
 #include <metrics/sync_counter.h>

@@ -67,6 +67,19 @@ def _rebuilt(cls, metrics, prefix, postfix, compute_groups, state, groups=None):
     return collection
 
 
+def _each(calls):
+    """Calls each of `calls` whatever the ones before raised, so that every bad-input report that
+    warns does (as the core's reports do), then raises the first exception."""
+    first = None
+    for call in calls:
+        try:
+            call()
+        except Exception as e:
+            first = first or e
+    if first is not None:
+        raise first
+
+
 def _metric_of(key):
     """The name of the metric a collection's state-dict key belongs to ("<name>.<state>"); None for
     a key that is not a string (no metric's: an unexpected key)."""
@@ -327,16 +340,28 @@ class MetricCollection(Syncable, torch.nn.Module):
         """name -> value, in the order the metrics were added (prefix and postfix applied); each over
         every rank or this one's, as its ``sync_on_compute`` says (TorchMetrics computes each metric
         by its own flags)."""
-        if self._sync_cache is None and self._world_size() > 1:
-            values = self._by_flag("sync_on_compute", self._synced_core().compute, self._core.compute)
-        else:
-            values = self._core.compute()
-        own = {}
-        for name, metric in self._apart():
+        values, own = {}, {}
+
+        def core():
+            if self._sync_cache is None and self._world_size() > 1:
+                values.update(self._by_flag("sync_on_compute", self._synced_core().compute, self._core.compute))
+            else:
+                values.update(self._core.compute())
+
+        def apart(name, metric):
             # after sync() the states hold every rank's already
-            with metric._syncing_on_compute(False if self._sync_cache is not None else None):
+            with metric._syncing_on_compute(False if self._sync_cache is not None else None), \
+                    self._reports_of(metric, ".compute"):
                 own[name] = metric.compute()
+
+        _each([core] + [functools.partial(apart, name, metric) for name, metric in self._apart()])
         return self._keyed(values, own)
+
+    def _reports_of(self, metric, who):
+        """A context in which the bad-input reports of `metric` (updated apart) name it as the core's
+        name their metrics: "MetricCollection<who>: 'name', ...: " (every name it has here)."""
+        names = ", ".join(f"'{name}'" for name, m in self._apart() if m is metric)
+        return _C._ReportContext(f"MetricCollection{who}: {names}: ")
 
     def forward(self, *args, **kwargs):
         """Accumulates, and returns each metric's value on this batch alone (over every rank when
@@ -520,9 +545,11 @@ class MetricCollection(Syncable, torch.nn.Module):
 
     def check(self):
         """Raises or warns if any metric's update() counted bad input."""
-        self._core.check()
-        for metric in self._apart_metrics():
-            metric.check()
+        def apart(metric):
+            with self._reports_of(metric, ".check"):
+                metric.check()
+
+        _each([self._core.check] + [functools.partial(apart, metric) for metric in self._apart_metrics()])
 
     @property
     def compute_groups(self):

@@ -240,6 +240,37 @@ def test_a_report_names_the_metrics_of_every_group_that_shares_the_state():
                 getattr(collection, call)()
 
 
+class _OwnMean(nm.MeanMetric):
+    def compute(self):
+        return super().compute() * 10
+
+
+@pytest.mark.parametrize("call", ["compute", "check"])
+def test_a_metric_updated_apart_reports_as_the_others_do(call):
+    """A Python subclass with its own compute() is updated and computed apart from the shared states;
+    its reports name it too (under each of its names), and run whatever the others raised (helper-53:
+    they came unprefixed, and not at all after the core's raised). Outside the collection the metric
+    reports as before."""
+    own = _OwnMean(nan_strategy="warn")
+    collection = nm.MetricCollection({"acc": nm.MulticlassAccuracy(num_classes=3), "loss": own, "again": own})
+    collection.update(value=torch.tensor([1.0, float("nan")]), preds=torch.tensor([0, 1, 5]),
+                      target=torch.tensor([0, 1, 2]))
+    with pytest.warns(UserWarning) as caught:
+        with pytest.raises(ValueError, match=f"^MetricCollection.{call}: 'acc': MulticlassAccuracy: 1 NaN or out"):
+            getattr(collection, call)()
+    texts = [str(w.message) for w in caught if "Mean:" in str(w.message)]
+    prefix = f"MetricCollection.{call}: 'again', 'loss': Mean: 1 NaN value in 1 update"  # in the keys' order
+    assert texts and all(text.startswith(prefix) for text in texts), texts
+    assert len(texts) == (2 if call == "compute" else 1)  # compute() gives a value per name
+    with pytest.warns(UserWarning, match="^Mean: 1 NaN value in 1 update"):
+        assert own.compute().item() == 10.0
+
+    clean = nm.MetricCollection({"loss": _OwnMean(nan_strategy="error"), "acc": nm.MulticlassAccuracy(num_classes=3)})
+    clean.update(value=torch.tensor([float("nan")]), preds=torch.tensor([0]), target=torch.tensor([0]))
+    with pytest.raises(RuntimeError, match=f"^MetricCollection.{call}: 'loss': Mean: 1 NaN value"):
+        getattr(clean, call)()
+
+
 def test_metrics_of_every_family_share_one_collection_and_take_their_keywords():
     g = torch.Generator().manual_seed(3)
     collection = nm.MetricCollection({"loss": nm.MeanMetric(), "worst": nm.MaxMetric(),
