@@ -71,11 +71,17 @@ at::Tensor forward(Metric& self, const py::args& args, const py::kwargs& kwargs)
 }
 
 // A ReportContext that a Python with-statement holds (entered and left on one thread).
-class ReportScope {
+class ReportContextScope {
  public:
-  explicit ReportScope(std::string prefix) : prefix_(std::move(prefix)) {}
-  void enter() { context_.emplace(prefix_); }
-  void exit(const py::args&) { context_.reset(); }
+  explicit ReportContextScope(std::string prefix) : prefix_(std::move(prefix)) {}
+  void enter() {
+    TORCH_CHECK(!context_, "_ReportContext: entered twice");
+    context_.emplace(prefix_);
+  }
+  void exit(const py::args&) {
+    TORCH_CHECK(context_, "_ReportContext: left without being entered");
+    context_.reset();
+  }
 
  private:
   std::string prefix_;
@@ -162,12 +168,12 @@ void init_metric(py::module_& m) {
       .def_property_readonly("update_count", &Metric::update_count,
                              "Updates since the metric was made or last reset (read back from the metric's device).")
       .def_property_readonly("metric_name", &Metric::name, "The name used in messages, e.g. 'MulticlassAccuracy'.");
-  py::class_<ReportScope>(m, "_ReportContext",
+  py::class_<ReportContextScope>(m, "_ReportContext",
                           "with _ReportContext(prefix): the bad-input reports of this thread's metrics say `prefix` "
                           "first (metrics::ReportContext).")
       .def(py::init<std::string>(), py::arg("prefix"))
-      .def("__enter__", &ReportScope::enter)
-      .def("__exit__", &ReportScope::exit);
+      .def("__enter__", &ReportContextScope::enter)
+      .def("__exit__", &ReportContextScope::exit);
 }
 
 }  // namespace metrics::python

@@ -7,6 +7,8 @@
 #include <exception>
 #include <mutex>
 
+#include <metrics/report_context.h>
+
 #include "collection_call.h"
 #include "error_context.h"
 #include "update_locks.h"
@@ -213,7 +215,9 @@ std::string MetricCollection::report_prefix(const char* who, size_t g) const {
 void MetricCollection::check() const {
   const auto taking_turns = lock();
   report_each(groups_.size(), [&](size_t g) {
-    if (counts_batches(g)) entries_[groups_[g].members.front()].metric->check_after(report_prefix(".check", g));
+    if (!counts_batches(g)) return;
+    const ReportContext named(report_prefix(".check", g));
+    entries_[groups_[g].members.front()].metric->check();
   });
 }
 
@@ -243,7 +247,8 @@ std::map<std::string, at::Tensor> MetricCollection::compute() const {
     const auto& [g, report] = reports[i];
     const auto& group = groups_[g];
     const detail::UpdateLocks locks(owner(group).state(), owner(group).state());
-    entries_[group.members.front()].metric->report_locked(report, report_prefix(".compute", g));
+    const ReportContext named(report_prefix(".compute", g));
+    entries_[group.members.front()].metric->report_locked(report);
   });
   return values();
 }

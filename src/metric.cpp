@@ -232,17 +232,15 @@ int64_t Metric::update_count() const {
   return state_->update_count();
 }
 
-void Metric::check() const { check_after(""); }
-
-void Metric::check_after(const std::string& context) const {
+void Metric::check() const {
   const UpdateLocks locks(*state_, *state_);
-  if (!state_->device().is_meta()) report_locked(state_->bad_input_report(), context);  // meta holds no tally
+  if (!state_->device().is_meta()) report_locked(state_->bad_input_report());  // meta holds no tally
 }
 
-void Metric::report_locked(const BadInputReport& report, const std::string& context) const {
+void Metric::report_locked(const BadInputReport& report) const {
   auto problem = report.clean() ? state_problem() : report.message(name_);
   if (problem.empty()) return;
-  const auto message = (context.empty() ? ReportContext::current() : context) + problem;
+  const auto message = ReportContext::current() + problem;
   switch (action_) {
     case BadInputAction::Warn:
       TORCH_WARN(message);

@@ -12,7 +12,7 @@ std::string& prefix_in_force() {
 
 }  // namespace
 
-ReportContext::ReportContext(std::string prefix) : previous_(std::exchange(prefix_in_force(), std::move(prefix))) {}
+ReportContext::ReportContext(const std::string& prefix) : previous_(prefix_in_force()) { prefix_in_force() += prefix; }
 
 ReportContext::~ReportContext() { prefix_in_force() = std::move(previous_); }
 

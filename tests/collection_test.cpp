@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <thread>
 
 #include <metrics/aggregation.h>
 #include <metrics/backend.h>
@@ -18,6 +19,7 @@ namespace metrics {
 namespace {
 
 using ::testing::ElementsAre;
+using ::testing::StartsWith;
 using testing::generator;
 using testing::states_equal;
 using testing::MetricContract;
@@ -428,7 +430,7 @@ TEST(MetricCollection, EveryReportWarnsThenTheFirstThatRaisesIsRaised) {
   }
 }
 
-TEST(ReportContext, PrefixesTheReportsOfAMetricCalledWithinItAndNests) {
+TEST(ReportContext, PrefixesTheReportsOfTheMetricsItsThreadComputesAndNests) {
   Mean mean;
   auto loss = loss_of(0);
   loss[1] = std::nan("");
@@ -438,19 +440,45 @@ TEST(ReportContext, PrefixesTheReportsOfAMetricCalledWithinItAndNests) {
   collection.update(keyword_args(loss, batch(0)));
   const std::string nan = "Mean: 1 NaN value in 1 update, first at update 0 (kept out of the state)";
   WarningCapture warnings;
+  std::vector<std::string> on_another_thread;
   {
     const ReportContext outer("outer: ");
     mean.check();
     {
       const ReportContext inner("inner: ");
       (void)mean.compute();
-      collection.check();  // a collection's members keep their own context
+      collection.check();
     }
+    std::thread([&] {  // none of this thread's contexts there
+      WarningCapture there;
+      mean.check();
+      on_another_thread = there.messages();
+    }).join();
     mean.check();
   }
   mean.check();
-  EXPECT_THAT(warnings.messages(), ElementsAre("outer: " + nan, "inner: " + nan, "MetricCollection.check: 'loss': " + nan,
-                                               "outer: " + nan, nan));
+  EXPECT_THAT(warnings.messages(),
+              ElementsAre("outer: " + nan, "outer: inner: " + nan, "outer: inner: MetricCollection.check: 'loss': " + nan,
+                          "outer: " + nan, nan));
+  EXPECT_THAT(on_another_thread, ElementsAre(nan));
+}
+
+TEST(ReportContext, EndsWithItsScopeWhenAReportRaises) {
+  Mean mean(AggregationOptions().nan_policy(NanPolicy::error()));
+  mean.update(at::full({2}, std::nan("")));
+  const auto raised = [&] {
+    try {
+      mean.check();
+    } catch (const c10::Error& e) {
+      return std::string(e.what_without_backtrace());
+    }
+    return std::string("nothing raised");
+  };
+  {
+    const ReportContext named("named: ");
+    EXPECT_THAT(raised(), StartsWith("named: Mean: 2 NaN values"));
+  }
+  EXPECT_THAT(raised(), StartsWith("Mean: 2 NaN values"));
 }
 
 TEST(MetricCollection, AMemberThatSharesItsStateRefusesCallsMadeOnItDirectly) {

@@ -166,11 +166,8 @@ class Metric {
   /// keeping its type (ValueError, out of memory, ...).
   [[noreturn]] void rethrow_named(const c10::Error& e, const char* call) const;
   // Raises or warns, as the metric's policy says, what `report` (read back under the state's lock,
-  // which the caller holds) or state_problem() finds, after `context` (a collection's: which of its
-  // metrics), or without one after ReportContext::current().
-  void report_locked(const BadInputReport& report, const std::string& context = "") const;
-  // check(), the report after `context`.
-  void check_after(const std::string& context) const;
+  // which the caller holds) or state_problem() finds, after ReportContext::current().
+  void report_locked(const BadInputReport& report) const;
 
  private:
   friend class MetricCollection;

@@ -7,12 +7,12 @@
 namespace metrics {
 
 /// While alive, puts `prefix` in front of the bad-input reports that this thread's metrics give
-/// in compute() and check(), as MetricCollection names the members a report is about
-/// ("MetricCollection.compute: 'acc': "); a report given with a context of its own (a collection's
-/// members') keeps that one. Contexts nest: the innermost holds.
+/// in compute() and check(): what the caller knows that the metric does not, as MetricCollection
+/// names the members a report is about ("MetricCollection.compute: 'acc': "). Contexts nest, the
+/// outer prefix first ("epoch 3: MetricCollection.compute: 'acc': ").
 class ReportContext {
  public:
-  explicit ReportContext(std::string prefix);
+  explicit ReportContext(const std::string& prefix);
   ~ReportContext();
   ReportContext(const ReportContext&) = delete;
   ReportContext& operator=(const ReportContext&) = delete;

@@ -67,17 +67,20 @@ def _rebuilt(cls, metrics, prefix, postfix, compute_groups, state, groups=None):
     return collection
 
 
-def _each(calls):
+def _report_each(calls):
     """Calls each of `calls` whatever the ones before raised, so that every bad-input report that
-    warns does (as the core's reports do), then raises the first exception."""
-    first = None
+    warns does (as the core's reports do), then raises the first exception, noting the others."""
+    raised = []
     for call in calls:
         try:
             call()
         except Exception as e:
-            first = first or e
-    if first is not None:
-        raise first
+            raised.append(e)
+    if raised:
+        for later in raised[1:]:
+            if hasattr(raised[0], "add_note"):  # Python 3.11+
+                raised[0].add_note(f"Also raised: {type(later).__name__}: {later}")
+        raise raised[0]
 
 
 def _metric_of(key):
@@ -340,22 +343,21 @@ class MetricCollection(Syncable, torch.nn.Module):
         """name -> value, in the order the metrics were added (prefix and postfix applied); each over
         every rank or this one's, as its ``sync_on_compute`` says (TorchMetrics computes each metric
         by its own flags)."""
-        values, own = {}, {}
+        synced = self._synced_core() if self._sync_cache is None and self._world_size() > 1 else None
+        values, computed = {}, {}
 
         def core():
-            if self._sync_cache is None and self._world_size() > 1:
-                values.update(self._by_flag("sync_on_compute", self._synced_core().compute, self._core.compute))
-            else:
-                values.update(self._core.compute())
+            values.update(self._by_flag("sync_on_compute", synced.compute, self._core.compute)
+                          if synced is not None else self._core.compute())
 
-        def apart(name, metric):
+        def apart(metric):
             # after sync() the states hold every rank's already
             with metric._syncing_on_compute(False if self._sync_cache is not None else None), \
                     self._reports_of(metric, ".compute"):
-                own[name] = metric.compute()
+                computed[id(metric)] = metric.compute()
 
-        _each([core] + [functools.partial(apart, name, metric) for name, metric in self._apart()])
-        return self._keyed(values, own)
+        _report_each([core] + [functools.partial(apart, metric) for metric in self._apart_metrics()])
+        return self._keyed(values, {name: computed[id(metric)] for name, metric in self._apart()})
 
     def _reports_of(self, metric, who):
         """A context in which the bad-input reports of `metric` (updated apart) name it as the core's
@@ -549,7 +551,7 @@ class MetricCollection(Syncable, torch.nn.Module):
             with self._reports_of(metric, ".check"):
                 metric.check()
 
-        _each([self._core.check] + [functools.partial(apart, metric) for metric in self._apart_metrics()])
+        _report_each([self._core.check] + [functools.partial(apart, metric) for metric in self._apart_metrics()])
 
     @property
     def compute_groups(self):
