@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 
 namespace metrics::python {
 namespace {
@@ -70,21 +71,27 @@ at::Tensor forward(Metric& self, const py::args& args, const py::kwargs& kwargs)
   return self.forward(converted.get());
 }
 
-// A ReportContext that a Python with-statement holds (entered and left on one thread).
+// A ReportContext that a Python with-statement holds: entered and left once, on one thread, the
+// scopes entered after it left before it (else a prefix would stay in force).
 class ReportContextScope {
  public:
   explicit ReportContextScope(std::string prefix) : prefix_(std::move(prefix)) {}
   void enter() {
     TORCH_CHECK(!context_, "_ReportContext: entered twice");
     context_.emplace(prefix_);
+    in_force_ = ReportContext::current();
+    thread_ = std::this_thread::get_id();
   }
   void exit(const py::args&) {
     TORCH_CHECK(context_, "_ReportContext: left without being entered");
+    TORCH_CHECK(thread_ == std::this_thread::get_id() && ReportContext::current() == in_force_,
+                "_ReportContext: left on another thread, or before a context entered after it");
     context_.reset();
   }
 
  private:
-  std::string prefix_;
+  std::string prefix_, in_force_;
+  std::thread::id thread_;
   std::optional<ReportContext> context_;
 };
 
@@ -170,7 +177,7 @@ void init_metric(py::module_& m) {
       .def_property_readonly("metric_name", &Metric::name, "The name used in messages, e.g. 'MulticlassAccuracy'.");
   py::class_<ReportContextScope>(m, "_ReportContext",
                           "with _ReportContext(prefix): the bad-input reports of this thread's metrics say `prefix` "
-                          "first (metrics::ReportContext).")
+                          "after any outer context's (metrics::ReportContext).")
       .def(py::init<std::string>(), py::arg("prefix"))
       .def("__enter__", &ReportContextScope::enter)
       .def("__exit__", &ReportContextScope::exit);

@@ -448,6 +448,7 @@ TEST(ReportContext, PrefixesTheReportsOfTheMetricsItsThreadComputesAndNests) {
       const ReportContext inner("inner: ");
       (void)mean.compute();
       collection.check();
+      (void)collection.compute();
     }
     std::thread([&] {  // none of this thread's contexts there
       WarningCapture there;
@@ -459,7 +460,7 @@ TEST(ReportContext, PrefixesTheReportsOfTheMetricsItsThreadComputesAndNests) {
   mean.check();
   EXPECT_THAT(warnings.messages(),
               ElementsAre("outer: " + nan, "outer: inner: " + nan, "outer: inner: MetricCollection.check: 'loss': " + nan,
-                          "outer: " + nan, nan));
+                          "outer: inner: MetricCollection.compute: 'loss': " + nan, "outer: " + nan, nan));
   EXPECT_THAT(on_another_thread, ElementsAre(nan));
 }
 

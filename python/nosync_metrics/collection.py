@@ -78,9 +78,16 @@ def _report_each(calls):
             raised.append(e)
     if raised:
         for later in raised[1:]:
-            if hasattr(raised[0], "add_note"):  # Python 3.11+
-                raised[0].add_note(f"Also raised: {type(later).__name__}: {later}")
+            _note(raised[0], f"Also raised: {type(later).__name__}: {later}")
         raise raised[0]
+
+
+def _note(error, text):
+    """Notes `text` on `error` (Python 3.11+), or warns it where exceptions take no notes."""
+    if hasattr(error, "add_note"):
+        error.add_note(text)
+    else:
+        warnings.warn(text, RuntimeWarning, stacklevel=4)
 
 
 def _metric_of(key):

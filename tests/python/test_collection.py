@@ -262,6 +262,15 @@ def test_a_metric_updated_apart_reports_as_the_others_do(call):
     texts = [str(w.message) for w in caught if "Mean:" in str(w.message)]
     assert texts == [f"MetricCollection.{call}: 'again', 'loss': Mean: 1 NaN value in 1 update, first at update 0 "
                      "(kept out of the state)"]  # the keys in their order
+    with pytest.warns(UserWarning) as caught, nm._C._ReportContext("epoch 3: "):  # an outer context comes first
+        with pytest.raises(ValueError, match=f"^epoch 3: MetricCollection.{call}: 'acc': MulticlassAccuracy"):
+            getattr(collection, call)()
+    assert [str(w.message) for w in caught if "Mean:" in str(w.message)] == ["epoch 3: " + texts[0]]
+    collection["acc"].reset()
+    if call == "compute":
+        with pytest.warns(UserWarning, match="'again', 'loss': Mean"):
+            values = collection.compute()
+        assert values["loss"] is values["again"]  # computed once, as forward() and TorchMetrics' cache give it
     with pytest.warns(UserWarning, match="^Mean: 1 NaN value in 1 update"):
         assert own.compute().item() == 10.0
 
@@ -282,6 +291,11 @@ def test_a_report_context_is_entered_once_and_left_once():
     with scope:
         with pytest.raises(RuntimeError, match="entered twice"):
             scope.__enter__()
+        inner = nm._C._ReportContext("y: ")
+        inner.__enter__()
+        with pytest.raises(RuntimeError, match="before a context entered after it"):
+            scope.__exit__(None, None, None)
+        inner.__exit__(None, None, None)
     with pytest.warns(UserWarning, match="^Mean: 1 NaN"):  # nothing left in force
         mean = nm.MeanMetric()
         mean.update(torch.tensor([float("nan")]))
@@ -308,6 +322,34 @@ def test_what_the_first_raised_carries_the_others_and_every_call_ran():
         assert raised.value.__notes__ == ["Also raised: KeyError: 'a bug in compute'",
                                           "Also raised: RuntimeError: MetricCollection.compute: 'loss': Mean: 1 NaN "
                                           "value in 1 update, first at update 0 (kept out of the state)"]
+
+
+def test_where_exceptions_take_no_notes_the_others_are_warned():
+    with pytest.warns(RuntimeWarning, match="^Also raised: KeyError"):
+        nm.collection._note(object(), "Also raised: KeyError: 'x'")
+
+
+def test_a_failed_sync_raises_before_any_metric_updated_apart_computes(monkeypatch):
+    computed = []
+
+    class Counted(nm.SumMetric):
+        def compute(self):
+            computed.append(1)
+            return super().compute()
+
+    class SyncFailed(Exception):
+        pass
+
+    def failing_sync(*args):
+        raise SyncFailed
+
+    collection = nm.MetricCollection({"s": Counted(), "m": nm.MeanMetric()})
+    collection.update(torch.tensor([1.0]))
+    monkeypatch.setattr(nm.MetricCollection, "_world_size", lambda self: 2)
+    monkeypatch.setattr(nm.MetricCollection, "_synced_core", failing_sync)
+    with pytest.raises(SyncFailed):
+        collection.compute()
+    assert computed == []
 
 
 def test_metrics_of_every_family_share_one_collection_and_take_their_keywords():
