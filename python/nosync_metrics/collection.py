@@ -375,10 +375,10 @@ class MetricCollection(Syncable, torch.nn.Module):
     def forward(self, *args, **kwargs):
         """Accumulates, and returns each metric's value on this batch alone (over every rank when
         every member has ``dist_sync_on_step=True``). A metric updated apart gives its own
-        forward()'s value."""
+        forward()'s value (the reports its forward() makes name it, as compute()'s do)."""
         self._check_not_synced()
         with _restored_on_error(self._apart_metrics()):
-            values = {id(m): m(*args, **_keywords_taken(m, kwargs)) for m in self._apart_metrics()}
+            values = {id(m): self._forward_apart(m, args, kwargs) for m in self._apart_metrics()}
             own = {name: values[id(m)] for name, m in self._apart()}
             if not (any(m.dist_sync_on_step for m in self._modules.values()) and self._world_size() > 1):
                 return self._keyed(self._core.forward(*args, **kwargs), own)
@@ -388,6 +388,10 @@ class MetricCollection(Syncable, torch.nn.Module):
         self._core._merge_appended(batch)
         return self._keyed(self._by_flag("dist_sync_on_step", self._synced_core(batch)._compute_without_report,
                                          batch._compute_without_report), own)
+
+    def _forward_apart(self, metric, args, kwargs):
+        with self._reports_of(metric, ".forward"):
+            return metric(*args, **_keywords_taken(metric, kwargs))
 
     def _by_flag(self, flag, synced, local):
         """The values of `synced()` for the metrics whose `flag` is set and of `local()` for the others

@@ -284,6 +284,34 @@ def test_a_metric_updated_apart_reports_as_the_others_do(call):
         getattr(nested, call)()
 
 
+class _ForwardComputes(nm.MeanMetric):
+    """A subclass whose own forward() computes (its reports come at forward())."""
+
+    def forward(self, *args, **kwargs):
+        self.update(*args, **kwargs)
+        return self.compute()
+
+
+def test_the_reports_of_a_metric_forwarded_apart_name_it():
+    """A subclass's own forward() that reports (through its compute()) names the metric under its
+    keys inside a collection's forward(), as its compute() does there (helper-54 #7: it came
+    unprefixed); outside, as before."""
+    collection = nm.MetricCollection({"loss": _ForwardComputes(),
+                                    "acc": nm.MulticlassAccuracy(num_classes=3, average="micro")})
+    with pytest.warns(UserWarning) as caught:
+        values = collection(value=torch.tensor([1.0, float("nan")]), preds=torch.tensor([0, 1]),
+                            target=torch.tensor([0, 2]))
+    assert [str(w.message) for w in caught] == [
+        "MetricCollection.forward: 'loss': Mean: 1 NaN value in 1 update, first at update 0 (kept out of the state)"]
+    assert values["loss"].item() == 1.0 and values["acc"].item() == 0.5
+    failing = nm.MetricCollection({"loss": _ForwardComputes(nan_strategy="error")})
+    with pytest.raises(RuntimeError, match="^MetricCollection.forward: 'loss': Mean: 1 NaN value"):
+        failing(torch.tensor([float("nan")]))
+    assert failing["loss"].update_count == 0  # the call that raised left the state as it was
+    with pytest.warns(UserWarning, match="^Mean: 1 NaN value"):
+        _ForwardComputes()(torch.tensor([float("nan")]))
+
+
 def test_a_report_context_is_entered_once_and_left_once():
     scope = nm._C._ReportContext("x: ")
     with pytest.raises(RuntimeError, match="left without being entered"):
