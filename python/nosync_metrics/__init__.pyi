@@ -536,6 +536,7 @@ class F1Score(Metric):
         top_k: int = 1,
         ignore_index: Optional[int] = None,
         validate_args: bool = True,
+        zero_division: float = 0,
         **kwargs: Any,
     ) -> Union[BinaryF1Score, MulticlassF1Score, MultilabelF1Score]: ...
 
@@ -555,6 +556,7 @@ class FBetaScore(Metric):
         top_k: int = 1,
         ignore_index: Optional[int] = None,
         validate_args: bool = True,
+        zero_division: float = 0,
         **kwargs: Any,
     ) -> Union[BinaryFBetaScore, MulticlassFBetaScore, MultilabelFBetaScore]: ...
 

@@ -24,7 +24,8 @@ from .metric import metric_class
 
 
 _EXTRAS = [_arg("weighted", False, _P.KEYWORD_ONLY), _arg("device", None, _P.KEYWORD_ONLY)]
-# zero_division: keyword-only where TorchMetrics takes it in **kwargs, after validate_args in F1/F-beta.
+# zero_division: keyword-only where TorchMetrics takes it in **kwargs, after validate_args in F1/F-beta
+# (their task classes and task wrappers).
 _ZERO_DIVISION = _arg("zero_division", 0, _P.KEYWORD_ONLY)
 _ZERO_DIVISION_POSITIONAL = _arg("zero_division", 0)
 
@@ -230,8 +231,9 @@ StatScores = _task_wrapper("StatScores", _STAT_SCORES, _WRAPPER_SCORE, "StatScor
 Accuracy = _task_wrapper("Accuracy", _ACCURACY, _WRAPPER_SCORE, "Accuracy(task=...): a task class.")
 Precision = _task_wrapper("Precision", _PRECISION, _WRAPPER_SCORE, "Precision(task=...): a task class.")
 Recall = _task_wrapper("Recall", _RECALL, _WRAPPER_SCORE, "Recall(task=...): a task class.")
-F1Score = _task_wrapper("F1Score", _F1, _WRAPPER_SCORE, "F1Score(task=...): a task class.")
-FBetaScore = _task_wrapper("FBetaScore", _FBETA, [_arg("beta", 1.0)] + _WRAPPER_SCORE,
+F1Score = _task_wrapper("F1Score", _F1, _WRAPPER_SCORE + [_ZERO_DIVISION_POSITIONAL],
+                        "F1Score(task=...): a task class.")
+FBetaScore = _task_wrapper("FBetaScore", _FBETA, [_arg("beta", 1.0)] + _WRAPPER_SCORE + [_ZERO_DIVISION_POSITIONAL],
                            "FBetaScore(task=..., beta=...): a task class.")
 ConfusionMatrix = _task_wrapper("ConfusionMatrix", _CONFUSION, _WRAPPER_CONFUSION,
                                 "ConfusionMatrix(task=...): a task class.")

@@ -383,6 +383,21 @@ def test_task_wrappers_pick_the_task_class_and_defaults():
         nm.Accuracy(task="multiclass")
 
 
+def test_the_f_scores_task_wrappers_take_zero_division_after_validate_args():
+    """As TorchMetrics 1.6's F1Score and FBetaScore: zero_division is their last positional
+    parameter (helper-56: it was keyword-only), and it reaches the task class."""
+    f1 = nm.F1Score("multiclass", 0.5, 3, None, None, "global", 1, None, True, 1)
+    fbeta = nm.FBetaScore("multiclass", 2.0, 0.5, 3, None, None, "global", 1, None, True, 1)
+    for metric in (f1, fbeta):
+        assert metric._arguments["zero_division"] == 1
+        metric.update(torch.tensor([0, 0]), torch.tensor([0, 1]))  # class 2 is in neither: 0 / 0
+        # per class: F(0) from precision 1/2 and recall 1; F(1) = 0; F(2) = zero_division
+        beta2 = metric._arguments.get("beta", 1.0) ** 2
+        f0 = (1 + beta2) * 0.5 * 1.0 / (beta2 * 0.5 + 1.0)
+        assert metric.compute().tolist() == pytest.approx([f0, 0.0, 1.0])
+    assert nm.F1Score("binary", zero_division=1)._arguments["zero_division"] == 1
+
+
 def test_forward_returns_batch_values_and_accumulates():
     metric = nm.MulticlassAccuracy(num_classes=3, average="micro")
     assert metric(torch.tensor([0, 1]), torch.tensor([0, 1])).item() == 1.0
