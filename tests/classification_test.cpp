@@ -435,6 +435,8 @@ TEST(Errors, ClearMessagesAndStateUnchanged) {
                      "MulticlassPrecision.update: target has dtype ComplexFloat; expected class labels");
   EXPECT_THROWS_WITH(precision.update(floats({0, 1}), longs({0, 1})), c10::TypeError,
                      "preds shaped like target are labels and must be integers");
+  EXPECT_THROWS_WITH(precision.update(longs({0, 1, 0, 1, 0, 0}).view({2, 3}), longs({1, 0})), c10::ValueError,
+                     "MulticlassPrecision.update: preds of shape [2, 3] must hold floating-point scores, got Long");
   EXPECT_THROWS_WITH(precision.update(longs({0, 1}), longs({0, 1}), values({1, 1})), c10::TypeError,
                      "a weight was given (the third argument or weight=), but the metric counts without weights; "
                      "build it with weighted=true");

@@ -113,8 +113,9 @@ void check_shapes(const std::string& metric, const ClassificationOptions& o, con
   const bool unknown = k == kUnknownClasses;
   const auto classes = unknown ? std::string("C") : std::to_string(k);
   if (preds.dim() == target.dim() + 1) {
-    TORCH_CHECK_TYPE(is_input_floating(preds.scalar_type()), metric, ".update: preds of shape ", preds.sizes(),
-                     " must hold floating-point scores, got ", preds.scalar_type());
+    // a ValueError, as TorchMetrics raises
+    TORCH_CHECK_VALUE(is_input_floating(preds.scalar_type()), metric, ".update: preds of shape ", preds.sizes(),
+                      " must hold floating-point scores, got ", preds.scalar_type());
     const bool same_rest = preds.size(0) == target.size(0) && preds.sizes().slice(2) == target.sizes().slice(1);
     const bool classes_ok = unknown ? preds.size(1) >= 1 : preds.size(1) == k;
     METRICS_CHECK_SHAPE(classes_ok && same_rest, metric, ".update: preds has shape ", preds.sizes(), " but target has ",

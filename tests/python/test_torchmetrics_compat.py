@@ -325,6 +325,11 @@ ERRORS = [
     (lambda: _accuracy().update(T([[0.2, 0.5, 0.3]]), None), TypeError, "missing argument 'target' \\(not given"),
     (lambda: _accuracy().update(None, T([1])), TypeError, "^MulticlassAccuracy.update: preds is None$"),
     (lambda: nm.MeanMetric().update(), TypeError, "^Mean.update: missing argument 'value' \\(not given"),
+    # integer preds with a class dimension: a ValueError, as TorchMetrics' (helper-56: a TypeError)
+    (lambda: _accuracy().update(T([[0, 1, 0], [1, 0, 0]]).long(), T([1, 0]).long()), ValueError,
+     r"^MulticlassAccuracy.update: preds of shape \[2, 3\] must hold floating-point scores, got Long$"),
+    (lambda: nm.MulticlassConfusionMatrix(num_classes=3).update(T([[0, 1, 0]]).bool(), T([1]).long()), ValueError,
+     r"^MulticlassConfusionMatrix.update: preds of shape \[1, 3\] must hold floating-point scores, got Bool$"),
     # methods
     (lambda: _accuracy().merge_state("x"), ValueError,
      "MulticlassAccuracy.merge_state: incoming_state must be a metric, a state dict or a list of them, got <class"),
