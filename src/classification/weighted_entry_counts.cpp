@@ -7,11 +7,13 @@
 #include <cstring>
 #include <limits>
 #include <type_traits>
+#include <vector>
 
 // Plain loops, inlined into functions built for each instruction set, where the compiler
 // vectorizes them: every reduction is exact (min, max, integer sums) or lane by lane (a block's
 // lanes are labels, or binary entries summed apart and joined at the end), so the compiler needs
-// to reorder no floating-point sum.
+// to reorder no floating-point sum. The AVX-512 kernel for rows with one weight each is written
+// with intrinsics: it adds under masks, which the compiler spelled as a blend and a multiply.
 #define METRICS_ALWAYS_INLINE inline __attribute__((always_inline))
 
 namespace metrics::detail::cpu {
@@ -176,8 +178,164 @@ METRICS_ALWAYS_INLINE bool count(const WeightedEntries& b, const float (&thresho
 }
 
 #ifdef METRICS_HAS_X86
+// Multilabel rows with one float32 weight each, on AVX-512: one pass, three sums per label (the
+// weight where predicted, where positive, where both), the four cells derived from them and the
+// weights' total. A subtraction is exact where every sum is: each weight is a multiple of the unit
+// in the last place of the smallest (2^(e_min - 23)) and `rows` of them sum below
+// rows * 2^(e_max + 1), so float64's 53 bits hold every partial sum when
+// e_max - e_min + log2(rows) <= 29 (weights within 2^22 of each other, 128 rows). The threshold
+// is chosen up front from the first scores (one outside [0, 1] makes the batch logits; inside, they
+// are taken for probabilities) and the pass checks the guess with the scores: probabilities have
+// bits no greater than 1.0f's (which also rules out NaN, infinities and negatives), logits a finite
+// sum. A batch this does not count (unclean, sums that may round, a wrong guess) goes to the
+// general kernel, the cells untouched.
+namespace row_weights {
+
+struct ExactWeights {
+  std::vector<double> values;
+  double total = 0;
+};
+
+// The weights as float64 and their total, where they are clean and sum exactly (see above; a
+// subnormal weight's exponent is taken as 0, one below its own, which only tightens the test). The
+// total is summed in lanes, which exactness allows.
+METRICS_TARGET_AVX512 bool exact_weights(const float* weight, int64_t rows, ExactWeights& out) {
+  const __m512i special = _mm512_set1_epi32(0xff);  // the biased exponent of infinities and NaN
+  __m512i low = special, high = _mm512_setzero_si512();  // the nonzero weights' biased exponents
+  __m512d total[2] = {_mm512_setzero_pd(), _mm512_setzero_pd()};
+  out.values.resize(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; r += kLanes) {
+    const auto lanes = static_cast<__mmask16>(rows - r >= kLanes ? 0xFFFFu : (1u << (rows - r)) - 1);
+    const __m512 w = _mm512_maskz_loadu_ps(lanes, weight + r);  // lanes past the end: zero weights
+    const __m512i bits = _mm512_castps_si512(w);
+    const __m512i exponent = _mm512_srli_epi32(bits, 23);  // with the sign bit: negative weights (and -0.0) pass 0xff
+    high = _mm512_max_epu32(high, exponent);
+    low = _mm512_mask_min_epu32(low, _mm512_test_epi32_mask(bits, bits), low, exponent);
+    const __m512d halves[2] = {_mm512_cvtps_pd(_mm512_castps512_ps256(w)),
+                               _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(w), 1)))};
+    for (int h = 0; h < 2; ++h) {
+      const auto half = static_cast<__mmask8>(h == 0 ? lanes : lanes >> 8);
+      _mm512_mask_storeu_pd(out.values.data() + r + 8 * h, half, halves[h]);
+      total[h] = _mm512_add_pd(total[h], halves[h]);
+    }
+  }
+  const auto most = static_cast<int64_t>(_mm512_reduce_max_epu32(high));
+  const auto least = std::min(static_cast<int64_t>(_mm512_reduce_min_epu32(low)), most);
+  const int64_t spare_bits = 29 - (most - least);
+  if (most >= 0xff || spare_bits < 0 || rows > (int64_t{1} << spare_bits)) return false;
+  out.total = _mm512_reduce_add_pd(_mm512_add_pd(total[0], total[1]));
+  return true;
+}
+
+// Per label: the weight where predicted, where positive, where both.
+struct LabelSums {
+  double *predicted, *positive, *both;
+};
+
+// `rows` rows of 16 labels (`width` of them where not `full`: the other lanes read as zeros and are
+// not stored), each row's weight into its labels' sums under the masks; whether the block is clean
+// and its scores are as `logits` guessed.
+template <bool full, bool logits>
+METRICS_TARGET_AVX512 bool sum_block(const float* preds, const int64_t* target, const double* weight, int64_t rows,
+                                     int64_t stride, int64_t width, float threshold, const LabelSums& out) {
+  const auto lanes = static_cast<__mmask16>(full ? 0xFFFFu : (1u << width) - 1);
+  const __mmask8 halves[2] = {static_cast<__mmask8>(lanes & 0xFF), static_cast<__mmask8>(lanes >> 8)};
+  const __m512 cut = _mm512_set1_ps(threshold);
+  __m512d predicted[2] = {_mm512_setzero_pd(), _mm512_setzero_pd()}, positive[2] = {predicted[0], predicted[0]},
+          both[2] = {predicted[0], predicted[0]};
+  __m512i bits = _mm512_setzero_si512(), largest = bits;
+  __m512 sum = _mm512_setzero_ps();
+#pragma GCC unroll 2
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* p = preds + r * stride;
+    const int64_t* t = target + r * stride;
+    const __m512 x = full ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(lanes, p);
+    const __m512i t0 = full ? _mm512_loadu_si512(t) : _mm512_maskz_loadu_epi64(halves[0], t);
+    const __m512i t1 = full ? _mm512_loadu_si512(t + 8) : _mm512_maskz_loadu_epi64(halves[1], t + 8);
+    bits = _mm512_ternarylogic_epi64(bits, t0, t1, 0xFE);  // bits | t0 | t1
+    const __m512d w = _mm512_set1_pd(weight[r]);
+    const __mmask16 yes = _mm512_cmp_ps_mask(x, cut, _CMP_GT_OQ);
+    const __mmask8 yes_lanes[2] = {static_cast<__mmask8>(yes), static_cast<__mmask8>(_kshiftri_mask16(yes, 8))};
+    const __mmask8 positive_lanes[2] = {_mm512_test_epi64_mask(t0, t0), _mm512_test_epi64_mask(t1, t1)};
+    for (int h = 0; h < 2; ++h) {
+      predicted[h] = _mm512_mask_add_pd(predicted[h], yes_lanes[h], predicted[h], w);
+      positive[h] = _mm512_mask_add_pd(positive[h], positive_lanes[h], positive[h], w);
+      both[h] = _mm512_mask_add_pd(both[h], static_cast<__mmask8>(yes_lanes[h] & positive_lanes[h]), both[h], w);
+    }
+    if constexpr (logits) {
+      sum = _mm512_add_ps(sum, x);
+    } else {
+      largest = _mm512_max_epu32(largest, _mm512_castps_si512(x));
+    }
+  }
+  for (int h = 0; h < 2; ++h) {
+    _mm512_mask_storeu_pd(out.predicted + 8 * h, halves[h], predicted[h]);
+    _mm512_mask_storeu_pd(out.positive + 8 * h, halves[h], positive[h]);
+    _mm512_mask_storeu_pd(out.both + 8 * h, halves[h], both[h]);
+  }
+  const bool targets_clean = _mm512_test_epi64_mask(bits, _mm512_set1_epi64(~int64_t{1})) == 0;
+  const bool scores_as_guessed = logits ? std::isfinite(_mm512_reduce_add_ps(sum))
+                                        : _mm512_cmpgt_epu32_mask(largest, _mm512_set1_epi32(0x3f800000)) == 0;
+  return targets_clean && scores_as_guessed;
+}
+
+// Labels [first, first + width), width <= 16, into `out` from label first on.
+template <bool logits>
+METRICS_TARGET_AVX512 bool sum_labels(const WeightedEntries& b, const double* weight, int64_t first, int64_t width,
+                                      float threshold, const LabelSums& out) {
+  const auto kernel = width == kLanes ? sum_block<true, logits> : sum_block<false, logits>;
+  const LabelSums from_first{out.predicted + first, out.positive + first, out.both + first};
+  return kernel(b.preds + first, b.target + first, weight, b.rows, b.labels, width, threshold, from_first);
+}
+
+// Whether the first row's first 16 scores show logits (one outside [0, 1], NaN included): the guess.
+METRICS_TARGET_AVX512 bool first_scores_logits(const WeightedEntries& b) {
+  const auto lanes = static_cast<__mmask16>(b.labels >= kLanes ? 0xFFFFu : (1u << b.labels) - 1);
+  const __m512 x = _mm512_maskz_loadu_ps(lanes, b.preds);
+  return (_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_NGE_UQ) |
+          _mm512_cmp_ps_mask(x, _mm512_set1_ps(1.0f), _CMP_NLE_UQ)) != 0;
+}
+
+// Each label's cells from its sums and the weights' total.
+void add_cells(const double* __restrict predicted, const double* __restrict positive, const double* __restrict both,
+               double total, int64_t labels, const WeightedCells& cells) {
+  double* __restrict tp = cells.tp;
+  double* __restrict fp = cells.fp;
+  double* __restrict tn = cells.tn;
+  double* __restrict fn = cells.fn;
+  for (int64_t l = 0; l < labels; ++l) {
+    tp[l] += both[l];
+    fp[l] += predicted[l] - both[l];
+    fn[l] += positive[l] - both[l];
+    tn[l] += total - predicted[l] - positive[l] + both[l];
+  }
+}
+
+// Blocks of 16 labels; the labels past the last full one as part of a block of the last 16 labels
+// (which sums its earlier labels again, to the same values), or masked where there are fewer than
+// 16. Then each label's cells from its sums and the total.
+METRICS_TARGET_AVX512 bool count(const WeightedEntries& b, const float (&thresholds)[2], const WeightedCells& cells) {
+  ExactWeights weights;
+  if (b.rows == 0 || !exact_weights(static_cast<const float*>(b.weight), b.rows, weights)) return false;
+  const bool logits = first_scores_logits(b);
+  const float threshold = thresholds[logits ? 1 : 0];
+  const int64_t labels = b.labels, width = std::min(labels, kLanes);
+  std::vector<double> sums(static_cast<size_t>(3 * labels));
+  const LabelSums out{sums.data(), sums.data() + labels, sums.data() + 2 * labels};
+  for (int64_t first = 0; first < labels; first += kLanes) {
+    const auto sum = logits ? sum_labels<true> : sum_labels<false>;
+    if (!sum(b, weights.values.data(), std::min(first, labels - width), width, threshold, out)) return false;
+  }
+  add_cells(out.predicted, out.positive, out.both, weights.total, labels, cells);
+  return true;
+}
+
+}  // namespace row_weights
+
 METRICS_TARGET_AVX512 bool count_avx512(const WeightedEntries& b, const float (&thresholds)[2],
                                         const WeightedCells& cells) {
+  const bool row_weighted = b.weight != nullptr && b.float_weight && !b.per_entry && b.labels > 1;
+  if (row_weighted && row_weights::count(b, thresholds, cells)) return true;
   return count(b, thresholds, cells);
 }
 

@@ -4,9 +4,11 @@
 // targets and float32 or float64 weights (one per row or one per entry, or none: 1 each). A pass finds
 // whether the batch is clean (finite scores, targets 0 or 1, weights finite and not negative)
 // and whether its scores are logits (one outside [0, 1]); a clean batch is then counted in one
-// more pass, each entry's weight into the one cell it falls in (summed directly, never derived by
-// subtraction, as the scalar loop in classification_cpu.cpp does). Any other batch is left to the
-// scalar loop.
+// more pass, each entry's weight into the one cell it falls in (summed directly, as the scalar
+// loop in classification_cpu.cpp does). On AVX-512, multilabel rows with one float32 weight each
+// take one pass instead, three sums per label from which the cells follow by subtraction: only
+// where every such sum is exact in float64 (weights within about 2^22 of each other), so that
+// the cells are the same exact sums. Any other batch is left to the scalar loop.
 
 #include <cstdint>
 
