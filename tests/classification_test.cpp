@@ -403,6 +403,25 @@ TEST(BadInput, BinaryTargetsPredictionsAndWeights) {
   });
 }
 
+// Multiclass preds shaped like the target are labels in any dtype, as TorchMetrics takes them
+// (logits.argmax(1).float()): whole numbers count as the integers they equal, others (1.5, NaN) as
+// bad predictions, as a float target that is no whole number is a bad target.
+TEST(BadInput, MulticlassFloatLabelsCountAsTheirWholeNumbers) {
+  on_both_paths([] {
+    for (const auto dtype : {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16}) {
+      ConfusionMatrix from_floats(Opts::multiclass(3)), from_longs(Opts::multiclass(3));
+      from_floats.update(floats({0, 2, 1, 2, 1.5, kNaN}).to(dtype), longs({0, 1, 1, 2, 0, 2}));
+      from_longs.update(longs({0, 2, 1, 2}), longs({0, 1, 1, 2}));
+      EXPECT_TRUE(at::equal(from_floats.value(), from_longs.value())) << dtype;
+      EXPECT_THROWS_WITH(from_floats.compute(), c10::ValueError,
+                         "MulticlassConfusionMatrix: 2 NaN or out-of-range predictions in 1 update");
+    }
+    Accuracy top2(Opts::multiclass(3).top_k(2));
+    EXPECT_THROWS_WITH(top2.update(floats({0, 1}), longs({0, 1})), c10::ValueError,
+                       "top_k = 2 needs scores (N, 3, ...), but preds are labels");
+  });
+}
+
 TEST(BadInput, ValidateArgsFalseStillKeepsItOutButReportsNothing) {
   on_both_paths([] {
     Accuracy accuracy(Opts::multiclass(3).validate_args(false).average(Average::Micro));
@@ -434,8 +453,6 @@ TEST(Errors, ClearMessagesAndStateUnchanged) {
                      "MulticlassPrecision.update: preds has shape [4, 3] but target has [3]");
   EXPECT_THROWS_WITH(precision.update(longs({0, 1}), floats({0, 1}).to(at::kComplexFloat)), c10::TypeError,
                      "MulticlassPrecision.update: target has dtype ComplexFloat; expected class labels");
-  EXPECT_THROWS_WITH(precision.update(floats({0, 1}), longs({0, 1})), c10::TypeError,
-                     "preds shaped like target are labels and must be integers");
   EXPECT_THROWS_WITH(precision.update(longs({0, 1, 0, 1, 0, 0}).view({2, 3}), longs({1, 0})), c10::ValueError,
                      "MulticlassPrecision.update: preds of shape [2, 3] must hold floating-point scores, got Long");
   EXPECT_THROWS_WITH(precision.update(longs({0, 1}), longs({0, 1}), values({1, 1})), c10::TypeError,

@@ -21,14 +21,15 @@ bool is_integral(at::ScalarType type) { return at::isIntegralType(type, /*includ
 at::Tensor as_long(const at::Tensor& t) { return t.scalar_type() == at::kLong ? t : t.to(at::kLong); }
 at::Tensor flat(const at::Tensor& t) { return t.dim() == 1 ? t : t.reshape({-1}); }
 
-// Targets may be floats, as TorchMetrics takes them: {0., 1.} (what BCEWithLogitsLoss takes) or class
-// indices. A float that is not a whole number (0.5, NaN) becomes a label that is no class and no
-// ignore_index, so it is counted as a bad target (TorchMetrics truncates it); whole numbers keep
-// their value (-1. can be the ignore_index).
-at::Tensor target_labels(const at::Tensor& target) {
-  if (!target.is_floating_point()) return as_long(target);
-  const auto labels = target.to(at::kLong);
-  return labels.masked_fill_(labels.to(target.scalar_type()).ne(target), std::numeric_limits<int64_t>::min());
+// Labels may be floats, as TorchMetrics takes them: targets {0., 1.} (what BCEWithLogitsLoss takes)
+// or class indices, and multiclass preds shaped like the target (logits.argmax(1).float()). A float
+// that is not a whole number (0.5, NaN) becomes a label that is no class and no ignore_index, so it
+// is counted as a bad target or prediction (TorchMetrics truncates it); whole numbers keep their
+// value (-1. can be the ignore_index).
+at::Tensor labels_of(const at::Tensor& labels) {
+  if (!labels.is_floating_point()) return as_long(labels);
+  const auto whole = labels.to(at::kLong);
+  return whole.masked_fill_(whole.to(labels.scalar_type()).ne(labels), std::numeric_limits<int64_t>::min());
 }
 
 // (N, K, ...) -> (N * ..., K): the class or label dimension last, every other one flattened.
@@ -126,9 +127,6 @@ void check_shapes(const std::string& metric, const ClassificationOptions& o, con
   METRICS_CHECK_SHAPE(preds.sizes() == target.sizes(), metric, ".update: preds has shape ", preds.sizes(),
                       " but target has ", target.sizes(), "; expected preds (N, ", classes,
                       ", ...) scores or (N, ...) labels shaped like target");
-  TORCH_CHECK_TYPE(is_integral(preds.scalar_type()), metric, ".update: preds shaped like target are labels and ",
-                   "must be integers, got ", preds.scalar_type(), "; scores need a class dimension (N, ", classes,
-                   ", ...)");
   TORCH_CHECK_VALUE(o.top_k() == 1, metric, ".update: top_k = ", o.top_k(),
                     " needs scores (N, ", k, ", ...), but preds are labels");
 }
@@ -158,19 +156,20 @@ ClassificationBatch canonicalize(const std::string& metric, const Classification
   if (weight) check_weight_shape(metric, *weight, target);
 
   ClassificationBatch batch;
-  batch.scores = is_input_floating(preds.scalar_type());
+  const bool multiclass_labels = o.task() == Task::Multiclass && preds.dim() == target.dim();
+  batch.scores = is_input_floating(preds.scalar_type()) && !multiclass_labels;
   if (batch.scores) batch.score_dtype = preds.scalar_type();
   auto p = preds;
   if (batch.scores && (p.scalar_type() == at::kHalf || p.scalar_type() == at::kBFloat16)) p = p.to(at::kFloat);
-  if (!batch.scores) p = as_long(p);
-  const bool multiclass_scores = o.task() == Task::Multiclass && preds.dim() == target.dim() + 1;
+  if (!batch.scores) p = labels_of(p);
   if (o.task() == Task::Multilabel) {
     batch.preds = classes_last(p, o.num_classes());
-    batch.target = classes_last(target_labels(target), o.num_classes());
+    batch.target = classes_last(labels_of(target), o.num_classes());
   } else {
     // multiclass scores keep their extra dimensions, classes last: a view (the ATen path reads them so)
+    const bool multiclass_scores = o.task() == Task::Multiclass && !multiclass_labels;
     batch.preds = multiclass_scores ? (p.dim() == 2 ? p : p.movedim(1, -1)) : flat(p);
-    batch.target = flat(target_labels(target));
+    batch.target = flat(labels_of(target));
   }
   if (weight) batch.weight = canonical_weight(o, *weight, target);
   batch.samples = target.size(0);

@@ -97,6 +97,29 @@ def test_multiclass_targets_may_be_floats_of_whole_numbers():
         nm.MulticlassAccuracy(num_classes=3).update(torch.tensor([0, 1]), torch.tensor([0, 1], dtype=torch.cfloat))
 
 
+def test_multiclass_label_preds_may_be_floats_of_whole_numbers():
+    # TorchMetrics takes float preds shaped like the target as labels (logits.argmax(1).float()) and
+    # truncates them; whole numbers count as the integers they equal here, the others as bad
+    # predictions, as float targets do
+    rng = np.random.default_rng(2)
+    preds, target = rng.integers(0, 4, 200), rng.integers(0, 4, 200)
+    for dtype in (torch.float32, torch.float64, torch.float16):
+        for cls in (nm.MulticlassAccuracy, nm.MulticlassF1Score, nm.MulticlassConfusionMatrix):
+            metric = cls(num_classes=4)
+            metric.update(torch.tensor(preds, dtype=dtype), torch.tensor(target))
+            expected = cls(num_classes=4)
+            expected.update(torch.tensor(preds), torch.tensor(target))
+            assert torch.equal(metric.compute(), expected.compute()), (dtype, cls)
+    acc = nm.MulticlassAccuracy(num_classes=4, average="micro")
+    acc.update(torch.tensor(preds).float(), torch.tensor(target))
+    assert acc.compute().item() == pytest.approx(skm.accuracy_score(target, preds), rel=1e-6)
+    bad = nm.MulticlassAccuracy(num_classes=3)
+    bad.update(torch.tensor([0.0, 1.5, float("nan"), 2.0]), torch.tensor([0, 1, 2, 2]))
+    assert bad.bad_input()["counts"]["NaN or out-of-range predictions"] == 2
+    with pytest.raises(ValueError, match="MulticlassAccuracy: 2 NaN or out-of-range predictions in 1 update"):
+        bad.compute()
+
+
 def _negated_views(values):
     """Views whose values are `values` while their memory holds -values (the negative bit): one
     element of x.conj().imag, and a contiguous view of several."""
