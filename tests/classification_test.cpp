@@ -7,6 +7,7 @@
 #include <limits>
 #include <memory>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <metrics/backend.h>
@@ -649,90 +650,103 @@ TEST(ClassificationKernels, CountLabelsMatchesBruteForceOnEveryWidthAndIsa) {
 }
 
 // A weighted kernel batch: rows of `labels` scores (probabilities, or logits for odd trials), 0/1
-// targets, one float32 weight per row, a multiple of 2^-10 (any sum of them is exact in float64),
-// but where the trial says otherwise.
+// targets, float32 weights (one per row, or one per entry where `per_entry`), multiples of 2^-10
+// (any sum of them is exact in float64), but where the trial says otherwise.
 struct WeightedKernelBatch {
   at::Tensor preds, target, weight;
   bool exact = true;  // every sum of the weights is exact in float64
 };
 
-WeightedKernelBatch weighted_kernel_batch(int64_t rows, int64_t labels, int trial, at::Generator& gen) {
+WeightedKernelBatch weighted_kernel_batch(int64_t rows, int64_t labels, bool per_entry, int trial,
+                                          at::Generator& gen) {
+  const std::vector<int64_t> weights = per_entry ? std::vector<int64_t>{rows, labels} : std::vector<int64_t>{rows};
   WeightedKernelBatch b{trial % 2 ? at::randn({rows, labels}, gen) * 3 : at::rand({rows, labels}, gen),
                         at::randint(2, {rows, labels}, gen, at::kLong),
-                        at::randint(1024, {rows}, gen, at::kFloat).div_(1024)};
+                        at::randint(1024, weights, gen, at::kFloat).div_(1024)};
+  auto w = b.weight.view({-1});
+  const int64_t last = w.numel() - 1;
   switch (trial) {
-    case 3:  // logits, the first row's first scores inside [0, 1] (the AVX-512 kernel guesses wrong)
-      b.preds[0].narrow(0, 0, std::min<int64_t>(labels, 16)).uniform_(0, 1, gen);
+    case 3:  // logits, the first scores inside [0, 1] (the AVX-512 kernel guesses wrong)
+      b.preds.view({-1}).narrow(0, 0, std::min<int64_t>(rows * labels, 16)).uniform_(0, 1, gen);
       break;
     case 4:  // a weight of 2^45 (sums round below its 2^-8), and a subnormal one
-      b.weight[rows - 1] = 1e-40f, b.weight[0] = std::ldexp(1.0f, 45), b.exact = false;
+      w[last] = 1e-40f, w[0] = std::ldexp(1.0f, 45), b.exact = false;
       break;
     case 5:  // weights drawn uniformly: sums may round
       b.weight.uniform_(0, 1, gen), b.exact = false;
       break;
-    case 6:  // float64 weights
+    case 6:  // weights 2^23 apart: an entry's false positive, alone among true positives, is lost in
+             // the predicted weight's sum, so subtracting the true positives' would not give it back
+      b.preds.fill_(0.75), b.target.fill_(1), b.target.view({-1})[0] = 0;
+      w.fill_(1.75f), w[0] = std::ldexp(1.0f + std::ldexp(1.0f, -23), -23), b.exact = false;
+      break;
+    case 7:  // float64 weights
       b.weight = b.weight.to(at::kDouble);
       break;
-    case 7:  // a target of 2, a NaN score, a -0.0 weight in the last row: not counted here
-      b.target[rows - 1][labels - 1] = 2;
-      break;
-    case 8:
-      b.preds[rows - 1][labels - 1] = NAN;
+    case 8:  // a target of 2, a NaN score, a -0.0 weight in the last entry: not counted here
+      b.target.view({-1})[-1] = 2;
       break;
     case 9:
-      b.weight[rows - 1] = -0.0f;
+      b.preds.view({-1})[-1] = NAN;
+      break;
+    case 10:
+      w[last] = -0.0f;
       break;
   }
   return b;
 }
 
-// count_weighted_entries with one weight per row, against the four cells summed in long double
-// (exact here): equal bit for bit where the weights sum exactly (the AVX-512 kernel derives three
-// cells by subtraction, exact there), within rounding elsewhere; batches the kernels do not count
-// (a bad target, score or weight) leave the cells as they were.
+// count_weighted_entries (multilabel with a weight per row or per entry, binary) against the four
+// cells summed in long double (exact here): equal bit for bit where the weights sum exactly (the
+// AVX-512 kernel derives three cells by subtraction, exact there), within a direct sum's rounding
+// elsewhere; batches the kernels do not count (a bad target, score or weight) leave the cells as
+// they were.
 TEST(ClassificationKernels, WeightedCountsMatchExactSumsOnEveryWidthAndIsa) {
   auto gen = testing::generator(23);
   const float thresholds[2] = {0.5f, 0.0f};
+  const std::vector<std::tuple<int64_t, int64_t, bool>> shapes = {  // rows, labels (1: binary), per entry
+      {1, 2, false},  {7, 15, false}, {33, 16, false}, {128, 17, false}, {128, 37, true}, {33, 100, false},
+      {128, 100, false}, {7, 2, true}, {33, 16, true},  {1, 1, true},    {15, 1, true},   {4096, 1, true},
+      {4099, 1, true}};
   for (auto isa : vector_isas()) {
-    for (int64_t rows : {1, 7, 33, 128}) {
-      for (int64_t labels : {2, 15, 16, 17, 37, 100}) {
-        for (int trial = 0; trial < 10; ++trial) {
-          const auto b = weighted_kernel_batch(rows, labels, trial, gen);
-          const auto w = b.weight.to(at::kDouble);
-          const bool logits = ((b.preds < 0) | (b.preds > 1)).any().item<bool>();
-          std::vector<long double> expected(4 * labels, 0.5L);  // tp, fp, tn, fn
-          for (int64_t r = 0; r < rows; ++r) {
-            for (int64_t l = 0; l < labels; ++l) {
-              const bool positive = b.target[r][l].item<int64_t>() == 1;
-              const bool predicted = b.preds[r][l].item<float>() > thresholds[logits ? 1 : 0];
-              const int cell = positive ? (predicted ? 0 : 3) : (predicted ? 1 : 2);
-              expected[cell * labels + l] += w[r].item<double>();
-            }
+    for (const auto& [rows, labels, per_entry] : shapes) {
+      for (int trial = 0; trial < 11; ++trial) {
+        const auto b = weighted_kernel_batch(rows, labels, per_entry, trial, gen);
+        const auto where = ::testing::Message() << "isa=" << static_cast<int>(isa) << " rows=" << rows
+                                                << " labels=" << labels << " per_entry=" << per_entry
+                                                << " trial=" << trial;
+        const auto w = b.weight.to(at::kDouble);
+        const auto w_entries = (per_entry ? w : w.expand({labels, rows}).t()).contiguous();
+        const auto preds = b.preds.accessor<float, 2>();
+        const auto target = b.target.accessor<int64_t, 2>();
+        const auto weight = w_entries.accessor<double, 2>();
+        const bool logits = ((b.preds < 0) | (b.preds > 1)).any().item<bool>();
+        std::vector<long double> expected(4 * labels, 0.5L);  // tp, fp, tn, fn
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t l = 0; l < labels; ++l) {
+            const bool positive = target[r][l] == 1, predicted = preds[r][l] > thresholds[logits ? 1 : 0];
+            expected[(positive ? (predicted ? 0 : 3) : (predicted ? 1 : 2)) * labels + l] += weight[r][l];
           }
-          std::vector<double> got(4 * labels, 0.5);
-          double* cells = got.data();
-          const detail::cpu::WeightedEntries entries{
-              b.preds.data_ptr<float>(), b.target.data_ptr<int64_t>(), b.weight.data_ptr(),
-              b.weight.scalar_type() == at::kFloat, rows, labels, false};
-          const bool counted = detail::cpu::count_weighted_entries(
-              entries, thresholds, isa, {cells, cells + labels, cells + 2 * labels, cells + 3 * labels});
-          const auto where = ::testing::Message() << "isa=" << static_cast<int>(isa) << " rows=" << rows
-                                                  << " labels=" << labels << " trial=" << trial;
-          ASSERT_EQ(counted, trial < 7) << where;
-          if (!counted) {
-            EXPECT_EQ(got, std::vector<double>(4 * labels, 0.5)) << where;
-            continue;
-          }
-          for (int64_t i = 0; i < 4 * labels; ++i) {
-            const auto want = static_cast<double>(expected[i]);
-            if (b.exact) {
-              ASSERT_EQ(got[i], want) << where << " cell " << i / labels << " label " << i % labels;
-            } else {
-              // a direct sum's rounding: far less than a difference of sums of every cell has
-              const double rounding = (rows + 2) * std::numeric_limits<double>::epsilon() * want;
-              ASSERT_NEAR(got[i], want, rounding) << where << " cell " << i / labels << " label " << i % labels;
-            }
-          }
+        }
+        std::vector<double> got(4 * labels, 0.5);
+        double* cells = got.data();
+        const detail::cpu::WeightedEntries entries{
+            b.preds.data_ptr<float>(), b.target.data_ptr<int64_t>(), b.weight.data_ptr(),
+            b.weight.scalar_type() == at::kFloat, rows, labels, per_entry};
+        const bool counted = detail::cpu::count_weighted_entries(
+            entries, thresholds, isa, {cells, cells + labels, cells + 2 * labels, cells + 3 * labels});
+        ASSERT_EQ(counted, trial < 8) << where;
+        if (!counted) {
+          EXPECT_EQ(got, std::vector<double>(4 * labels, 0.5)) << where;
+          continue;
+        }
+        for (int64_t i = 0; i < 4 * labels; ++i) {
+          const auto want = static_cast<double>(expected[i]);
+          // a direct sum's rounding (and the add to the cell's 0.5): far less than a difference of
+          // sums of every cell has
+          constexpr double kEpsilon = std::numeric_limits<double>::epsilon();
+          const double rounding = b.exact ? 0 : (rows + 2) * kEpsilon * (want - 0.5) + kEpsilon * want;
+          ASSERT_NEAR(got[i], want, rounding) << where << " cell " << i / labels << " label " << i % labels;
         }
       }
     }

@@ -12,8 +12,8 @@
 // Plain loops, inlined into functions built for each instruction set, where the compiler
 // vectorizes them: every reduction is exact (min, max, integer sums) or lane by lane (a block's
 // lanes are labels, or binary entries summed apart and joined at the end), so the compiler needs
-// to reorder no floating-point sum. The AVX-512 kernel for rows with one weight each is written
-// with intrinsics: it adds under masks, which the compiler spelled as a blend and a multiply.
+// to reorder no floating-point sum. The AVX-512 kernel for float32 weights (derived_cells) is
+// written with intrinsics: it adds under masks, which the compiler spelled as a blend and a multiply.
 #define METRICS_ALWAYS_INLINE inline __attribute__((always_inline))
 
 namespace metrics::detail::cpu {
@@ -178,71 +178,72 @@ METRICS_ALWAYS_INLINE bool count(const WeightedEntries& b, const float (&thresho
 }
 
 #ifdef METRICS_HAS_X86
-// Multilabel rows with one float32 weight each, on AVX-512: one pass, three sums per label (the
-// weight where predicted, where positive, where both), the four cells derived from them and the
-// weights' total. A subtraction is exact where every sum is: each weight is a multiple of the unit
-// in the last place of the smallest (2^(e_min - 23)) and `rows` of them sum below
-// rows * 2^(e_max + 1), so float64's 53 bits hold every partial sum when
-// e_max - e_min + log2(rows) <= 29 (weights within 2^22 of each other, 128 rows). The threshold
-// is chosen up front from the first scores (one outside [0, 1] makes the batch logits; inside, they
-// are taken for probabilities) and the pass checks the guess with the scores: probabilities have
-// bits no greater than 1.0f's (which also rules out NaN, infinities and negatives), logits a finite
-// sum. A batch this does not count (unclean, sums that may round, a wrong guess) goes to the
-// general kernel, the cells untouched.
-namespace row_weights {
+// Float32 weights on AVX-512 (binary entries, and multilabel rows with one weight each or one per
+// entry): one pass, and per label three sums (the weight where predicted, where positive, where
+// both) and the weights' total, from which the four cells follow by subtraction. A subtraction is
+// exact where every sum is: each weight is a multiple of the unit in the last place of the smallest
+// (2^(e_min - 23)), and n of them sum below n * 2^(e_max + 1), so float64's 53 bits hold every
+// partial sum when e_max - e_min + log2(n) <= 29 (weights within 2^22 of each other, n = 128); n
+// is the most weights one sum takes (the rows, or every binary entry, whose lanes are summed at
+// the end). The threshold is chosen up front from the first scores (one outside [0, 1] makes the
+// batch logits; inside, they are taken for probabilities) and the pass checks the guess with the
+// scores: probabilities have bits no greater than 1.0f's (which also rules out NaN, infinities
+// and negatives), logits a finite sum. A batch this does not count (unclean, sums that may round,
+// a wrong guess) goes to the general kernel, the cells untouched.
+namespace derived_cells {
 
-struct ExactWeights {
+// Whether the `n` weights are clean (finite, not negative, not -0.0) and every sum of up to
+// `summands` of them is exact (see above; a subnormal weight's exponent is taken as 0, one below
+// its own, which only tightens the test).
+METRICS_TARGET_AVX512 bool sums_exact(const float* weight, int64_t n, int64_t summands) {
+  __m512i low = _mm512_set1_epi32(0xff), high = _mm512_setzero_si512();  // the nonzero weights' biased exponents
+  for (int64_t i = 0; i < n; i += kLanes) {
+    const auto lanes = static_cast<__mmask16>(n - i >= kLanes ? 0xFFFFu : (1u << (n - i)) - 1);
+    const __m512i bits = _mm512_maskz_loadu_epi32(lanes, weight + i);  // lanes past the end: zero weights
+    // with the sign bit: negative weights (and -0.0) pass 0xff, the exponent of infinities and NaN
+    const __m512i exponent = _mm512_srli_epi32(bits, 23);
+    high = _mm512_max_epu32(high, exponent);
+    low = _mm512_mask_min_epu32(low, _mm512_test_epi32_mask(bits, bits), low, exponent);
+  }
+  const auto most = static_cast<int64_t>(_mm512_reduce_max_epu32(high));
+  const int64_t spare_bits = 29 - (most - std::min(static_cast<int64_t>(_mm512_reduce_min_epu32(low)), most));
+  return most < 0xff && spare_bits >= 0 && summands <= (int64_t{1} << spare_bits);
+}
+
+// One weight per row, as float64, and their total (summed in lanes, which exactness allows).
+struct RowWeights {
   std::vector<double> values;
   double total = 0;
 };
 
-// The weights as float64 and their total, where they are clean and sum exactly (see above; a
-// subnormal weight's exponent is taken as 0, one below its own, which only tightens the test). The
-// total is summed in lanes, which exactness allows.
-METRICS_TARGET_AVX512 bool exact_weights(const float* weight, int64_t rows, ExactWeights& out) {
-  const __m512i special = _mm512_set1_epi32(0xff);  // the biased exponent of infinities and NaN
-  __m512i low = special, high = _mm512_setzero_si512();  // the nonzero weights' biased exponents
-  __m512d total[2] = {_mm512_setzero_pd(), _mm512_setzero_pd()};
-  out.values.resize(static_cast<size_t>(rows));
-  for (int64_t r = 0; r < rows; r += kLanes) {
-    const auto lanes = static_cast<__mmask16>(rows - r >= kLanes ? 0xFFFFu : (1u << (rows - r)) - 1);
-    const __m512 w = _mm512_maskz_loadu_ps(lanes, weight + r);  // lanes past the end: zero weights
-    const __m512i bits = _mm512_castps_si512(w);
-    const __m512i exponent = _mm512_srli_epi32(bits, 23);  // with the sign bit: negative weights (and -0.0) pass 0xff
-    high = _mm512_max_epu32(high, exponent);
-    low = _mm512_mask_min_epu32(low, _mm512_test_epi32_mask(bits, bits), low, exponent);
-    const __m512d halves[2] = {_mm512_cvtps_pd(_mm512_castps512_ps256(w)),
-                               _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(w), 1)))};
-    for (int h = 0; h < 2; ++h) {
-      const auto half = static_cast<__mmask8>(h == 0 ? lanes : lanes >> 8);
-      _mm512_mask_storeu_pd(out.values.data() + r + 8 * h, half, halves[h]);
-      total[h] = _mm512_add_pd(total[h], halves[h]);
-    }
-  }
-  const auto most = static_cast<int64_t>(_mm512_reduce_max_epu32(high));
-  const auto least = std::min(static_cast<int64_t>(_mm512_reduce_min_epu32(low)), most);
-  const int64_t spare_bits = 29 - (most - least);
-  if (most >= 0xff || spare_bits < 0 || rows > (int64_t{1} << spare_bits)) return false;
-  out.total = _mm512_reduce_add_pd(_mm512_add_pd(total[0], total[1]));
-  return true;
+RowWeights widen(const float* weight, int64_t rows) {
+  RowWeights out{std::vector<double>(weight, weight + rows)};
+  double lanes[kLanes] = {};
+  for (int64_t r = 0; r < rows; ++r) lanes[r % kLanes] += out.values[static_cast<size_t>(r)];
+  for (const double lane : lanes) out.total += lane;
+  return out;
 }
 
-// Per label: the weight where predicted, where positive, where both.
+// Per label: the weight where predicted, where positive, where both, and (weights per entry) in all.
 struct LabelSums {
-  double *predicted, *positive, *both;
+  double *predicted, *positive, *both, *total;
+  LabelSums from(int64_t first) const {
+    return {predicted + first, positive + first, both + first, total ? total + first : nullptr};
+  }
 };
 
 // `rows` rows of 16 labels (`width` of them where not `full`: the other lanes read as zeros and are
-// not stored), each row's weight into its labels' sums under the masks; whether the block is clean
-// and its scores are as `logits` guessed.
-template <bool full, bool logits>
-METRICS_TARGET_AVX512 bool sum_block(const float* preds, const int64_t* target, const double* weight, int64_t rows,
+// not stored), each entry's weight (its row's, float64, or its own, float32, where `per_entry`)
+// into its label's sums under the masks; whether the block is clean and its scores are as `logits`
+// guessed.
+template <bool full, bool logits, bool per_entry>
+METRICS_TARGET_AVX512 bool sum_block(const float* preds, const int64_t* target, const void* weight, int64_t rows,
                                      int64_t stride, int64_t width, float threshold, const LabelSums& out) {
   const auto lanes = static_cast<__mmask16>(full ? 0xFFFFu : (1u << width) - 1);
   const __mmask8 halves[2] = {static_cast<__mmask8>(lanes & 0xFF), static_cast<__mmask8>(lanes >> 8)};
   const __m512 cut = _mm512_set1_ps(threshold);
-  __m512d predicted[2] = {_mm512_setzero_pd(), _mm512_setzero_pd()}, positive[2] = {predicted[0], predicted[0]},
-          both[2] = {predicted[0], predicted[0]};
+  const __m512d zero = _mm512_setzero_pd();
+  __m512d predicted[2] = {zero, zero}, positive[2] = {zero, zero}, both[2] = {zero, zero}, total[2] = {zero, zero};
   __m512i bits = _mm512_setzero_si512(), largest = bits;
   __m512 sum = _mm512_setzero_ps();
 #pragma GCC unroll 2
@@ -253,14 +254,23 @@ METRICS_TARGET_AVX512 bool sum_block(const float* preds, const int64_t* target, 
     const __m512i t0 = full ? _mm512_loadu_si512(t) : _mm512_maskz_loadu_epi64(halves[0], t);
     const __m512i t1 = full ? _mm512_loadu_si512(t + 8) : _mm512_maskz_loadu_epi64(halves[1], t + 8);
     bits = _mm512_ternarylogic_epi64(bits, t0, t1, 0xFE);  // bits | t0 | t1
-    const __m512d w = _mm512_set1_pd(weight[r]);
+    __m512d w[2];
+    if constexpr (per_entry) {
+      const float* entry = static_cast<const float*>(weight) + r * stride;
+      const __m512 wf = full ? _mm512_loadu_ps(entry) : _mm512_maskz_loadu_ps(lanes, entry);
+      w[0] = _mm512_cvtps_pd(_mm512_castps512_ps256(wf));
+      w[1] = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(wf), 1)));
+    } else {
+      w[0] = w[1] = _mm512_set1_pd(static_cast<const double*>(weight)[r]);
+    }
     const __mmask16 yes = _mm512_cmp_ps_mask(x, cut, _CMP_GT_OQ);
     const __mmask8 yes_lanes[2] = {static_cast<__mmask8>(yes), static_cast<__mmask8>(_kshiftri_mask16(yes, 8))};
     const __mmask8 positive_lanes[2] = {_mm512_test_epi64_mask(t0, t0), _mm512_test_epi64_mask(t1, t1)};
     for (int h = 0; h < 2; ++h) {
-      predicted[h] = _mm512_mask_add_pd(predicted[h], yes_lanes[h], predicted[h], w);
-      positive[h] = _mm512_mask_add_pd(positive[h], positive_lanes[h], positive[h], w);
-      both[h] = _mm512_mask_add_pd(both[h], static_cast<__mmask8>(yes_lanes[h] & positive_lanes[h]), both[h], w);
+      predicted[h] = _mm512_mask_add_pd(predicted[h], yes_lanes[h], predicted[h], w[h]);
+      positive[h] = _mm512_mask_add_pd(positive[h], positive_lanes[h], positive[h], w[h]);
+      both[h] = _mm512_mask_add_pd(both[h], static_cast<__mmask8>(yes_lanes[h] & positive_lanes[h]), both[h], w[h]);
+      if constexpr (per_entry) total[h] = _mm512_add_pd(total[h], w[h]);
     }
     if constexpr (logits) {
       sum = _mm512_add_ps(sum, x);
@@ -272,6 +282,7 @@ METRICS_TARGET_AVX512 bool sum_block(const float* preds, const int64_t* target, 
     _mm512_mask_storeu_pd(out.predicted + 8 * h, halves[h], predicted[h]);
     _mm512_mask_storeu_pd(out.positive + 8 * h, halves[h], positive[h]);
     _mm512_mask_storeu_pd(out.both + 8 * h, halves[h], both[h]);
+    if constexpr (per_entry) _mm512_mask_storeu_pd(out.total + 8 * h, halves[h], total[h]);
   }
   const bool targets_clean = _mm512_test_epi64_mask(bits, _mm512_set1_epi64(~int64_t{1})) == 0;
   const bool scores_as_guessed = logits ? std::isfinite(_mm512_reduce_add_ps(sum))
@@ -279,26 +290,29 @@ METRICS_TARGET_AVX512 bool sum_block(const float* preds, const int64_t* target, 
   return targets_clean && scores_as_guessed;
 }
 
-// Labels [first, first + width), width <= 16, into `out` from label first on.
-template <bool logits>
-METRICS_TARGET_AVX512 bool sum_labels(const WeightedEntries& b, const double* weight, int64_t first, int64_t width,
-                                      float threshold, const LabelSums& out) {
-  const auto kernel = width == kLanes ? sum_block<true, logits> : sum_block<false, logits>;
-  const LabelSums from_first{out.predicted + first, out.positive + first, out.both + first};
-  return kernel(b.preds + first, b.target + first, weight, b.rows, b.labels, width, threshold, from_first);
+// sum_block for `rows` rows of `width` <= 16 entries from entry `first` on (and its weight, where
+// `per_entry`).
+template <bool logits, bool per_entry>
+METRICS_TARGET_AVX512 bool sum_lanes(const WeightedEntries& b, const void* weight, int64_t first, int64_t rows,
+                                     int64_t stride, int64_t width, float threshold, const LabelSums& out) {
+  const auto kernel = width == kLanes ? sum_block<true, logits, per_entry> : sum_block<false, logits, per_entry>;
+  const void* weights = per_entry ? static_cast<const void*>(static_cast<const float*>(weight) + first) : weight;
+  return kernel(b.preds + first, b.target + first, weights, rows, stride, width, threshold, out);
 }
 
-// Whether the first row's first 16 scores show logits (one outside [0, 1], NaN included): the guess.
-METRICS_TARGET_AVX512 bool first_scores_logits(const WeightedEntries& b) {
-  const auto lanes = static_cast<__mmask16>(b.labels >= kLanes ? 0xFFFFu : (1u << b.labels) - 1);
-  const __m512 x = _mm512_maskz_loadu_ps(lanes, b.preds);
+// Whether the first (up to 16) scores show logits (one outside [0, 1], NaN included): the guess.
+METRICS_TARGET_AVX512 bool first_scores_logits(const float* preds, int64_t count) {
+  const auto lanes = static_cast<__mmask16>(count >= kLanes ? 0xFFFFu : (1u << count) - 1);
+  const __m512 x = _mm512_maskz_loadu_ps(lanes, preds);
   return (_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_NGE_UQ) |
           _mm512_cmp_ps_mask(x, _mm512_set1_ps(1.0f), _CMP_NLE_UQ)) != 0;
 }
 
-// Each label's cells from its sums and the weights' total.
-void add_cells(const double* __restrict predicted, const double* __restrict positive, const double* __restrict both,
-               double total, int64_t labels, const WeightedCells& cells) {
+// Each label's cells from its sums and its weights' total (`totals`, or `total` for every label).
+void add_cells(const LabelSums& sums, const double* totals, double total, int64_t labels, const WeightedCells& cells) {
+  const double* __restrict predicted = sums.predicted;
+  const double* __restrict positive = sums.positive;
+  const double* __restrict both = sums.both;
   double* __restrict tp = cells.tp;
   double* __restrict fp = cells.fp;
   double* __restrict tn = cells.tn;
@@ -307,35 +321,84 @@ void add_cells(const double* __restrict predicted, const double* __restrict posi
     tp[l] += both[l];
     fp[l] += predicted[l] - both[l];
     fn[l] += positive[l] - both[l];
-    tn[l] += total - predicted[l] - positive[l] + both[l];
+    tn[l] += (totals ? totals[l] : total) - predicted[l] - positive[l] + both[l];
   }
 }
 
-// Blocks of 16 labels; the labels past the last full one as part of a block of the last 16 labels
-// (which sums its earlier labels again, to the same values), or masked where there are fewer than
-// 16. Then each label's cells from its sums and the total.
-METRICS_TARGET_AVX512 bool count(const WeightedEntries& b, const float (&thresholds)[2], const WeightedCells& cells) {
-  ExactWeights weights;
-  if (b.rows == 0 || !exact_weights(static_cast<const float*>(b.weight), b.rows, weights)) return false;
-  const bool logits = first_scores_logits(b);
-  const float threshold = thresholds[logits ? 1 : 0];
-  const int64_t labels = b.labels, width = std::min(labels, kLanes);
-  std::vector<double> sums(static_cast<size_t>(3 * labels));
-  const LabelSums out{sums.data(), sums.data() + labels, sums.data() + 2 * labels};
-  for (int64_t first = 0; first < labels; first += kLanes) {
-    const auto sum = logits ? sum_labels<true> : sum_labels<false>;
-    if (!sum(b, weights.values.data(), std::min(first, labels - width), width, threshold, out)) return false;
+// Multilabel: blocks of 16 labels; the labels past the last full one as part of a block of the
+// last 16 labels (which sums its earlier labels again, to the same values), or masked where there
+// are fewer than 16.
+template <bool logits, bool per_entry>
+METRICS_TARGET_AVX512 bool sum_labels(const WeightedEntries& b, const void* weight, float threshold,
+                                      const LabelSums& out) {
+  const int64_t width = std::min(b.labels, kLanes);
+  for (int64_t first = 0; first < b.labels; first += kLanes) {
+    const int64_t start = std::min(first, b.labels - width);
+    if (!sum_lanes<logits, per_entry>(b, weight, start, b.rows, b.labels, width, threshold, out.from(start))) {
+      return false;
+    }
   }
-  add_cells(out.predicted, out.positive, out.both, weights.total, labels, cells);
   return true;
 }
 
-}  // namespace row_weights
+METRICS_TARGET_AVX512 bool count_multilabel(const WeightedEntries& b, const float (&thresholds)[2],
+                                            const WeightedCells& cells) {
+  const auto* weight = static_cast<const float*>(b.weight);
+  if (b.rows == 0 || !sums_exact(weight, b.per_entry ? b.rows * b.labels : b.rows, b.rows)) return false;
+  const bool logits = first_scores_logits(b.preds, b.labels);
+  const float threshold = thresholds[logits ? 1 : 0];
+  const int64_t labels = b.labels;
+  std::vector<double> sums(static_cast<size_t>(4 * labels));
+  const LabelSums out{sums.data(), sums.data() + labels, sums.data() + 2 * labels,
+                      b.per_entry ? sums.data() + 3 * labels : nullptr};
+  if (b.per_entry) {
+    const auto sum = logits ? sum_labels<true, true> : sum_labels<false, true>;
+    if (!sum(b, weight, threshold, out)) return false;
+    add_cells(out, out.total, 0, labels, cells);
+    return true;
+  }
+  const auto rows = widen(weight, b.rows);
+  const auto sum = logits ? sum_labels<true, false> : sum_labels<false, false>;
+  if (!sum(b, rows.values.data(), threshold, out)) return false;
+  add_cells(out, nullptr, rows.total, labels, cells);
+  return true;
+}
+
+// Binary: the entries as rows of 16 lanes and a last, shorter row, then every lane into the one cell.
+METRICS_TARGET_AVX512 bool count_binary(const WeightedEntries& b, const float (&thresholds)[2],
+                                        const WeightedCells& cells) {
+  const auto* weight = static_cast<const float*>(b.weight);
+  const int64_t entries = b.rows, whole = entries / kLanes * kLanes;
+  if (entries == 0 || !sums_exact(weight, entries, entries)) return false;
+  const bool logits = first_scores_logits(b.preds, entries);
+  const float threshold = thresholds[logits ? 1 : 0];
+  double lanes[2][4][kLanes] = {};  // the whole rows' and the last row's: predicted, positive, both, total
+  const auto sum = logits ? sum_lanes<true, true> : sum_lanes<false, true>;
+  for (const int part : {0, 1}) {
+    const LabelSums out{lanes[part][0], lanes[part][1], lanes[part][2], lanes[part][3]};
+    const bool counted = part == 0 ? sum(b, weight, 0, whole / kLanes, kLanes, kLanes, threshold, out)
+                                   : sum(b, weight, whole, 1, 0, entries - whole, threshold, out);
+    if (!counted) return false;
+  }
+  double totals[4] = {};
+  for (int s = 0; s < 4; ++s) {
+    for (int part = 0; part < 2; ++part) {
+      for (int64_t l = 0; l < kLanes; ++l) totals[s] += lanes[part][s][l];
+    }
+  }
+  add_cells({&totals[0], &totals[1], &totals[2], nullptr}, &totals[3], 0, 1, cells);
+  return true;
+}
+
+}  // namespace derived_cells
 
 METRICS_TARGET_AVX512 bool count_avx512(const WeightedEntries& b, const float (&thresholds)[2],
                                         const WeightedCells& cells) {
-  const bool row_weighted = b.weight != nullptr && b.float_weight && !b.per_entry && b.labels > 1;
-  if (row_weighted && row_weights::count(b, thresholds, cells)) return true;
+  if (b.weight != nullptr && b.float_weight) {
+    const bool counted = b.labels == 1 ? derived_cells::count_binary(b, thresholds, cells)
+                                       : derived_cells::count_multilabel(b, thresholds, cells);
+    if (counted) return true;
+  }
   return count(b, thresholds, cells);
 }
 
