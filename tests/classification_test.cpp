@@ -420,6 +420,11 @@ TEST(BadInput, MulticlassFloatLabelsCountAsTheirWholeNumbers) {
     Accuracy top2(Opts::multiclass(3).top_k(2));
     EXPECT_THROWS_WITH(top2.update(floats({0, 1}), longs({0, 1})), c10::ValueError,
                        "top_k = 2 needs scores (N, 3, ...), but preds are labels");
+    // without num_classes labels are compared as they are: a pred that is no whole number matches
+    // no target, not even one that is no whole number either
+    Accuracy unknown(Opts::multiclass(kUnknownClasses).average(Average::Micro));
+    unknown.update(floats({0.5, kNaN, 2, 1}), floats({1.5, kNaN, 2, 1.5}));
+    EXPECT_EQ(unknown.compute().item<double>(), 0.25);
   });
 }
 
@@ -675,10 +680,11 @@ WeightedKernelBatch weighted_kernel_batch(int64_t rows, int64_t labels, bool per
     case 5:  // weights drawn uniformly: sums may round
       b.weight.uniform_(0, 1, gen), b.exact = false;
       break;
-    case 6:  // weights 2^23 apart: an entry's false positive, alone among true positives, is lost in
-             // the predicted weight's sum, so subtracting the true positives' would not give it back
-      b.preds.fill_(0.75), b.target.fill_(1), b.target.view({-1})[0] = 0;
-      w.fill_(1.75f), w[0] = std::ldexp(1.0f + std::ldexp(1.0f, -23), -23), b.exact = false;
+    case 6:  // weights 2^23 apart: the last entry's false positive, alone among true positives, is
+             // lost in the predicted weight's sum, so subtracting the true positives' would not give
+             // it back (last: a check that reads too few weights misses it)
+      b.preds.fill_(0.75), b.target.fill_(1), b.target.view({-1})[-1] = 0;
+      w.fill_(1.75f), w[last] = std::ldexp(1.0f + std::ldexp(1.0f, -23), -23), b.exact = false;
       break;
     case 7:  // float64 weights
       b.weight = b.weight.to(at::kDouble);
@@ -706,8 +712,8 @@ TEST(ClassificationKernels, WeightedCountsMatchExactSumsOnEveryWidthAndIsa) {
   const float thresholds[2] = {0.5f, 0.0f};
   const std::vector<std::tuple<int64_t, int64_t, bool>> shapes = {  // rows, labels (1: binary), per entry
       {1, 2, false},  {7, 15, false}, {33, 16, false}, {128, 17, false}, {128, 37, true}, {33, 100, false},
-      {128, 100, false}, {7, 2, true}, {33, 16, true},  {1, 1, true},    {15, 1, true},   {4096, 1, true},
-      {4099, 1, true}};
+      {128, 100, false}, {7, 2, true}, {33, 16, true},  {1, 1, true},    {15, 1, true},   {1024, 1, true},
+      {4096, 1, true},   {4099, 1, true}};
   for (auto isa : vector_isas()) {
     for (const auto& [rows, labels, per_entry] : shapes) {
       for (int trial = 0; trial < 11; ++trial) {

@@ -23,13 +23,16 @@ at::Tensor flat(const at::Tensor& t) { return t.dim() == 1 ? t : t.reshape({-1})
 
 // Labels may be floats, as TorchMetrics takes them: targets {0., 1.} (what BCEWithLogitsLoss takes)
 // or class indices, and multiclass preds shaped like the target (logits.argmax(1).float()). A float
-// that is not a whole number (0.5, NaN) becomes a label that is no class and no ignore_index, so it
-// is counted as a bad target or prediction (TorchMetrics truncates it); whole numbers keep their
-// value (-1. can be the ignore_index).
-at::Tensor labels_of(const at::Tensor& labels) {
+// that is not a whole number (0.5, NaN) becomes `not_a_label`, which is no class and no
+// ignore_index, so it is counted as a bad target or prediction (TorchMetrics truncates it); whole
+// numbers keep their value (-1. can be the ignore_index). Targets and preds take different ones,
+// so that without num_classes, where labels are compared as they are, two never match.
+constexpr int64_t kNotATarget = std::numeric_limits<int64_t>::min(), kNotAPrediction = kNotATarget + 1;
+
+at::Tensor labels_of(const at::Tensor& labels, int64_t not_a_label) {
   if (!labels.is_floating_point()) return as_long(labels);
   const auto whole = labels.to(at::kLong);
-  return whole.masked_fill_(whole.to(labels.scalar_type()).ne(labels), std::numeric_limits<int64_t>::min());
+  return whole.masked_fill_(whole.to(labels.scalar_type()).ne(labels), not_a_label);
 }
 
 // (N, K, ...) -> (N * ..., K): the class or label dimension last, every other one flattened.
@@ -161,15 +164,15 @@ ClassificationBatch canonicalize(const std::string& metric, const Classification
   if (batch.scores) batch.score_dtype = preds.scalar_type();
   auto p = preds;
   if (batch.scores && (p.scalar_type() == at::kHalf || p.scalar_type() == at::kBFloat16)) p = p.to(at::kFloat);
-  if (!batch.scores) p = labels_of(p);
+  if (!batch.scores) p = labels_of(p, kNotAPrediction);
   if (o.task() == Task::Multilabel) {
     batch.preds = classes_last(p, o.num_classes());
-    batch.target = classes_last(labels_of(target), o.num_classes());
+    batch.target = classes_last(labels_of(target, kNotATarget), o.num_classes());
   } else {
     // multiclass scores keep their extra dimensions, classes last: a view (the ATen path reads them so)
     const bool multiclass_scores = o.task() == Task::Multiclass && !multiclass_labels;
     batch.preds = multiclass_scores ? (p.dim() == 2 ? p : p.movedim(1, -1)) : flat(p);
-    batch.target = flat(labels_of(target));
+    batch.target = flat(labels_of(target, kNotATarget));
   }
   if (weight) batch.weight = canonical_weight(o, *weight, target);
   batch.samples = target.size(0);
