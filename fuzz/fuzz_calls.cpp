@@ -342,7 +342,10 @@ bool classification_rejects(const ClassificationOptions& o, const at::Tensor& pr
     return !is_float(preds.scalar_type()) || preds.size(0) != target.size(0) || !classes_ok ||
            preds.sizes().slice(2) != target.sizes().slice(1);
   }
-  return preds.sizes() != target.sizes() || !is_integral(preds.scalar_type()) || o.top_k() != 1;
+  // labels shaped like target: integers, or floats (whole numbers count as labels, others as bad
+  // predictions)
+  return preds.sizes() != target.sizes() || !(is_integral(preds.scalar_type()) || is_float(preds.scalar_type())) ||
+         o.top_k() != 1;
 }
 
 // preds and target shapes for the task, `k` classes (the scores' width) or labels, now and then

@@ -34,17 +34,21 @@ std::vector<int64_t> as_longs(const at::Tensor& t) {
   return std::vector<int64_t>(host.data_ptr<int64_t>(), host.data_ptr<int64_t>() + host.numel());
 }
 
-// Labels from a target tensor: a float target (binary and multilabel take {0., 1.}) keeps its
-// whole numbers; any other float (0.5, NaN, inf, beyond int64) is a label no class or ignore_index has.
-std::vector<int64_t> target_labels(const at::Tensor& t) {
+// Labels from a target tensor, or multiclass preds shaped like it: a float label (binary and
+// multilabel targets take {0., 1.}) keeps its whole numbers; any other float (0.5, NaN, inf, beyond
+// int64) is `not_a_label`, which no class or ignore_index has, and which differs between preds and
+// targets (without num_classes, labels are compared as they are, and two such never match).
+std::vector<int64_t> whole_labels(const at::Tensor& t, int64_t not_a_label) {
   if (!t.is_floating_point()) return as_longs(t);
   std::vector<int64_t> labels;
   for (double v : as_doubles(t)) {
     const bool whole = std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 9.2e18;
-    labels.push_back(whole ? static_cast<int64_t>(v) : std::numeric_limits<int64_t>::min());
+    labels.push_back(whole ? static_cast<int64_t>(v) : not_a_label);
   }
   return labels;
 }
+
+constexpr int64_t kNotATarget = std::numeric_limits<int64_t>::min(), kNotAPrediction = kNotATarget + 1;
 
 // NaN, negative and infinite weights are bad input.
 bool weight_ok(double w) { return w >= 0 && w <= std::numeric_limits<double>::max(); }
@@ -323,14 +327,14 @@ size_t ClsReference::at(const Batch& b, int64_t sample, size_t cell) const {
 void ClsReference::update(const at::Tensor& preds, const at::Tensor& target, const c10::optional<at::Tensor>& weight) {
   const auto& o = config.cls_options;
   Batch b;
-  b.target = target_labels(target);
+  b.target = whole_labels(target, kNotATarget);
   b.samples = target.size(0);
   b.weighted = weight.has_value();
   if (weight) {
     b.weight = as_doubles(*weight);
     b.per_sample = weight->sizes() != target.sizes();
   }
-  b.scores = at::isFloatingType(preds.scalar_type());
+  b.scores = at::isFloatingType(preds.scalar_type()) && !(o.task() == Task::Multiclass && preds.dim() == target.dim());
   if (b.scores) {
     b.score = as_doubles(preds);
     b.score_dtype = preds.scalar_type();
@@ -343,7 +347,7 @@ void ClsReference::update(const at::Tensor& preds, const at::Tensor& target, con
       }
     }
   } else {
-    b.label = as_longs(preds);
+    b.label = whole_labels(preds, kNotAPrediction);
   }
   if (b.scores && preds.dim() == target.dim() + 1) b.width = preds.size(1);
   if (samplewise) {  // a block for every sample of the batch, counted or not
