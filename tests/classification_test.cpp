@@ -703,17 +703,18 @@ WeightedKernelBatch weighted_kernel_batch(int64_t rows, int64_t labels, bool per
 }
 
 // count_weighted_entries (multilabel with a weight per row or per entry, binary) against the four
-// cells summed in long double (exact here): equal bit for bit where the weights sum exactly (the
-// AVX-512 kernel derives three cells by subtraction, exact there), within a direct sum's rounding
+// cells summed in long double (exact here): equal bit for bit where the weights sum exactly (float32
+// weights' kernels derive three cells by subtraction, exact there), within a direct sum's rounding
 // elsewhere; batches the kernels do not count (a bad target, score or weight) leave the cells as
-// they were.
+// they were. Widths below, at and above a block (AVX-512: 16 labels; AVX2: 8, and within its
+// second half of 64-bit lanes: 5 and 6).
 TEST(ClassificationKernels, WeightedCountsMatchExactSumsOnEveryWidthAndIsa) {
   auto gen = testing::generator(23);
   const float thresholds[2] = {0.5f, 0.0f};
   const std::vector<std::tuple<int64_t, int64_t, bool>> shapes = {  // rows, labels (1: binary), per entry
       {1, 2, false},  {7, 15, false}, {33, 16, false}, {128, 17, false}, {128, 37, true}, {33, 100, false},
       {128, 100, false}, {7, 2, true}, {33, 16, true},  {1, 1, true},    {15, 1, true},   {1024, 1, true},
-      {4096, 1, true},   {4099, 1, true}};
+      {4096, 1, true},   {4099, 1, true}, {9, 5, false},  {9, 6, true}};
   for (auto isa : vector_isas()) {
     for (const auto& [rows, labels, per_entry] : shapes) {
       for (int trial = 0; trial < 11; ++trial) {

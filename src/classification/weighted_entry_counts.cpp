@@ -6,14 +6,15 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <numeric>
 #include <type_traits>
 #include <vector>
 
 // Plain loops, inlined into functions built for each instruction set, where the compiler
 // vectorizes them: every reduction is exact (min, max, integer sums) or lane by lane (a block's
 // lanes are labels, or binary entries summed apart and joined at the end), so the compiler needs
-// to reorder no floating-point sum. The AVX-512 kernel for float32 weights (derived_cells) is
-// written with intrinsics: it adds under masks, which the compiler spelled as a blend and a multiply.
+// to reorder no floating-point sum. The kernels for float32 weights (derived_cells) are written
+// with intrinsics: they add under masks, which the compiler spelled as a blend and a multiply.
 #define METRICS_ALWAYS_INLINE inline __attribute__((always_inline))
 
 namespace metrics::detail::cpu {
@@ -178,10 +179,10 @@ METRICS_ALWAYS_INLINE bool count(const WeightedEntries& b, const float (&thresho
 }
 
 #ifdef METRICS_HAS_X86
-// Float32 weights on AVX-512 (binary entries, and multilabel rows with one weight each or one per
-// entry): one pass, and per label three sums (the weight where predicted, where positive, where
-// both) and the weights' total, from which the four cells follow by subtraction. A subtraction is
-// exact where every sum is: each weight is a multiple of the unit in the last place of the smallest
+// Float32 weights (binary entries, and multilabel rows with one weight each or one per entry): one
+// pass, and per label three sums (the weight where predicted, where positive, where both) and the
+// weights' total, from which the four cells follow by subtraction. A subtraction is exact where
+// every sum is: each weight is a multiple of the unit in the last place of the smallest
 // (2^(e_min - 23)), and n of them sum below n * 2^(e_max + 1), so float64's 53 bits hold every
 // partial sum when e_max - e_min + log2(n) <= 29 (weights within 2^22 of each other, n = 128); n
 // is the most weights one sum takes (the rows, or every binary entry, whose lanes are summed at
@@ -189,25 +190,24 @@ METRICS_ALWAYS_INLINE bool count(const WeightedEntries& b, const float (&thresho
 // batch logits; inside, they are taken for probabilities) and the pass checks the guess with the
 // scores: probabilities have bits no greater than 1.0f's (which also rules out NaN, infinities
 // and negatives), logits a finite sum. A batch this does not count (unclean, sums that may round,
-// a wrong guess) goes to the general kernel, the cells untouched.
+// a wrong guess) goes to the general kernel, the cells untouched. Each instruction set has its
+// own three kernels (Avx512, Avx2: the weights' exponents, the guess, a block's sums); the rest is
+// shared.
 namespace derived_cells {
 
-// Whether the `n` weights are clean (finite, not negative, not -0.0) and every sum of up to
-// `summands` of them is exact (see above; a subnormal weight's exponent is taken as 0, one below
-// its own, which only tightens the test).
-METRICS_TARGET_AVX512 bool sums_exact(const float* weight, int64_t n, int64_t summands) {
-  __m512i low = _mm512_set1_epi32(0xff), high = _mm512_setzero_si512();  // the nonzero weights' biased exponents
-  for (int64_t i = 0; i < n; i += kLanes) {
-    const auto lanes = static_cast<__mmask16>(n - i >= kLanes ? 0xFFFFu : (1u << (n - i)) - 1);
-    const __m512i bits = _mm512_maskz_loadu_epi32(lanes, weight + i);  // lanes past the end: zero weights
-    // with the sign bit: negative weights (and -0.0) pass 0xff, the exponent of infinities and NaN
-    const __m512i exponent = _mm512_srli_epi32(bits, 23);
-    high = _mm512_max_epu32(high, exponent);
-    low = _mm512_mask_min_epu32(low, _mm512_test_epi32_mask(bits, bits), low, exponent);
-  }
-  const auto most = static_cast<int64_t>(_mm512_reduce_max_epu32(high));
-  const int64_t spare_bits = 29 - (most - std::min(static_cast<int64_t>(_mm512_reduce_min_epu32(low)), most));
-  return most < 0xff && spare_bits >= 0 && summands <= (int64_t{1} << spare_bits);
+// The weights' biased exponents, read with the sign bit (so a negative weight or -0.0 has one
+// above 0xff, as infinities and NaN have 0xff): the largest, and the least of the nonzero weights'
+// (0xff where there are none).
+struct Exponents {
+  int64_t most, least;
+};
+
+// Whether the weights are clean (finite, not negative, not -0.0) and every sum of up to `summands`
+// of them is exact (see above; a subnormal weight's exponent is taken as 0, one below its own,
+// which only tightens the test).
+bool sums_exact(const Exponents& e, int64_t summands) {
+  const int64_t spare_bits = 29 - (e.most - std::min(e.least, e.most));
+  return e.most < 0xff && spare_bits >= 0 && summands <= (int64_t{1} << spare_bits);
 }
 
 // One weight per row, as float64, and their total (summed in lanes, which exactness allows).
@@ -232,80 +232,199 @@ struct LabelSums {
   }
 };
 
-// `rows` rows of 16 labels (`width` of them where not `full`: the other lanes read as zeros and are
-// not stored), each entry's weight (its row's, float64, or its own, float32, where `per_entry`)
-// into its label's sums under the masks; whether the block is clean and its scores are as `logits`
-// guessed.
-template <bool full, bool logits, bool per_entry>
-METRICS_TARGET_AVX512 bool sum_block(const float* preds, const int64_t* target, const void* weight, int64_t rows,
-                                     int64_t stride, int64_t width, float threshold, const LabelSums& out) {
-  const auto lanes = static_cast<__mmask16>(full ? 0xFFFFu : (1u << width) - 1);
-  const __mmask8 halves[2] = {static_cast<__mmask8>(lanes & 0xFF), static_cast<__mmask8>(lanes >> 8)};
-  const __m512 cut = _mm512_set1_ps(threshold);
-  const __m512d zero = _mm512_setzero_pd();
-  __m512d predicted[2] = {zero, zero}, positive[2] = {zero, zero}, both[2] = {zero, zero}, total[2] = {zero, zero};
-  __m512i bits = _mm512_setzero_si512(), largest = bits;
-  __m512 sum = _mm512_setzero_ps();
-#pragma GCC unroll 2
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* p = preds + r * stride;
-    const int64_t* t = target + r * stride;
-    const __m512 x = full ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(lanes, p);
-    const __m512i t0 = full ? _mm512_loadu_si512(t) : _mm512_maskz_loadu_epi64(halves[0], t);
-    const __m512i t1 = full ? _mm512_loadu_si512(t + 8) : _mm512_maskz_loadu_epi64(halves[1], t + 8);
-    bits = _mm512_ternarylogic_epi64(bits, t0, t1, 0xFE);  // bits | t0 | t1
-    __m512d w[2];
-    if constexpr (per_entry) {
-      const float* entry = static_cast<const float*>(weight) + r * stride;
-      const __m512 wf = full ? _mm512_loadu_ps(entry) : _mm512_maskz_loadu_ps(lanes, entry);
-      w[0] = _mm512_cvtps_pd(_mm512_castps512_ps256(wf));
-      w[1] = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(wf), 1)));
-    } else {
-      w[0] = w[1] = _mm512_set1_pd(static_cast<const double*>(weight)[r]);
-    }
-    const __mmask16 yes = _mm512_cmp_ps_mask(x, cut, _CMP_GT_OQ);
-    const __mmask8 yes_lanes[2] = {static_cast<__mmask8>(yes), static_cast<__mmask8>(_kshiftri_mask16(yes, 8))};
-    const __mmask8 positive_lanes[2] = {_mm512_test_epi64_mask(t0, t0), _mm512_test_epi64_mask(t1, t1)};
-    for (int h = 0; h < 2; ++h) {
-      predicted[h] = _mm512_mask_add_pd(predicted[h], yes_lanes[h], predicted[h], w[h]);
-      positive[h] = _mm512_mask_add_pd(positive[h], positive_lanes[h], positive[h], w[h]);
-      both[h] = _mm512_mask_add_pd(both[h], static_cast<__mmask8>(yes_lanes[h] & positive_lanes[h]), both[h], w[h]);
-      if constexpr (per_entry) total[h] = _mm512_add_pd(total[h], w[h]);
-    }
-    if constexpr (logits) {
-      sum = _mm512_add_ps(sum, x);
-    } else {
-      largest = _mm512_max_epu32(largest, _mm512_castps_si512(x));
-    }
-  }
-  for (int h = 0; h < 2; ++h) {
-    _mm512_mask_storeu_pd(out.predicted + 8 * h, halves[h], predicted[h]);
-    _mm512_mask_storeu_pd(out.positive + 8 * h, halves[h], positive[h]);
-    _mm512_mask_storeu_pd(out.both + 8 * h, halves[h], both[h]);
-    if constexpr (per_entry) _mm512_mask_storeu_pd(out.total + 8 * h, halves[h], total[h]);
-  }
-  const bool targets_clean = _mm512_test_epi64_mask(bits, _mm512_set1_epi64(~int64_t{1})) == 0;
-  const bool scores_as_guessed = logits ? std::isfinite(_mm512_reduce_add_ps(sum))
-                                        : _mm512_cmpgt_epu32_mask(largest, _mm512_set1_epi32(0x3f800000)) == 0;
-  return targets_clean && scores_as_guessed;
-}
+// A block's sums (sum_block): `rows` rows of 16 labels (`width` of them where not `full`: the other
+// lanes read as zeros and are not stored), each entry's weight (its row's, float64, or its own,
+// float32, where `per_entry`) into its label's sums; it returns whether the block is clean and its
+// scores are as `logits` guessed.
+struct Avx512 {
+  static constexpr int64_t kLanes = 16;
 
-// sum_block for `rows` rows of `width` <= 16 entries from entry `first` on (and its weight, where
-// `per_entry`).
-template <bool logits, bool per_entry>
-METRICS_TARGET_AVX512 bool sum_lanes(const WeightedEntries& b, const void* weight, int64_t first, int64_t rows,
+  METRICS_TARGET_AVX512 static Exponents exponents(const float* weight, int64_t n) {
+    __m512i low = _mm512_set1_epi32(0xff), high = _mm512_setzero_si512();
+    for (int64_t i = 0; i < n; i += kLanes) {
+      const auto lanes = static_cast<__mmask16>(n - i >= kLanes ? 0xFFFFu : (1u << (n - i)) - 1);
+      const __m512i bits = _mm512_maskz_loadu_epi32(lanes, weight + i);  // lanes past the end: zero weights
+      const __m512i exponent = _mm512_srli_epi32(bits, 23);
+      high = _mm512_max_epu32(high, exponent);
+      low = _mm512_mask_min_epu32(low, _mm512_test_epi32_mask(bits, bits), low, exponent);
+    }
+    return {_mm512_reduce_max_epu32(high), _mm512_reduce_min_epu32(low)};
+  }
+
+  // Whether the first (up to 16) scores show logits (one outside [0, 1], NaN included): the guess.
+  METRICS_TARGET_AVX512 static bool first_scores_logits(const float* preds, int64_t count) {
+    const auto lanes = static_cast<__mmask16>(count >= kLanes ? 0xFFFFu : (1u << count) - 1);
+    const __m512 x = _mm512_maskz_loadu_ps(lanes, preds);
+    return (_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_NGE_UQ) |
+            _mm512_cmp_ps_mask(x, _mm512_set1_ps(1.0f), _CMP_NLE_UQ)) != 0;
+  }
+
+  template <bool full, bool logits, bool per_entry>
+  METRICS_TARGET_AVX512 static bool sum_block(const float* preds, const int64_t* target, const void* weight,
+                                              int64_t rows, int64_t stride, int64_t width, float threshold,
+                                              const LabelSums& out) {
+    const auto lanes = static_cast<__mmask16>(full ? 0xFFFFu : (1u << width) - 1);
+    const __mmask8 halves[2] = {static_cast<__mmask8>(lanes & 0xFF), static_cast<__mmask8>(lanes >> 8)};
+    const __m512 cut = _mm512_set1_ps(threshold);
+    const __m512d zero = _mm512_setzero_pd();
+    __m512d predicted[2] = {zero, zero}, positive[2] = {zero, zero}, both[2] = {zero, zero}, total[2] = {zero, zero};
+    __m512i bits = _mm512_setzero_si512(), largest = bits;
+    __m512 sum = _mm512_setzero_ps();
+#pragma GCC unroll 2
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* p = preds + r * stride;
+      const int64_t* t = target + r * stride;
+      const __m512 x = full ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(lanes, p);
+      const __m512i t0 = full ? _mm512_loadu_si512(t) : _mm512_maskz_loadu_epi64(halves[0], t);
+      const __m512i t1 = full ? _mm512_loadu_si512(t + 8) : _mm512_maskz_loadu_epi64(halves[1], t + 8);
+      bits = _mm512_ternarylogic_epi64(bits, t0, t1, 0xFE);  // bits | t0 | t1
+      __m512d w[2];
+      if constexpr (per_entry) {
+        const float* entry = static_cast<const float*>(weight) + r * stride;
+        const __m512 wf = full ? _mm512_loadu_ps(entry) : _mm512_maskz_loadu_ps(lanes, entry);
+        w[0] = _mm512_cvtps_pd(_mm512_castps512_ps256(wf));
+        w[1] = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(wf), 1)));
+      } else {
+        w[0] = w[1] = _mm512_set1_pd(static_cast<const double*>(weight)[r]);
+      }
+      const __mmask16 yes = _mm512_cmp_ps_mask(x, cut, _CMP_GT_OQ);
+      const __mmask8 yes_lanes[2] = {static_cast<__mmask8>(yes), static_cast<__mmask8>(_kshiftri_mask16(yes, 8))};
+      const __mmask8 positive_lanes[2] = {_mm512_test_epi64_mask(t0, t0), _mm512_test_epi64_mask(t1, t1)};
+      for (int h = 0; h < 2; ++h) {
+        predicted[h] = _mm512_mask_add_pd(predicted[h], yes_lanes[h], predicted[h], w[h]);
+        positive[h] = _mm512_mask_add_pd(positive[h], positive_lanes[h], positive[h], w[h]);
+        both[h] = _mm512_mask_add_pd(both[h], static_cast<__mmask8>(yes_lanes[h] & positive_lanes[h]), both[h], w[h]);
+        if constexpr (per_entry) total[h] = _mm512_add_pd(total[h], w[h]);
+      }
+      if constexpr (logits) {
+        sum = _mm512_add_ps(sum, x);
+      } else {
+        largest = _mm512_max_epu32(largest, _mm512_castps_si512(x));
+      }
+    }
+    for (int h = 0; h < 2; ++h) {
+      _mm512_mask_storeu_pd(out.predicted + 8 * h, halves[h], predicted[h]);
+      _mm512_mask_storeu_pd(out.positive + 8 * h, halves[h], positive[h]);
+      _mm512_mask_storeu_pd(out.both + 8 * h, halves[h], both[h]);
+      if constexpr (per_entry) _mm512_mask_storeu_pd(out.total + 8 * h, halves[h], total[h]);
+    }
+    const bool targets_clean = _mm512_test_epi64_mask(bits, _mm512_set1_epi64(~int64_t{1})) == 0;
+    const bool scores_as_guessed = logits ? std::isfinite(_mm512_reduce_add_ps(sum))
+                                          : _mm512_cmpgt_epu32_mask(largest, _mm512_set1_epi32(0x3f800000)) == 0;
+    return targets_clean && scores_as_guessed;
+  }
+};
+
+// AVX2 has no mask registers: lanes are picked by all-ones masks, 32 bits each (scores, float32
+// weights: a block's 8 in one register) or 64 (targets, sums: in two), and a masked add is an add of
+// the weight ANDed with the mask (+0.0 elsewhere, which leaves a sum as it was). Blocks of 8 labels:
+// with 16, the sums alone would take 12 of the 16 registers, and the rest spilled.
+struct Avx2 {
+  static constexpr int64_t kLanes = 8;
+
+  // The first `count` of 8 32-bit lanes, and of 4 64-bit lanes.
+  METRICS_TARGET_AVX2 static __m256i first_lanes32(int64_t count) {
+    const auto n = static_cast<int>(std::clamp<int64_t>(count, 0, 8));
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  }
+  METRICS_TARGET_AVX2 static __m256i first_lanes64(int64_t count) {
+    return _mm256_cmpgt_epi64(_mm256_set1_epi64x(std::clamp<int64_t>(count, 0, 4)), _mm256_setr_epi64x(0, 1, 2, 3));
+  }
+
+  METRICS_TARGET_AVX2 static Exponents exponents(const float* weight, int64_t n) {
+    __m256i low = _mm256_set1_epi32(0xff), high = _mm256_setzero_si256();
+    for (int64_t i = 0; i < n; i += kLanes) {
+      const __m256i bits = _mm256_maskload_epi32(reinterpret_cast<const int*>(weight + i), first_lanes32(n - i));
+      const __m256i exponent = _mm256_srli_epi32(bits, 23);
+      high = _mm256_max_epu32(high, exponent);
+      const __m256i zero_weight = _mm256_cmpeq_epi32(bits, _mm256_setzero_si256());
+      low = _mm256_blendv_epi8(_mm256_min_epu32(low, exponent), low, zero_weight);
+    }
+    uint32_t highs[kLanes], lows[kLanes];
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(highs), high);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(lows), low);
+    return {*std::max_element(highs, highs + kLanes), *std::min_element(lows, lows + kLanes)};
+  }
+
+  // The guess from the first (up to 8) scores.
+  METRICS_TARGET_AVX2 static bool first_scores_logits(const float* preds, int64_t count) {
+    const __m256 x = _mm256_maskload_ps(preds, first_lanes32(count));
+    return _mm256_movemask_ps(_mm256_or_ps(_mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_NGE_UQ),
+                                           _mm256_cmp_ps(x, _mm256_set1_ps(1.0f), _CMP_NLE_UQ))) != 0;
+  }
+
+  template <bool full, bool logits, bool per_entry>
+  METRICS_TARGET_AVX2 static bool sum_block(const float* preds, const int64_t* target, const void* weight,
+                                            int64_t rows, int64_t stride, int64_t width, float threshold,
+                                            const LabelSums& out) {
+    const __m256i lanes = first_lanes32(full ? kLanes : width);  // scores and float32 weights
+    const __m256i halves[2] = {first_lanes64(full ? 4 : width), first_lanes64(full ? 4 : width - 4)};  // the rest
+    const __m256 cut = _mm256_set1_ps(threshold);
+    const __m256d zero = _mm256_setzero_pd();
+    __m256d predicted[2] = {zero, zero}, positive[2] = {zero, zero}, both[2] = {zero, zero}, total[2] = {zero, zero};
+    __m256i bits = _mm256_setzero_si256(), largest = bits;
+    __m256 sum = _mm256_setzero_ps();
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* p = preds + r * stride;
+      const auto* t = reinterpret_cast<const long long*>(target + r * stride);
+      const __m256 x = full ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, lanes);
+      const __m256i yes = _mm256_castps_si256(_mm256_cmp_ps(x, cut, _CMP_GT_OQ));
+      const __m128i yes_halves[2] = {_mm256_castsi256_si128(yes), _mm256_extracti128_si256(yes, 1)};
+      __m256d w[2];
+      if constexpr (per_entry) {
+        const float* entry = static_cast<const float*>(weight) + r * stride;
+        const __m256 wf = full ? _mm256_loadu_ps(entry) : _mm256_maskload_ps(entry, lanes);
+        w[0] = _mm256_cvtps_pd(_mm256_castps256_ps128(wf));
+        w[1] = _mm256_cvtps_pd(_mm256_extractf128_ps(wf, 1));
+      } else {
+        w[0] = w[1] = _mm256_set1_pd(static_cast<const double*>(weight)[r]);
+      }
+      for (int h = 0; h < 2; ++h) {
+        const __m256i th = full ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t + 4 * h))
+                                : _mm256_maskload_epi64(t + 4 * h, halves[h]);
+        bits = _mm256_or_si256(bits, th);
+        const __m256d negative = _mm256_castsi256_pd(_mm256_cmpeq_epi64(th, _mm256_setzero_si256()));
+        const __m256d predicted_weight = _mm256_and_pd(_mm256_castsi256_pd(_mm256_cvtepi32_epi64(yes_halves[h])), w[h]);
+        predicted[h] = _mm256_add_pd(predicted[h], predicted_weight);
+        positive[h] = _mm256_add_pd(positive[h], _mm256_andnot_pd(negative, w[h]));
+        both[h] = _mm256_add_pd(both[h], _mm256_andnot_pd(negative, predicted_weight));
+        if constexpr (per_entry) total[h] = _mm256_add_pd(total[h], w[h]);
+      }
+      if constexpr (logits) {
+        sum = _mm256_add_ps(sum, x);
+      } else {
+        largest = _mm256_max_epu32(largest, _mm256_castps_si256(x));
+      }
+    }
+    for (int h = 0; h < 2; ++h) {
+      _mm256_maskstore_pd(out.predicted + 4 * h, halves[h], predicted[h]);
+      _mm256_maskstore_pd(out.positive + 4 * h, halves[h], positive[h]);
+      _mm256_maskstore_pd(out.both + 4 * h, halves[h], both[h]);
+      if constexpr (per_entry) _mm256_maskstore_pd(out.total + 4 * h, halves[h], total[h]);
+    }
+    const bool targets_clean = _mm256_testz_si256(bits, _mm256_set1_epi64x(~int64_t{1})) != 0;
+    bool scores_as_guessed;
+    if constexpr (logits) {
+      float lane_sums[kLanes];
+      _mm256_storeu_ps(lane_sums, sum);
+      scores_as_guessed = std::isfinite(std::accumulate(lane_sums, lane_sums + kLanes, 0.0f));
+    } else {
+      const __m256i one = _mm256_set1_epi32(0x3f800000);
+      scores_as_guessed = _mm256_movemask_epi8(_mm256_cmpeq_epi32(_mm256_max_epu32(largest, one), one)) == -1;
+    }
+    return targets_clean && scores_as_guessed;
+  }
+};
+
+// Kernels::sum_block for `rows` rows of `width` <= Kernels::kLanes entries from entry `first` on (and its
+// weight, where `per_entry`).
+template <typename Kernels, bool logits, bool per_entry>
+METRICS_ALWAYS_INLINE bool sum_lanes(const WeightedEntries& b, const void* weight, int64_t first, int64_t rows,
                                      int64_t stride, int64_t width, float threshold, const LabelSums& out) {
-  const auto kernel = width == kLanes ? sum_block<true, logits, per_entry> : sum_block<false, logits, per_entry>;
+  const auto kernel = width == Kernels::kLanes ? Kernels::template sum_block<true, logits, per_entry>
+                                      : Kernels::template sum_block<false, logits, per_entry>;
   const void* weights = per_entry ? static_cast<const void*>(static_cast<const float*>(weight) + first) : weight;
   return kernel(b.preds + first, b.target + first, weights, rows, stride, width, threshold, out);
-}
-
-// Whether the first (up to 16) scores show logits (one outside [0, 1], NaN included): the guess.
-METRICS_TARGET_AVX512 bool first_scores_logits(const float* preds, int64_t count) {
-  const auto lanes = static_cast<__mmask16>(count >= kLanes ? 0xFFFFu : (1u << count) - 1);
-  const __m512 x = _mm512_maskz_loadu_ps(lanes, preds);
-  return (_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_NGE_UQ) |
-          _mm512_cmp_ps_mask(x, _mm512_set1_ps(1.0f), _CMP_NLE_UQ)) != 0;
 }
 
 // Each label's cells from its sums and its weights' total (`totals`, or `total` for every label).
@@ -328,52 +447,58 @@ void add_cells(const LabelSums& sums, const double* totals, double total, int64_
 // Multilabel: blocks of 16 labels; the labels past the last full one as part of a block of the
 // last 16 labels (which sums its earlier labels again, to the same values), or masked where there
 // are fewer than 16.
-template <bool logits, bool per_entry>
-METRICS_TARGET_AVX512 bool sum_labels(const WeightedEntries& b, const void* weight, float threshold,
+template <typename Kernels, bool logits, bool per_entry>
+METRICS_ALWAYS_INLINE bool sum_labels(const WeightedEntries& b, const void* weight, float threshold,
                                       const LabelSums& out) {
-  const int64_t width = std::min(b.labels, kLanes);
-  for (int64_t first = 0; first < b.labels; first += kLanes) {
+  const int64_t width = std::min(b.labels, Kernels::kLanes);
+  for (int64_t first = 0; first < b.labels; first += Kernels::kLanes) {
     const int64_t start = std::min(first, b.labels - width);
-    if (!sum_lanes<logits, per_entry>(b, weight, start, b.rows, b.labels, width, threshold, out.from(start))) {
+    if (!sum_lanes<Kernels, logits, per_entry>(b, weight, start, b.rows, b.labels, width, threshold,
+                                               out.from(start))) {
       return false;
     }
   }
   return true;
 }
 
-METRICS_TARGET_AVX512 bool count_multilabel(const WeightedEntries& b, const float (&thresholds)[2],
+template <typename Kernels>
+METRICS_ALWAYS_INLINE bool count_multilabel(const WeightedEntries& b, const float (&thresholds)[2],
                                             const WeightedCells& cells) {
   const auto* weight = static_cast<const float*>(b.weight);
-  if (b.rows == 0 || !sums_exact(weight, b.per_entry ? b.rows * b.labels : b.rows, b.rows)) return false;
-  const bool logits = first_scores_logits(b.preds, b.labels);
+  if (b.rows == 0 || !sums_exact(Kernels::exponents(weight, b.per_entry ? b.rows * b.labels : b.rows), b.rows)) {
+    return false;
+  }
+  const bool logits = Kernels::first_scores_logits(b.preds, b.labels);
   const float threshold = thresholds[logits ? 1 : 0];
   const int64_t labels = b.labels;
   std::vector<double> sums(static_cast<size_t>(4 * labels));
   const LabelSums out{sums.data(), sums.data() + labels, sums.data() + 2 * labels,
                       b.per_entry ? sums.data() + 3 * labels : nullptr};
   if (b.per_entry) {
-    const auto sum = logits ? sum_labels<true, true> : sum_labels<false, true>;
+    const auto sum = logits ? sum_labels<Kernels, true, true> : sum_labels<Kernels, false, true>;
     if (!sum(b, weight, threshold, out)) return false;
     add_cells(out, out.total, 0, labels, cells);
     return true;
   }
   const auto rows = widen(weight, b.rows);
-  const auto sum = logits ? sum_labels<true, false> : sum_labels<false, false>;
+  const auto sum = logits ? sum_labels<Kernels, true, false> : sum_labels<Kernels, false, false>;
   if (!sum(b, rows.values.data(), threshold, out)) return false;
   add_cells(out, nullptr, rows.total, labels, cells);
   return true;
 }
 
 // Binary: the entries as rows of 16 lanes and a last, shorter row, then every lane into the one cell.
-METRICS_TARGET_AVX512 bool count_binary(const WeightedEntries& b, const float (&thresholds)[2],
+template <typename Kernels>
+METRICS_ALWAYS_INLINE bool count_binary(const WeightedEntries& b, const float (&thresholds)[2],
                                         const WeightedCells& cells) {
   const auto* weight = static_cast<const float*>(b.weight);
+  constexpr int64_t kLanes = Kernels::kLanes;
   const int64_t entries = b.rows, whole = entries / kLanes * kLanes;
-  if (entries == 0 || !sums_exact(weight, entries, entries)) return false;
-  const bool logits = first_scores_logits(b.preds, entries);
+  if (entries == 0 || !sums_exact(Kernels::exponents(weight, entries), entries)) return false;
+  const bool logits = Kernels::first_scores_logits(b.preds, entries);
   const float threshold = thresholds[logits ? 1 : 0];
   double lanes[2][4][kLanes] = {};  // the whole rows' and the last row's: predicted, positive, both, total
-  const auto sum = logits ? sum_lanes<true, true> : sum_lanes<false, true>;
+  const auto sum = logits ? sum_lanes<Kernels, true, true> : sum_lanes<Kernels, false, true>;
   for (const int part : {0, 1}) {
     const LabelSums out{lanes[part][0], lanes[part][1], lanes[part][2], lanes[part][3]};
     const bool counted = part == 0 ? sum(b, weight, 0, whole / kLanes, kLanes, kLanes, threshold, out)
@@ -390,21 +515,27 @@ METRICS_TARGET_AVX512 bool count_binary(const WeightedEntries& b, const float (&
   return true;
 }
 
+// Float32 weights counted here where they can be, else by the general kernel.
+template <typename Kernels>
+METRICS_ALWAYS_INLINE bool count_derived_or_general(const WeightedEntries& b, const float (&thresholds)[2], const WeightedCells& cells) {
+  if (b.weight != nullptr && b.float_weight) {
+    const bool counted = b.labels == 1 ? count_binary<Kernels>(b, thresholds, cells)
+                                       : count_multilabel<Kernels>(b, thresholds, cells);
+    if (counted) return true;
+  }
+  return cpu::count(b, thresholds, cells);
+}
+
 }  // namespace derived_cells
 
 METRICS_TARGET_AVX512 bool count_avx512(const WeightedEntries& b, const float (&thresholds)[2],
                                         const WeightedCells& cells) {
-  if (b.weight != nullptr && b.float_weight) {
-    const bool counted = b.labels == 1 ? derived_cells::count_binary(b, thresholds, cells)
-                                       : derived_cells::count_multilabel(b, thresholds, cells);
-    if (counted) return true;
-  }
-  return count(b, thresholds, cells);
+  return derived_cells::count_derived_or_general<derived_cells::Avx512>(b, thresholds, cells);
 }
 
 METRICS_TARGET_AVX2 bool count_avx2(const WeightedEntries& b, const float (&thresholds)[2],
                                     const WeightedCells& cells) {
-  return count(b, thresholds, cells);
+  return derived_cells::count_derived_or_general<derived_cells::Avx2>(b, thresholds, cells);
 }
 #endif
 

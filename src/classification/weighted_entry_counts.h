@@ -5,7 +5,7 @@
 // whether the batch is clean (finite scores, targets 0 or 1, weights finite and not negative)
 // and whether its scores are logits (one outside [0, 1]); a clean batch is then counted in one
 // more pass, each entry's weight into the one cell it falls in (summed directly, as the scalar
-// loop in classification_cpu.cpp does). On AVX-512, float32 weights take one pass instead, three
+// loop in classification_cpu.cpp does). Float32 weights take one pass instead, three
 // sums per label and the weights' total, from which the cells follow by subtraction: only where
 // every such sum is exact in float64 (the weights' exponents close enough for the number of
 // weights a sum takes: within 22 of each other for 128 rows), so that the cells are the same
