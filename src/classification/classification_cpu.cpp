@@ -349,7 +349,7 @@ bool count_clean_weighted_entries(const ClassificationBatch& batch, const Classi
   const float thresholds[2] = {score_threshold<float>(batch, o, false), score_threshold<float>(batch, o, true)};
   const WeightedCells cells{sink.tp.data_ptr<double>(), sink.fp.data_ptr<double>(), sink.tn.data_ptr<double>(),
                             sink.fn.data_ptr<double>()};
-  return count_weighted_entries(entries_of, thresholds, isa, cells);
+  return count_weighted_entries(entries_of, thresholds, isa, cells) != Counted::None;
 }
 
 // Binary (L = 1) and multilabel entries: each (row, label) is a binary prediction of its label.

@@ -230,10 +230,10 @@ struct LabelSums {
   }
 };
 
-// A block's sums (sum_block): `rows` rows of 16 labels (`width` of them where not `full`: the other
-// lanes read as zeros and are not stored), each entry's weight (its row's, float64, or its own,
-// float32, where `per_entry`) into its label's sums; it returns whether the block is clean and its
-// scores are as `logits` guessed.
+// A block's sums (sum_block): `rows` rows of kLanes labels (`width` of them where not `full`: the
+// other lanes read as zeros and are not stored), each entry's weight (its row's, float64, or its
+// own, float32, where `per_entry`) into its label's sums; it returns whether the block is clean and
+// its scores are as `logits` guessed.
 struct Avx512 {
   static constexpr int64_t kLanes = 16;
 
@@ -445,9 +445,9 @@ METRICS_ALWAYS_INLINE void add_cells(const LabelSums& sums, Total total_of, int6
   }
 }
 
-// Multilabel: blocks of 16 labels; the labels past the last full one as part of a block of the
-// last 16 labels (which sums its earlier labels again, to the same values), or masked where there
-// are fewer than 16.
+// Multilabel: blocks of Kernels::kLanes labels; the labels past the last full one as part of a
+// block of the last kLanes labels (which sums its earlier labels again, to the same values), or
+// masked where there are fewer than kLanes.
 template <typename Kernels, bool logits, bool per_entry>
 METRICS_ALWAYS_INLINE bool sum_labels(const WeightedEntries& b, const void* weight, float threshold,
                                       const LabelSums& out) {
@@ -494,7 +494,8 @@ METRICS_ALWAYS_INLINE bool count_multilabel(const WeightedEntries& b, const floa
   return true;
 }
 
-// Binary: the entries as rows of 16 lanes and a last, shorter row, then every lane into the one cell.
+// Binary: the entries as rows of Kernels::kLanes lanes and a last, shorter row, then every lane
+// into the one cell.
 template <typename Kernels>
 METRICS_ALWAYS_INLINE bool count_binary(const WeightedEntries& b, const float (&thresholds)[2],
                                         const WeightedCells& cells) {
@@ -524,32 +525,33 @@ METRICS_ALWAYS_INLINE bool count_binary(const WeightedEntries& b, const float (&
 
 // Float32 weights counted here where they can be, else by the general kernel.
 template <typename Kernels>
-METRICS_ALWAYS_INLINE bool count_derived_or_general(const WeightedEntries& b, const float (&thresholds)[2], const WeightedCells& cells) {
+METRICS_ALWAYS_INLINE Counted count_derived_or_general(const WeightedEntries& b, const float (&thresholds)[2],
+                                                       const WeightedCells& cells) {
   if (b.weight != nullptr && b.float_weight) {
     const bool counted = b.labels == 1 ? count_binary<Kernels>(b, thresholds, cells)
                                        : count_multilabel<Kernels>(b, thresholds, cells);
-    if (counted) return true;
+    if (counted) return Counted::Derived;
   }
-  return cpu::count(b, thresholds, cells);
+  return cpu::count(b, thresholds, cells) ? Counted::General : Counted::None;
 }
 
 }  // namespace derived_cells
 
-METRICS_TARGET_AVX512 bool count_avx512(const WeightedEntries& b, const float (&thresholds)[2],
-                                        const WeightedCells& cells) {
+METRICS_TARGET_AVX512 Counted count_avx512(const WeightedEntries& b, const float (&thresholds)[2],
+                                           const WeightedCells& cells) {
   return derived_cells::count_derived_or_general<derived_cells::Avx512>(b, thresholds, cells);
 }
 
-METRICS_TARGET_AVX2 bool count_avx2(const WeightedEntries& b, const float (&thresholds)[2],
-                                    const WeightedCells& cells) {
+METRICS_TARGET_AVX2 Counted count_avx2(const WeightedEntries& b, const float (&thresholds)[2],
+                                       const WeightedCells& cells) {
   return derived_cells::count_derived_or_general<derived_cells::Avx2>(b, thresholds, cells);
 }
 #endif
 
 }  // namespace
 
-bool count_weighted_entries(const WeightedEntries& batch, const float (&thresholds)[2], Isa isa,
-                            const WeightedCells& cells) {
+Counted count_weighted_entries(const WeightedEntries& batch, const float (&thresholds)[2], Isa isa,
+                               const WeightedCells& cells) {
 #ifdef METRICS_HAS_X86
   if (isa == Isa::Avx512) return count_avx512(batch, thresholds, cells);
   if (isa == Isa::Avx2) return count_avx2(batch, thresholds, cells);

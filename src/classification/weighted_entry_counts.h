@@ -33,10 +33,14 @@ struct WeightedCells {
   double *tp, *fp, *tn, *fn;
 };
 
+/// Which kernel counted a batch: none (the cells untouched), the one pass of float32 weights, or
+/// the general two passes.
+enum class Counted { None, Derived, General };
+
 /// Counts a clean batch into `cells` (labels == 1: binary), with thresholds[0] (probabilities) or
-/// thresholds[1] (logits) as its scores say, and returns true; returns false, the cells untouched,
-/// for any other batch. `isa` is Avx2 or Avx512.
-bool count_weighted_entries(const WeightedEntries& batch, const float (&thresholds)[2], Isa isa,
+/// thresholds[1] (logits) as its scores say; leaves the cells untouched for any other batch
+/// (Counted::None). `isa` is Avx2 or Avx512.
+Counted count_weighted_entries(const WeightedEntries& batch, const float (&thresholds)[2], Isa isa,
                             const WeightedCells& cells);
 
 }  // namespace metrics::detail::cpu
