@@ -414,13 +414,13 @@ struct Avx2 {
   }
 };
 
-// Kernels::sum_block for `rows` rows of `width` <= Kernels::kLanes entries from entry `first` on (and its
-// weight, where `per_entry`).
+// Kernels::sum_block for `rows` rows of `width` <= Kernels::kLanes entries from entry `first` on
+// (and its weight, where `per_entry`).
 template <typename Kernels, bool logits, bool per_entry>
 METRICS_ALWAYS_INLINE bool sum_lanes(const WeightedEntries& b, const void* weight, int64_t first, int64_t rows,
                                      int64_t stride, int64_t width, float threshold, const LabelSums& out) {
   const auto kernel = width == Kernels::kLanes ? Kernels::template sum_block<true, logits, per_entry>
-                                      : Kernels::template sum_block<false, logits, per_entry>;
+                                               : Kernels::template sum_block<false, logits, per_entry>;
   const void* weights = per_entry ? static_cast<const void*>(static_cast<const float*>(weight) + first) : weight;
   return kernel(b.preds + first, b.target + first, weights, rows, stride, width, threshold, out);
 }
