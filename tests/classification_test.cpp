@@ -1206,6 +1206,105 @@ TEST(ClassificationKernels, TopKWithTiesMatchesABruteForceCountOnBothPaths) {
   }
 }
 
+// Weighted multiclass with an ignore_index: the device path tallies each kind of bad input (and
+// counts the pieces) for the rows it does not ignore alone, in one where and one mm (no zeroing
+// op): ignore_index outside and inside the classes, top_k 1 and 3, float32 scores beside float32
+// weights (checked with the scores) and float64 weights, float64 scores, labels, and a weighted
+// metric updated without weights. Bad weights, NaN scores, labels and targets out
+// of range sit on ignored rows in every update, on kept rows in the second alone: the first bad
+// update is 1, and the counts match a brute force over the kept rows.
+TEST(ClassificationKernels, WeightedIgnoreIndexTalliesTheRowsItKeepsOnBothPaths) {
+  auto gen = testing::generator(25);
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  const int64_t classes = 5, m = 48;
+  for (const int64_t ignore : {int64_t{-1}, int64_t{2}}) {
+    for (const int64_t k : {int64_t{1}, int64_t{3}}) {
+      for (const int input : {0, 1, 2, 3, 4}) {  // f32 + f32, f32 + f64, f64 + f64, labels + f64, f32 alone
+        const bool labels = input == 3, weighted = input != 4;
+        if (labels && k > 1) continue;
+        {
+          const auto o = Opts::multiclass(classes).top_k(k).ignore_index(ignore).weighted(true).average(Average::None);
+          StatScores cpu(o), aten(o);
+          const auto where = ::testing::Message() << cpu.options_text() << " input " << input;
+          std::vector<double> tp(classes), fp(classes), tn(classes), fn(classes);
+          std::array<int64_t, 3> bad{};  // targets, predictions, weights: BadInputCounts' order
+          for (int64_t step = 0; step < 3; ++step) {
+            auto scores = at::randn({m, classes}, gen, input == 2 ? at::kDouble : at::kFloat);
+            auto preds = labels ? at::randint(classes, {m}, gen) : scores;
+            auto target = at::randint(classes, {m}, gen);
+            auto weight = at::rand({m}, gen, input == 0 ? at::kFloat : at::kDouble);
+            target.narrow(0, 0, 8).fill_(ignore);  // rows 0-7 ignored, each with a kind of bad input
+            const std::vector<double> bad_weights{kNaN, -1.0, kInf, -kInf};
+            for (int64_t r = 0; r < 4; ++r) weight[r] = bad_weights[r];
+            if (labels) {
+              preds[4] = classes, preds[5] = -1;
+            } else {
+              preds[4][1] = kNaN, preds[5][classes - 1] = -kNaN;
+            }
+            if (step == 1) {  // and rows 8-15 kept, as bad
+              for (int64_t r = 8; r < 12; ++r) weight[r] = bad_weights[r - 8];
+              if (labels) {
+                preds[12] = classes + 2;
+              } else {
+                preds[12][0] = kNaN;
+              }
+              target[13] = ignore == -1 ? -2 : classes, target[14] = classes + 7;
+              target[15] = ignore == -1 ? classes : -1, weight[15] = kNaN;  // two kinds in one row
+            }
+            const auto row_weight = [&](int64_t r) { return weighted ? weight[r].item<double>() : 1.0; };
+            for (int64_t r = 0; r < m; ++r) {
+              const int64_t t = target[r].item<int64_t>();
+              if (t == ignore) continue;
+              const double w = row_weight(r);
+              const bool bad_target = t < 0 || t >= classes;
+              bool bad_prediction = false;
+              int64_t p = 0;
+              if (labels) {
+                p = preds[r].item<int64_t>();
+                bad_prediction = p < 0 || p >= classes;
+              } else {
+                const auto s = scores[r].to(at::kDouble);
+                const auto x = s.accessor<double, 1>();
+                int64_t ahead = 0;
+                for (int64_t c = 0; c < classes; ++c) {
+                  bad_prediction = bad_prediction || std::isnan(x[c]);
+                  if (x[c] > x[p]) p = c;
+                }
+                if (!bad_target) {
+                  for (int64_t c = 0; c < classes; ++c) ahead += x[c] > x[t] || (x[c] == x[t] && c < t);
+                  if (ahead < k) p = t;
+                }
+              }
+              const bool bad_weight = !(w >= 0 && w < kInf);
+              bad[0] += bad_target, bad[1] += bad_prediction, bad[2] += bad_weight;
+              if (bad_target || bad_prediction || bad_weight) continue;
+              for (int64_t c = 0; c < classes; ++c) {
+                (c == t && c == p ? tp : c == p ? fp : c == t ? fn : tn)[c] += w;
+              }
+            }
+            const auto w = weighted ? c10::optional<at::Tensor>(weight) : c10::nullopt;
+            cpu.update(preds, target, w);
+            ForceAtenPath force;
+            aten.update(preds, target, w);
+          }
+          // (tn within rounding: the device path takes it from the kept weights' total)
+          EXPECT_TRUE(states_equal(aten.state_dict(), cpu.state_dict(), 1e-12)) << where;
+          const auto report = aten.bad_input_report();
+          ASSERT_EQ(report.counts.size(), 3u) << where;
+          for (size_t kind = 0; kind < 3; ++kind) EXPECT_EQ(report.counts[kind].second, bad[kind]) << where << kind;
+          EXPECT_EQ(report.bad_updates, 1) << where;
+          EXPECT_EQ(report.first_bad_update, 1) << where;
+          const auto counts = aten.stat_counts();
+          EXPECT_TRUE(tensors_close(counts.tp, values(tp))) << where;
+          EXPECT_TRUE(tensors_close(counts.fp, values(fp))) << where;
+          EXPECT_TRUE(tensors_close(counts.tn, values(tn))) << where;
+          EXPECT_TRUE(tensors_close(counts.fn, values(fn))) << where;
+        }
+      }
+    }
+  }
+}
+
 TEST(ClassificationKernels, ReadersOnTwoThreadsFoldPendingWorkOnce) {
   const auto o = Opts::multiclass(4);
   StatScores cpu(o), aten(o);

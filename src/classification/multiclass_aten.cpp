@@ -35,6 +35,17 @@
 // before the last block, whose bad-input rows (its selected row is zero) sit right before the
 // pieces.
 //
+// Weighted counts with an ignore_index (the tally layout, ValuesLayout::tallies) need no zeroing:
+// a zero row closes each block, and the one reduction is an any over windows of five rows: D_i
+// (the zero row before block i and its first four), E_i = D_i or not ignored (block i's five), and
+// the last block's not-ignored row with the zero rows after it (N). The where writes R_i = 0 where
+// D_i, else the weight, S_i the same with E_i, and each kind's flags where N, else 0 (the flags'
+// view takes zero rows before the blocks where it writes the weights); R_i - S_i is the weight of a
+// kept row not ignored, so the mm sums each piece over R_i - S_i as above (an ignored row's terms
+// cancel in pairs: still exact) and each kind's tally over its flags, where not ignored. The put_
+// takes the tallies (the mm writes them before the pieces) for the kinds' flags, and bad_updates
+// their largest.
+//
 // multidim_average=samplewise counts each sample apart: the pieces go to the rows the state gains
 // for the batch's samples (tp, fp, tn and fn, C each, and tn's pending addend, per sample: a row
 // of the state's rows buffer), their bases shifted by the row's sample; the kinds' flags and the
@@ -60,7 +71,8 @@ namespace {
 // (kKey), and constants. (Slots apart from the other ATen paths': they share a state.)
 enum Scratch {
   kKey = 100, kRows, kIndex, kValues, kDropped, kSortedScores, kChecked, kWeights, kKeptWeights, kLow, kHigh,
-  kPredLow, kPredHigh, kWeightLow, kWeightHigh, kBases, kTermA, kTermB, kSums, kZero, kOne, kPadded, kWrongMask
+  kPredLow, kPredHigh, kWeightLow, kWeightHigh, kBases, kTermA, kTermB, kSums, kZero, kOne, kPadded, kWrongMask,
+  kWeightAndZero
 };
 
 // A block of flag rows; the first kReducedRows are reduced into D.
@@ -141,33 +153,54 @@ constexpr int64_t kMinLong = std::numeric_limits<int64_t>::min(), kMaxLong = std
 // (segmentation scores) writes one copy and masks the dropped rows.
 constexpr int64_t kMaxCopiedPieces = int64_t{1} << 22;
 
+// The tally layout (ValuesLayout::tallies): zero rows before the first block (the where's flags
+// view reads four of them where it takes no flag, D_0's window the last) and after the last (the
+// not-ignored window's), and the tallies' rows, one per kind: bad weight, prediction, target.
+constexpr int64_t kTallyFront = kBadTarget - kBadWeight + 2, kTallyGap = 3, kTallies = 3;
+constexpr std::array<BlockRow, kTallies> kTallied{kBadWeight, kBadPrediction, kBadTarget};
+
 // Where the values buffer holds what, in rows of the batch size m, m + kTailPieces apart: the k + 1
 // blocks of flags (kBlockRows each), then the pieces (all their copies). The put_ region runs from
 // the tail (in the gap before the last block) through the last block (its bad-input rows go to the
 // tally, its other rows and the gaps to the spare slot) and the pieces, so that samplewise the
 // pieces and the rest are two runs. The ignored rows' zeroing takes the last block and the pieces
 // as one run of rows.
+// The tally layout (weighted counts with an ignore_index; see the top) has no zeroing: zero rows
+// before the blocks, a zero row closing each block, zero rows after the last, then the tallies
+// and the pieces, which the mm writes; the put_ region runs from the tail (in the gap before the
+// tallies) through them.
 struct ValuesLayout {
   int64_t m, k, copies, pieces;
-  bool integer;  // integer counts (else float64: weighted)
+  bool integer;          // integer counts (else float64: weighted)
+  bool tallies = false;  // the tally layout
 
-  static ValuesLayout of(const MetricState& state, int64_t m, CountLayout layout, int64_t k) {
+  static ValuesLayout of(const MetricState& state, const ClassificationOptions& o, int64_t m, CountLayout layout,
+                         int64_t k) {
     const bool integer = !at::isFloatingType(state.count_dtype());
     if (layout == CountLayout::Matrix) return {m, k, 1, 1, integer};
-    if (!integer) return {m, k, 1, kGroups * kPiecesPerGroup, integer};
+    const bool tallies = o.ignore_index() && o.num_classes() != kUnknownClasses;
+    if (!integer) return {m, k, 1, kGroups * kPiecesPerGroup, integer, tallies};
     const int64_t copies = kGroups * kPiecesPerGroup * (k + 1) * m <= kMaxCopiedPieces ? k + 1 : 1;
     return {m, k, copies, kGroups * kPiecesPerGroup * copies, integer};
   }
   int64_t blocks() const { return k + 1; }
   int64_t stride() const { return m + kTailPieces; }
-  int64_t last_block() const { return kBlockRows * k; }  // its first row
-  int64_t pieces_row() const { return kBlockRows * blocks(); }
-  int64_t tail() const { return (last_block() - 1) * stride() + m; }
+  int64_t block_rows() const { return kBlockRows + (tallies ? 1 : 0); }
+  int64_t block(int64_t i) const { return (tallies ? kTallyFront : 0) + block_rows() * i; }  // its first row
+  int64_t last_block() const { return block(k); }
+  // where the put_ takes the kinds' flags from: the last block's rows, or the tallies
+  int64_t kinds_row() const { return tallies ? block(blocks()) + kTallyGap : last_block(); }
+  int64_t kind_row(BlockRow kind) const {
+    if (!tallies) return last_block() + kind;
+    return kinds_row() + (std::find(kTallied.begin(), kTallied.end(), kind) - kTallied.begin());
+  }
+  int64_t pieces_row() const { return tallies ? kinds_row() + kTallies : block(blocks()); }
+  int64_t tail() const { return (kinds_row() - 1) * stride() + m; }
   int64_t put_begin() const { return tail(); }
   int64_t put_end() const { return (pieces_row() + pieces - 1) * stride() + m; }
   int64_t put_length() const { return put_end() - put_begin(); }
   int64_t pieces_in_put() const { return pieces_row() * stride() - put_begin(); }  // (and in the index)
-  int64_t length() const { return put_end(); }
+  int64_t length() const { return tallies ? std::max(put_end(), windows_end()) : put_end(); }
   bool matrix() const { return pieces == 1; }  // the ConfusionMatrix layout's one cell per row
   // integer counts with one copy (large batches): A + B * wrong, the dropped rows zeroed after
   bool masks_dropped() const { return integer && copies == 1 && !matrix(); }
@@ -180,8 +213,22 @@ struct ValuesLayout {
   }
   // rows first .. first + count - 1 of every block: [blocks, count, m]
   at::Tensor blocks_of(const at::Tensor& buffer, int64_t first, int64_t count) const {
-    return buffer.as_strided({blocks(), count, m}, {kBlockRows * stride(), stride(), 1},
-                             buffer.storage_offset() + first * stride());
+    return buffer.as_strided({blocks(), count, m}, {block_rows() * stride(), stride(), 1},
+                             buffer.storage_offset() + (block(0) + first) * stride());
+  }
+  // The tally layout's windows, [2, 2, blocks, kBlockRows, m], an any's input (see the top): [0][0][i]
+  // D_i's, block i's rows but its not-ignored one and the zero row before; [0][1][i] E_i's, block i's
+  // rows; [1][0][0] the last block's not-ignored row and the zero rows after (the rest unused).
+  at::Tensor windows(const at::Tensor& buffer) const {
+    return buffer.as_strided({2, 2, blocks(), kBlockRows, m},
+                             {not_ignored_window() * stride(), stride(), block_rows() * stride(), stride(), 1},
+                             buffer.storage_offset() + (block(0) - 1) * stride());
+  }
+
+ private:
+  int64_t not_ignored_window() const { return last_block() + kNotIgnored - (block(0) - 1); }  // from D_0's
+  int64_t windows_end() const {
+    return (block(0) - 1 + not_ignored_window() + 1 + block_rows() * k + kBlockRows - 1) * stride() + m;
   }
 };
 
@@ -253,7 +300,7 @@ std::vector<int64_t> put_index(const MetricState& state, const ClassificationOpt
   if (const auto* tally = state.bad_input()) {
     const auto counts = state.offset(tally->counts_slot());  // in BadInputCounts' order
     for (const auto& [row, kind] : {std::pair{kBadTarget, 0}, {kBadPrediction, 1}, {kBadWeight, 2}}) {
-      for (int64_t s = 0; s < v.m; ++s) slot(v.last_block() + row, s) = counts + kind;
+      for (int64_t s = 0; s < v.m; ++s) slot(v.kind_row(row), s) = counts + kind;
     }
   }
   if (samplewise(o)) std::fill(positions.begin() + v.pieces_in_put(), positions.end(), 0);
@@ -308,6 +355,36 @@ std::vector<double> kept_weight_sums(int64_t k) {
   return sums;
 }
 
+// Where the tally layout's where writes what (see tally_values): [a][b][i][d1][d2], a 0 the kept
+// weights where not D_i (b 0) and where not E_i (b 1), d1 and d2 their copies; a 1 the flags of the
+// not-ignored rows: d1 picks the bad-weight or the bad-target row, d2 it or the row after (bad
+// prediction, not ignored); b and i unused.
+struct TallyColumns {
+  int64_t blocks;
+  int64_t count() const { return 16 * blocks; }
+  int64_t at(int64_t a, int64_t b, int64_t i, int64_t d1, int64_t d2) const {
+    return (((a * 2 + b) * blocks + i) * 2 + d1) * 2 + d2;
+  }
+  int64_t tally(BlockRow kind) const { return at(1, 0, 0, kind == kBadTarget, kind == kBadPrediction); }
+};
+
+// The tally layout's mm coefficients, [kTallies + 9, 16 (k + 1)]: each tally its kind's flags; each
+// piece the kept weights of the not-ignored rows, R_i - S_i, as kept_weight_sums takes R_i.
+std::vector<double> tally_sums(int64_t k) {
+  const TallyColumns columns{k + 1};
+  const auto sums = kept_weight_sums(k);
+  std::vector<double> coefficients((kTallies + kA.size()) * columns.count(), 0.0);
+  for (int64_t t = 0; t < kTallies; ++t) coefficients[t * columns.count() + columns.tally(kTallied[t])] = 1;
+  for (size_t piece = 0; piece < kA.size(); ++piece) {
+    auto* row = &coefficients[(kTallies + piece) * columns.count()];
+    for (int64_t i = 0; i <= k; ++i) {
+      row[columns.at(0, 0, i, 0, 0)] = sums[piece * (k + 1) + i];
+      row[columns.at(0, 1, i, 0, 0)] = -sums[piece * (k + 1) + i];
+    }
+  }
+  return coefficients;
+}
+
 // Whether the weights are checked with the scores, by the ne that finds NaN scores: where the
 // scores' dtype holds every weight exactly.
 bool checks_weights_with_scores(const ClassificationBatch& b) {
@@ -358,7 +435,8 @@ void make_constants(MetricState& state, const ClassificationOptions& o, const Ro
     state.scratch(kTermA) = upload(terms[0], longs).view({-1, v.copies, 1});
     state.scratch(kTermB) = upload(terms[1], longs).view({-1, v.copies, 1});
   } else if (!v.integer) {
-    state.scratch(kSums) = upload(kept_weight_sums(v.k), doubles).view({-1, v.blocks()});
+    state.scratch(kSums) = v.tallies ? upload(tally_sums(v.k), doubles).view({kTallies + v.pieces, -1})
+                                     : upload(kept_weight_sums(v.k), doubles).view({-1, v.blocks()});
     state.scratch(kZero) = at::zeros({1}, doubles);
     state.scratch(kOne) = at::ones({1}, doubles);
   }
@@ -386,7 +464,7 @@ Buffers buffers(MetricState& state, const ClassificationOptions& o, const RowLay
   make_for_key(state, kKey, key, [&] {
     const auto longs = at::TensorOptions().dtype(at::kLong).device(state.device());
     const auto doubles = longs.dtype(at::kDouble);
-    const auto v = ValuesLayout::of(state, m, layout, k);
+    const auto v = ValuesLayout::of(state, o, m, layout, k);
     // where scattered, the first row's copy of the put region before the values (see scatters)
     const int64_t copy = scatters(o, layout) ? v.put_length() : 0;
     auto storage = at::zeros({copy + v.length()}, longs.dtype(state.count_dtype()));
@@ -396,13 +474,23 @@ Buffers buffers(MetricState& state, const ClassificationOptions& o, const RowLay
     const auto shifts = row_shifts(state, o, m, samples);
     state.scratch(kIndex) = upload(put_index(state, o, layout, v, shifts), longs);
     state.scratch(kValues) = values;
-    state.scratch(kDropped) = at::zeros({v.blocks(), m}, v.counts_dropped() ? longs : longs.dtype(at::kBool));
+    const auto reduced = v.tallies ? std::vector<int64_t>{2, 2, v.blocks(), m} : std::vector<int64_t>{v.blocks(), m};
+    state.scratch(kDropped) = at::zeros(reduced, v.counts_dropped() ? longs : longs.dtype(at::kBool));
     const bool with_scores = checks_weights_with_scores(b);
-    state.scratch(kChecked) = at::empty({with_scores ? 3 : 1, m}, b.preds.options());
+    // a zero row after the weights (and the best scores) for the tally layout's where
+    state.scratch(kChecked) = at::zeros({with_scores ? 4 : 1, m}, b.preds.options());
+    const auto own_weights = b.weight && !with_scores ? at::zeros({3, m}, doubles) : at::Tensor();
     state.scratch(kWeights) = with_scores ? state.scratch(kChecked).narrow(0, 0, 2)
-                              : b.weight  ? at::empty({2, m}, doubles)
+                              : b.weight  ? own_weights.narrow(0, 0, 2)
                                           : at::Tensor();
-    state.scratch(kKeptWeights) = v.integer || v.matrix() ? at::Tensor() : at::empty({v.blocks(), m}, doubles);
+    if (v.tallies) {  // the weights (1 without a weight) and zeros, [2, m]
+      const auto& checked = state.scratch(kChecked);
+      state.scratch(kWeightAndZero) = with_scores ? checked.as_strided({2, m}, {2 * m, 1}, checked.storage_offset() + m)
+                                      : b.weight  ? own_weights.narrow(0, 1, 2)
+                                                  : upload(std::vector<double>{1, 0}, doubles).view({2, 1}).expand({2, m});
+    }
+    const auto kept = v.tallies ? std::vector<int64_t>{2, 2, v.blocks(), 2, 2, m} : std::vector<int64_t>{v.blocks(), m};
+    state.scratch(kKeptWeights) = v.integer || v.matrix() ? at::Tensor() : at::empty(kept, doubles);
     state.scratch(kSortedScores) = k == 1 ? at::Tensor() : at::empty({m, width}, b.preds.options());
     // the columns past num_classes sort last (after the classes at -inf: a stable sort keeps their order)
     state.scratch(kPadded) =
@@ -434,6 +522,7 @@ void check_weights(MetricState& state, const ClassificationBatch& b, Buffers& bu
 // D: each block's first rows reduced (dropped, or dropped or the i-th best missed). Where no row
 // can be dropped and the copies take D, the selected rows are D as they are.
 at::Tensor reduce_flags(Buffers& buf, const ValuesLayout& v, bool can_be_bad) {
+  if (v.tallies) return at::any_out(buf.dropped, v.windows(buf.values), 3);
   const auto flags = v.blocks_of(buf.values, 0, kReducedRows);
   if (!can_be_bad && v.counts_dropped()) return flags.select(1, kSelected);
   auto& dropped = buf.dropped;
@@ -458,6 +547,24 @@ at::Tensor weights_or_one(MetricState& state, const ClassificationBatch& b, cons
   return b.weight ? buf.weights[1] : state.scratch(kOne);
 }
 
+// The tally layout's tallies and pieces (see the top): one where writes its rows (TallyColumns) from
+// the windows' D, E and not-ignored flags, the flags (or zero rows before the blocks) and the weight
+// (or a zero row past it); one mm sums them.
+void tally_values(MetricState& state, Buffers& buf, const ValuesLayout& v, const at::Tensor& reduced) {
+  const int64_t m = v.m, s = v.stride();
+  const std::vector<int64_t> sizes{2, 2, v.blocks(), 2, 2, m};
+  const auto cond = reduced.unsqueeze(3).unsqueeze(3).expand(sizes);
+  const auto& values = buf.values;
+  const auto flags = values.as_strided(
+      sizes, {v.block(0) * s, 0, 0, (kBadTarget - kBadWeight) * s, (kBadPrediction - kBadWeight) * s, 1},
+      values.storage_offset());
+  const auto& weight_and_zero = state.scratch(kWeightAndZero);  // [2, m]
+  const auto weights = weight_and_zero.unsqueeze(1).unsqueeze(1).unsqueeze(1).unsqueeze(1).expand(sizes);
+  at::where_out(buf.kept_weights, cond, flags, weights);
+  auto sums = v.rows(values, v.kinds_row(), kTallies + v.pieces);
+  at::mm_out(sums, state.scratch(kSums), buf.kept_weights.view({-1, m}));
+}
+
 // The pieces' values from D (see the top): the cells' where the layout is the ConfusionMatrix's.
 void write_values(MetricState& state, const ClassificationBatch& b, Buffers& buf, const ValuesLayout& v,
                   const at::Tensor& dropped) {
@@ -468,6 +575,7 @@ void write_values(MetricState& state, const ClassificationBatch& b, Buffers& buf
     if (v.integer) return void(at::eq_out(cells, kept, 0));
     return void(at::where_out(cells, kept, state.scratch(kZero), weights_or_one(state, b, buf)));
   }
+  if (v.tallies) return tally_values(state, buf, v, dropped);
   if (!v.integer) {
     at::where_out(buf.kept_weights, dropped, state.scratch(kZero), weights_or_one(state, b, buf));
     return void(at::mm_out(pieces, state.scratch(kSums), buf.kept_weights));
@@ -503,13 +611,15 @@ void add_pieces(MetricState& state, const ClassificationBatch& b, const Classifi
 void finish(MetricState& state, const ClassificationBatch& b, const ClassificationOptions& o, Buffers& buf,
             const ValuesLayout& v, const at::Tensor& dropped, bool can_be_bad) {
   write_values(state, b, buf, v, dropped);
-  if (o.ignore_index()) {
-    v.rows(buf.values, v.last_block(), kBlockRows + v.pieces).mul_(v.rows(buf.values, kNotIgnored, 1));
+  if (o.ignore_index() && !v.tallies) {
+    v.rows(buf.values, v.last_block(), v.block_rows() + v.pieces).mul_(v.rows(buf.values, kNotIgnored, 1));
   }
   if (state.bad_input()) {
     if (can_be_bad) {
       auto bad_updates = buf.values[v.tail() + 2];
-      at::amax_out(bad_updates, v.rows(buf.values, v.last_block(), kReducedRows), {0, 1});
+      const auto kinds = v.tallies ? v.rows(buf.values, v.kinds_row(), kTallies)
+                                   : v.rows(buf.values, v.last_block(), kReducedRows);
+      at::amax_out(bad_updates, kinds, {0, 1});
     }
     count_since_bad(state, buf.values[v.tail() + 1]);
   }
@@ -529,7 +639,7 @@ at::Tensor as_rows_of(const at::Tensor& rows, const at::Tensor& scores) {
 // sort puts NaN first, but CUDA's radix sorts order NaN by its bits and put a NaN with the sign bit
 // set last (below -inf, the padding's too), so the larger of the sort's two ends is the NaN.
 void predict(Buffers& buf, const ClassificationBatch& b, const ValuesLayout& v) {
-  auto best = buf.checked[buf.checked.size(0) - 1];
+  auto best = buf.checked[buf.checked.size(0) == 1 ? 0 : 2];
   if (!buf.rows.sorted) {
     auto pred = buf.rows.row(0);
     auto best_rows = as_rows_of(best, b.preds), pred_rows = as_rows_of(pred, b.preds);
@@ -552,7 +662,7 @@ void predict(Buffers& buf, const ClassificationBatch& b, const ValuesLayout& v) 
 void count_unknown_classes(MetricState& state, const ClassificationBatch& b, const ClassificationOptions& o) {
   const int64_t m = b.target.size(0);
   auto buf = buffers(state, o, RowLayout{1, !b.scores}, CountLayout::PerClass, b);
-  const auto v = ValuesLayout::of(state, m, CountLayout::PerClass, 1);
+  const auto v = ValuesLayout::of(state, o, m, CountLayout::PerClass, 1);
   if (b.weight) check_weights(state, b, buf, v);
   if (b.scores) predict(buf, b, v);
   auto wrong = v.rows(buf.values, kSelected, 1)[0];  // the first block's
@@ -618,7 +728,7 @@ void count_multiclass_on_aten(MetricState& state, const ClassificationBatch& b, 
   const auto layout = layout_of(state);
   const RowLayout r{o.top_k(), !b.scores};
   auto buf = buffers(state, o, r, layout, b);
-  const auto v = ValuesLayout::of(state, b.target.size(0), layout, r.k);
+  const auto v = ValuesLayout::of(state, o, b.target.size(0), layout, r.k);
   if (b.weight) check_weights(state, b, buf, v);
   write_predictions(state, b, r, buf, v);
   write_targets(state, b, r, buf);
