@@ -1206,23 +1206,25 @@ TEST(ClassificationKernels, TopKWithTiesMatchesABruteForceCountOnBothPaths) {
   }
 }
 
-// Weighted multiclass with an ignore_index: the device path tallies each kind of bad input (and
-// counts the pieces) for the rows it does not ignore alone, in one where and one mm (no zeroing
-// op): ignore_index outside and inside the classes, top_k 1 and 3, float32 scores beside float32
-// weights (checked with the scores) and float64 weights, float64 scores, labels, and a weighted
-// metric updated without weights. Bad weights, NaN scores, labels and targets out
-// of range sit on ignored rows in every update, on kept rows in the second alone: the first bad
-// update is 1, and the counts match a brute force over the kept rows.
-TEST(ClassificationKernels, WeightedIgnoreIndexTalliesTheRowsItKeepsOnBothPaths) {
+// Weighted multiclass where the device path tallies each kind of bad input (and counts the pieces)
+// in one where and one mm: with an ignore_index (for the rows it does not ignore alone, no zeroing
+// op), and with top_k > 1 (each end of the sort checked for NaN, a row NaN at both counted once):
+// ignore_index none, outside and inside the classes; top_k 1 and 3, over 5 classes (the sort pads
+// the scores) and 20 (it sorts them as they are: an all-NaN row is NaN at both ends); float32
+// scores beside float32 weights (checked with the scores) and float64 weights, float64 scores,
+// labels, and a weighted metric updated without weights. Bad weights, NaN scores (a row all NaN
+// too), labels and targets out of range sit on ignored rows in every update, on kept rows in the
+// second alone: the first bad update is 1, and the counts match a brute force over the kept rows.
+TEST(ClassificationKernels, WeightedTalliesCountTheRowsTheyKeepOnBothPaths) {
   auto gen = testing::generator(25);
   constexpr double kInf = std::numeric_limits<double>::infinity();
-  const int64_t classes = 5, m = 48;
-  for (const int64_t ignore : {int64_t{-1}, int64_t{2}}) {
+  const int64_t m = 48;
+  for (const auto ignore : {c10::optional<int64_t>(), c10::optional<int64_t>(-1), c10::optional<int64_t>(2)}) {
     for (const int64_t k : {int64_t{1}, int64_t{3}}) {
       for (const int input : {0, 1, 2, 3, 4}) {  // f32 + f32, f32 + f64, f64 + f64, labels + f64, f32 alone
         const bool labels = input == 3, weighted = input != 4;
         if (labels && k > 1) continue;
-        {
+        for (const int64_t classes : {5, 20}) {
           const auto o = Opts::multiclass(classes).top_k(k).ignore_index(ignore).weighted(true).average(Average::None);
           StatScores cpu(o), aten(o);
           const auto where = ::testing::Message() << cpu.options_text() << " input " << input;
@@ -1233,20 +1235,22 @@ TEST(ClassificationKernels, WeightedIgnoreIndexTalliesTheRowsItKeepsOnBothPaths)
             auto preds = labels ? at::randint(classes, {m}, gen) : scores;
             auto target = at::randint(classes, {m}, gen);
             auto weight = at::rand({m}, gen, input == 0 ? at::kFloat : at::kDouble);
-            target.narrow(0, 0, 8).fill_(ignore);  // rows 0-7 ignored, each with a kind of bad input
             const std::vector<double> bad_weights{kNaN, -1.0, kInf, -kInf};
-            for (int64_t r = 0; r < 4; ++r) weight[r] = bad_weights[r];
-            if (labels) {
-              preds[4] = classes, preds[5] = -1;
-            } else {
-              preds[4][1] = kNaN, preds[5][classes - 1] = -kNaN;
+            if (ignore) {  // rows 0-7 ignored, each with a kind of bad input
+              target.narrow(0, 0, 8).fill_(*ignore);
+              for (int64_t r = 0; r < 4; ++r) weight[r] = bad_weights[r];
+              if (labels) {
+                preds[4] = classes, preds[5] = -1;
+              } else {
+                preds[4][1] = kNaN, preds[5][classes - 1] = -kNaN, preds[6].fill_(kNaN);
+              }
             }
-            if (step == 1) {  // and rows 8-15 kept, as bad
+            if (step == 1) {  // rows 8-15 kept, as bad
               for (int64_t r = 8; r < 12; ++r) weight[r] = bad_weights[r - 8];
               if (labels) {
                 preds[12] = classes + 2;
               } else {
-                preds[12][0] = kNaN;
+                preds[12][0] = kNaN, preds[11].fill_(-kNaN), preds[10][classes - 1] = -kNaN;
               }
               target[13] = ignore == -1 ? -2 : classes, target[14] = classes + 7;
               target[15] = ignore == -1 ? classes : -1, weight[15] = kNaN;  // two kinds in one row
@@ -1254,7 +1258,7 @@ TEST(ClassificationKernels, WeightedIgnoreIndexTalliesTheRowsItKeepsOnBothPaths)
             const auto row_weight = [&](int64_t r) { return weighted ? weight[r].item<double>() : 1.0; };
             for (int64_t r = 0; r < m; ++r) {
               const int64_t t = target[r].item<int64_t>();
-              if (t == ignore) continue;
+              if (ignore && t == *ignore) continue;
               const double w = row_weight(r);
               const bool bad_target = t < 0 || t >= classes;
               bool bad_prediction = false;
@@ -1300,6 +1304,39 @@ TEST(ClassificationKernels, WeightedIgnoreIndexTalliesTheRowsItKeepsOnBothPaths)
           EXPECT_TRUE(tensors_close(counts.tn, values(tn))) << where;
           EXPECT_TRUE(tensors_close(counts.fn, values(fn))) << where;
         }
+      }
+    }
+  }
+}
+
+// Batches too large for the tally layouts' where (ValuesLayout::tally_of: 16 rows of m a slot within
+// kMaxCopiedPieces) zero the ignored rows and take the larger of the sort's ends instead: the same
+// state and report as the CPU path either side of the bound (50,000 rows: tallied at top_k 1 and 3;
+// 140,000: not), with bad weights, NaN scores and targets out of range on ignored and kept rows.
+TEST(ClassificationKernels, WeightedTalliesAndTheirLargeBatchFallbackAgreeWithTheCpuPath) {
+  auto gen = testing::generator(26);
+  for (const int64_t m : {50000, 140000}) {
+    for (const int64_t k : {int64_t{1}, int64_t{3}}) {
+      for (const auto ignore : {c10::optional<int64_t>(), c10::optional<int64_t>(-1)}) {
+        const auto o = Opts::multiclass(5).top_k(k).ignore_index(ignore).weighted(true).average(Average::None);
+        auto scores = at::randn({m, 5}, gen);
+        auto target = at::randint(5, {m}, gen);
+        auto weight = at::rand({m}, gen);
+        scores.index_put_({at::arange(0, m, 11), 1}, kNaN);
+        target.index_put_({at::arange(3, m, 13)}, 9);
+        weight.index_put_({at::arange(5, m, 17)}, kNaN);
+        weight.index_put_({at::arange(6, m, 19)}, -1.0);
+        if (ignore) target.index_put_({at::arange(0, m, 7)}, *ignore);
+        StatScores cpu(o), aten(o);
+        cpu.update(scores, target, weight);
+        {
+          ForceAtenPath force;
+          aten.update(scores, target, weight);
+        }
+        const auto where = ::testing::Message() << cpu.options_text() << " m=" << m;
+        EXPECT_TRUE(states_equal(aten.state_dict(), cpu.state_dict(), 1e-12)) << where;
+        EXPECT_EQ(aten.bad_input_report().counts, cpu.bad_input_report().counts) << where;
+        EXPECT_EQ(aten.bad_input_report().bad_updates, 1) << where;
       }
     }
   }

@@ -35,16 +35,20 @@
 // before the last block, whose bad-input rows (its selected row is zero) sit right before the
 // pieces.
 //
-// Weighted counts with an ignore_index (the tally layout, ValuesLayout::tallies) need no zeroing:
-// a zero row closes each block, and the one reduction is an any over windows of five rows: D_i
-// (the zero row before block i and its first four), E_i = D_i or not ignored (block i's five), and
-// the last block's not-ignored row with the zero rows after it (N). The where writes R_i = 0 where
-// D_i, else the weight, S_i the same with E_i, and each kind's flags where N, else 0 (the flags'
-// view takes zero rows before the blocks where it writes the weights); R_i - S_i is the weight of a
-// kept row not ignored, so the mm sums each piece over R_i - S_i as above (an ignored row's terms
-// cancel in pairs: still exact) and each kind's tally over its flags, where not ignored. The put_
-// takes the tallies (the mm writes them before the pieces) for the kinds' flags, and bad_updates
-// their largest.
+// Weighted counts with an ignore_index need no zeroing (the tally layouts, ValuesLayout::tally): a
+// zero row closes each block, and the one reduction is an any over windows of rows: D_i (the zero
+// row before block i and its rows through the bad target), E_i = D_i or not ignored (one row on),
+// and the last block's not-ignored row with the zero rows after it (N). The where writes R_i = 0
+// where D_i, else the weight, S_i the same with E_i, and each kind's flags where N, else 0 (the
+// flags' view takes zero rows where it writes the weights); R_i - S_i is the weight of a kept row
+// not ignored, so the mm sums each piece over R_i - S_i as above (an ignored row's terms cancel in
+// pairs: still exact) and each kind's tally over its flags, where not ignored. The put_ takes the
+// tallies (the mm writes them before the pieces) for the kinds' flags, and bad_updates their largest.
+// Weighted counts with top_k > 1 take the same layout with two bad-prediction rows (kSortEnds): the
+// ne checks each end of the sort for NaN and (the weights in rows after the sorted scores) the
+// weights, with no maximum; the prediction tally is where B (block 0's two NaN rows and the zero
+// rows before them), the not-ignored flags (ones without an ignore_index), so a row NaN at both ends
+// counts once.
 //
 // multidim_average=samplewise counts each sample apart: the pieces go to the rows the state gains
 // for the batch's samples (tp, fp, tn and fn, C each, and tn's pending addend, per sample: a row
@@ -153,10 +157,11 @@ constexpr int64_t kMinLong = std::numeric_limits<int64_t>::min(), kMaxLong = std
 // (segmentation scores) writes one copy and masks the dropped rows.
 constexpr int64_t kMaxCopiedPieces = int64_t{1} << 22;
 
-// The tally layout (ValuesLayout::tallies): zero rows before the first block (the where's flags
-// view reads four of them where it takes no flag, D_0's window the last) and after the last (the
-// not-ignored window's), and the tallies' rows, one per kind: bad weight, prediction, target.
-constexpr int64_t kTallyFront = kBadTarget - kBadWeight + 2, kTallyGap = 3, kTallies = 3;
+// Weighted counts tally the kinds of bad input in the where and the mm (see the top) where an
+// ignore_index takes rows out (kIgnored) or the sort's two ends are checked for NaN scores
+// (kSortEnds: top_k > 1); else (and integer counts) the put_ takes the last block's flags.
+enum class Tally { kNone, kIgnored, kSortEnds };
+constexpr int64_t kTallies = 3;  // one row per kind, in this order
 constexpr std::array<BlockRow, kTallies> kTallied{kBadWeight, kBadPrediction, kBadTarget};
 
 // Where the values buffer holds what, in rows of the batch size m, m + kTailPieces apart: the k + 1
@@ -165,42 +170,59 @@ constexpr std::array<BlockRow, kTallies> kTallied{kBadWeight, kBadPrediction, kB
 // tally, its other rows and the gaps to the spare slot) and the pieces, so that samplewise the
 // pieces and the rest are two runs. The ignored rows' zeroing takes the last block and the pieces
 // as one run of rows.
-// The tally layout (weighted counts with an ignore_index; see the top) has no zeroing: zero rows
-// before the blocks, a zero row closing each block, zero rows after the last, then the tallies
-// and the pieces, which the mm writes; the put_ region runs from the tail (in the gap before the
-// tallies) through them.
+// A tally layout has no zeroing: zero rows before the blocks, zero rows closing each block, zero
+// rows after the last, then the tallies and the pieces, which the mm writes; the put_ region runs
+// from the tail (in the gap before the tallies) through them. kIgnored's block is kBlockRows and a
+// zero row; kSortEnds' is [first end's NaN, last end's NaN, bad weight, zero, selected, bad
+// target, not ignored] and four zero rows (see windows()).
 struct ValuesLayout {
   int64_t m, k, copies, pieces;
-  bool integer;          // integer counts (else float64: weighted)
-  bool tallies = false;  // the tally layout
+  bool integer;  // integer counts (else float64: weighted)
+  Tally tally = Tally::kNone;
 
   static ValuesLayout of(const MetricState& state, const ClassificationOptions& o, int64_t m, CountLayout layout,
                          int64_t k) {
     const bool integer = !at::isFloatingType(state.count_dtype());
     if (layout == CountLayout::Matrix) return {m, k, 1, 1, integer};
-    const bool tallies = o.ignore_index() && o.num_classes() != kUnknownClasses;
-    if (!integer) return {m, k, 1, kGroups * kPiecesPerGroup, integer, tallies};
+    if (!integer) return {m, k, 1, kGroups * kPiecesPerGroup, integer, tally_of(o, m, k)};
     const int64_t copies = kGroups * kPiecesPerGroup * (k + 1) * m <= kMaxCopiedPieces ? k + 1 : 1;
     return {m, k, copies, kGroups * kPiecesPerGroup * copies, integer};
   }
+  // Weighted counts' tally layout. Its where writes 16 rows of m a slot (slots()): a batch for which
+  // they would take much memory (kMaxCopiedPieces: segmentation scores) zeroes the ignored rows after
+  // and takes the larger of the sort's ends instead (an op more each).
+  static Tally tally_of(const ClassificationOptions& o, int64_t m, int64_t k) {
+    const auto tally = k > 1                                                      ? Tally::kSortEnds
+                       : o.ignore_index() && o.num_classes() != kUnknownClasses ? Tally::kIgnored
+                                                                                 : Tally::kNone;
+    return 16 * (k + (k > 1 ? 2 : 1)) * m <= kMaxCopiedPieces ? tally : Tally::kNone;
+  }
+  bool tallies() const { return tally != Tally::kNone; }
+  bool sort_ends() const { return tally == Tally::kSortEnds; }
   int64_t blocks() const { return k + 1; }
   int64_t stride() const { return m + kTailPieces; }
-  int64_t block_rows() const { return kBlockRows + (tallies ? 1 : 0); }
-  int64_t block(int64_t i) const { return (tallies ? kTallyFront : 0) + block_rows() * i; }  // its first row
+  // a kind's row in a block (kSortEnds: kBadPrediction's is the first end's, the last end's the next)
+  int64_t row(BlockRow kind) const {
+    constexpr std::array<int64_t, kBlockRows> kSortEndsRows{2, 0, 4, 5, 6};
+    return sort_ends() ? kSortEndsRows[kind] : int64_t{kind};
+  }
+  // kSortEnds: 11, so that N, k + 1 blocks after B (5 rows before block 0), is 6 rows into block k
+  int64_t block_rows() const { return sort_ends() ? 11 : kBlockRows + (tallies() ? 1 : 0); }
+  int64_t block(int64_t i) const { return (tallies() ? kFront : 0) + block_rows() * i; }  // its first row
   int64_t last_block() const { return block(k); }
   // where the put_ takes the kinds' flags from: the last block's rows, or the tallies
-  int64_t kinds_row() const { return tallies ? block(blocks()) + kTallyGap : last_block(); }
+  int64_t kinds_row() const { return tallies() ? block(blocks()) + gap() : last_block(); }
   int64_t kind_row(BlockRow kind) const {
-    if (!tallies) return last_block() + kind;
+    if (!tallies()) return last_block() + kind;
     return kinds_row() + (std::find(kTallied.begin(), kTallied.end(), kind) - kTallied.begin());
   }
-  int64_t pieces_row() const { return tallies ? kinds_row() + kTallies : block(blocks()); }
+  int64_t pieces_row() const { return tallies() ? kinds_row() + kTallies : block(blocks()); }
   int64_t tail() const { return (kinds_row() - 1) * stride() + m; }
   int64_t put_begin() const { return tail(); }
   int64_t put_end() const { return (pieces_row() + pieces - 1) * stride() + m; }
   int64_t put_length() const { return put_end() - put_begin(); }
   int64_t pieces_in_put() const { return pieces_row() * stride() - put_begin(); }  // (and in the index)
-  int64_t length() const { return tallies ? std::max(put_end(), windows_end()) : put_end(); }
+  int64_t length() const { return std::max(put_end(), windows_end()); }
   bool matrix() const { return pieces == 1; }  // the ConfusionMatrix layout's one cell per row
   // integer counts with one copy (large batches): A + B * wrong, the dropped rows zeroed after
   bool masks_dropped() const { return integer && copies == 1 && !matrix(); }
@@ -212,23 +234,63 @@ struct ValuesLayout {
     return buffer.as_strided({count, m}, {stride(), 1}, buffer.storage_offset() + first * stride());
   }
   // rows first .. first + count - 1 of every block: [blocks, count, m]
-  at::Tensor blocks_of(const at::Tensor& buffer, int64_t first, int64_t count) const {
+  at::Tensor blocks_of(const at::Tensor& buffer, BlockRow first, int64_t count) const {
     return buffer.as_strided({blocks(), count, m}, {block_rows() * stride(), stride(), 1},
-                             buffer.storage_offset() + (block(0) + first) * stride());
+                             buffer.storage_offset() + (block(0) + row(first)) * stride());
   }
-  // The tally layout's windows, [2, 2, blocks, kBlockRows, m], an any's input (see the top): [0][0][i]
-  // D_i's, block i's rows but its not-ignored one and the zero row before; [0][1][i] E_i's, block i's
-  // rows; [1][0][0] the last block's not-ignored row and the zero rows after (the rest unused).
+
+  // A tally layout's where and its any, their halves (one the weights', one the tallies') and their
+  // slots: [2, slots, 2, ...]. The weights' half is [i][0] D_i and [i][1] E_i; the tallies' [0][0]
+  // N, the last block's not-ignored row and the zero rows after it (kIgnored), or [0][0] B, the
+  // sort's two ends' NaN rows of block 0 and the zero rows before, and [blocks][0] N (kSortEnds:
+  // block i's rows and the zero rows after its not-ignored one are 11 apart, as B and N are k + 1
+  // blocks apart); the rest unused (kSortEnds: the weights' slot `blocks` too, which the mm skips).
+  int64_t slots() const { return blocks() + (sort_ends() ? 1 : 0); }
+  int64_t weights_half() const { return sort_ends() ? 1 : 0; }
+  // rows an any window reduces: D_i's, from the zero row before block i through its bad target
+  int64_t window() const { return row(kBadTarget) - std::min(row(kBadWeight), row(kBadPrediction)) + 2; }
+  // the any's input, [2, slots, 2, window, m]
   at::Tensor windows(const at::Tensor& buffer) const {
-    return buffer.as_strided({2, 2, blocks(), kBlockRows, m},
-                             {not_ignored_window() * stride(), stride(), block_rows() * stride(), stride(), 1},
-                             buffer.storage_offset() + (block(0) - 1) * stride());
+    const auto [first, second] = halves(block(0) - 1, tallies_window());
+    return buffer.as_strided({2, slots(), 2, window(), m},
+                             {(second - first) * stride(), block_rows() * stride(), stride(), stride(), 1},
+                             buffer.storage_offset() + first * stride());
+  }
+  // the where's flags view, [2, slots, 2, 2, 2, m]: the tallies' half the bad weight's row, d1 adding
+  // the rows to the bad target's, d2 to the bad prediction's (kIgnored, where N) or the not-ignored
+  // one (kSortEnds, where B); the weights' half zero rows (before the blocks, or after them)
+  at::Tensor flags(const at::Tensor& buffer) const {
+    const int64_t bad_weight = row(kBadWeight), d2 = row(sort_ends() ? kNotIgnored : kBadPrediction);
+    const auto [first, second] = halves(sort_ends() ? block(blocks()) + 2 : 0, block(0) + bad_weight);
+    return buffer.as_strided(
+        {2, slots(), 2, 2, 2, m},
+        {(second - first) * stride(), 0, 0, (row(kBadTarget) - bad_weight) * stride(), (d2 - bad_weight) * stride(), 1},
+        buffer.storage_offset() + first * stride());
+  }
+  // where the where's tally of `kind` is: [half][slot][0][d1][d2], d1 and d2 as flags() says
+  std::array<int64_t, 4> tally_slot(BlockRow kind) const {
+    return {1 - weights_half(), sort_ends() && kind != kBadPrediction ? blocks() : 0, kind == kBadTarget,
+            kind == kBadPrediction};
   }
 
  private:
-  int64_t not_ignored_window() const { return last_block() + kNotIgnored - (block(0) - 1); }  // from D_0's
+  // zero rows before the first block: kIgnored's flags view reads four, D_0 the last; B five
+  static constexpr int64_t kFront = 5;
+  // zero rows after the last block: N's (kIgnored: 3), or (kSortEnds) the flags view's (from 2 on)
+  // and the windows' of the weights' slot `blocks` (through 6)
+  int64_t gap() const { return sort_ends() ? 10 : 3; }
+  // the first window of the tallies' half: N, or (kSortEnds) B, ending at block 0's last-end row
+  int64_t tallies_window() const {
+    return sort_ends() ? block(0) + row(kBadPrediction) + 1 - (window() - 1) : last_block() + row(kNotIgnored);
+  }
+  // the first rows of the weights' half and the tallies', in the halves' order
+  std::pair<int64_t, int64_t> halves(int64_t weights, int64_t tallies) const {
+    return sort_ends() ? std::pair{tallies, weights} : std::pair{weights, tallies};
+  }
   int64_t windows_end() const {
-    return (block(0) - 1 + not_ignored_window() + 1 + block_rows() * k + kBlockRows - 1) * stride() + m;
+    if (!tallies()) return 0;
+    const auto [first, second] = halves(block(0) - 1, tallies_window());
+    return (second + block_rows() * (slots() - 1) + 1 + window() - 1) * stride() + m;
   }
 };
 
@@ -355,31 +417,32 @@ std::vector<double> kept_weight_sums(int64_t k) {
   return sums;
 }
 
-// Where the tally layout's where writes what (see tally_values): [a][b][i][d1][d2], a 0 the kept
-// weights where not D_i (b 0) and where not E_i (b 1), d1 and d2 their copies; a 1 the flags of the
-// not-ignored rows: d1 picks the bad-weight or the bad-target row, d2 it or the row after (bad
-// prediction, not ignored); b and i unused.
+// The columns of a tally layout's mm, the where's rows: [half][slot][b][d1][d2] (ValuesLayout), all
+// but (kSortEnds) the weights' last slot's, which no block has.
 struct TallyColumns {
-  int64_t blocks;
-  int64_t count() const { return 16 * blocks; }
-  int64_t at(int64_t a, int64_t b, int64_t i, int64_t d1, int64_t d2) const {
-    return (((a * 2 + b) * blocks + i) * 2 + d1) * 2 + d2;
+  const ValuesLayout& v;
+  int64_t count() const { return 16 * v.slots() - (v.sort_ends() ? 8 : 0); }
+  int64_t at(int64_t half, int64_t slot, int64_t b, int64_t d1, int64_t d2) const {
+    return (((half * v.slots() + slot) * 2 + b) * 2 + d1) * 2 + d2;
   }
-  int64_t tally(BlockRow kind) const { return at(1, 0, 0, kind == kBadTarget, kind == kBadPrediction); }
+  int64_t tally(BlockRow kind) const {
+    const auto [half, slot, d1, d2] = v.tally_slot(kind);
+    return at(half, slot, 0, d1, d2);
+  }
 };
 
-// The tally layout's mm coefficients, [kTallies + 9, 16 (k + 1)]: each tally its kind's flags; each
-// piece the kept weights of the not-ignored rows, R_i - S_i, as kept_weight_sums takes R_i.
-std::vector<double> tally_sums(int64_t k) {
-  const TallyColumns columns{k + 1};
-  const auto sums = kept_weight_sums(k);
+// A tally layout's mm coefficients, [kTallies + 9, TallyColumns::count()]: each tally its kind's
+// flags; each piece the kept weights of the not-ignored rows, R_i - S_i, as kept_weight_sums takes R_i.
+std::vector<double> tally_sums(const ValuesLayout& v) {
+  const TallyColumns columns{v};
+  const auto sums = kept_weight_sums(v.k);
   std::vector<double> coefficients((kTallies + kA.size()) * columns.count(), 0.0);
   for (int64_t t = 0; t < kTallies; ++t) coefficients[t * columns.count() + columns.tally(kTallied[t])] = 1;
   for (size_t piece = 0; piece < kA.size(); ++piece) {
     auto* row = &coefficients[(kTallies + piece) * columns.count()];
-    for (int64_t i = 0; i <= k; ++i) {
-      row[columns.at(0, 0, i, 0, 0)] = sums[piece * (k + 1) + i];
-      row[columns.at(0, 1, i, 0, 0)] = -sums[piece * (k + 1) + i];
+    for (int64_t i = 0; i < v.blocks(); ++i) {
+      row[columns.at(v.weights_half(), i, 0, 0, 0)] = sums[piece * v.blocks() + i];
+      row[columns.at(v.weights_half(), i, 1, 0, 0)] = -sums[piece * v.blocks() + i];
     }
   }
   return coefficients;
@@ -435,7 +498,7 @@ void make_constants(MetricState& state, const ClassificationOptions& o, const Ro
     state.scratch(kTermA) = upload(terms[0], longs).view({-1, v.copies, 1});
     state.scratch(kTermB) = upload(terms[1], longs).view({-1, v.copies, 1});
   } else if (!v.integer) {
-    state.scratch(kSums) = v.tallies ? upload(tally_sums(v.k), doubles).view({kTallies + v.pieces, -1})
+    state.scratch(kSums) = v.tallies() ? upload(tally_sums(v), doubles).view({kTallies + v.pieces, -1})
                                      : upload(kept_weight_sums(v.k), doubles).view({-1, v.blocks()});
     state.scratch(kZero) = at::zeros({1}, doubles);
     state.scratch(kOne) = at::ones({1}, doubles);
@@ -447,6 +510,38 @@ void make_constants(MetricState& state, const ClassificationOptions& o, const Ro
     state.scratch(kWeightLow) = upload(std::vector<double>{0, -kInf}, bounds).view({2, 1});
     state.scratch(kWeightHigh) = upload(std::vector<double>{largest, kInf}, bounds).view({2, 1});
   }
+}
+
+// Where the weights go, [2, m] each: clamped into their good range and as they are (check_weights), and
+// a tally layout's weight or zero for each half of its where (kSortEnds: the zero first). Checked
+// with the scores, they are rows of the checked buffer (its zero row last) or (kSortEnds) columns 1
+// and 3 of the rows after the sorted scores (column 2 zero); else float64 rows between zero rows.
+// Without a weight, a tally layout's halves take 1 and 0.
+std::pair<at::Tensor, at::Tensor> weight_rows(MetricState& state, const ClassificationBatch& b, const ValuesLayout& v,
+                                              int64_t width) {
+  const int64_t m = v.m;
+  const bool zero_first = v.sort_ends();
+  if (checks_weights_with_scores(b) && v.sort_ends()) {
+    const auto& sorted = state.scratch(kSortedScores);
+    const auto columns = [&](int64_t first, int64_t apart) {
+      return sorted.as_strided({2, m}, {apart, width}, sorted.storage_offset() + m * width + first);
+    };
+    return {columns(1, 2), columns(2, 1)};
+  }
+  if (checks_weights_with_scores(b)) {
+    const auto& checked = state.scratch(kChecked);  // [clamped, as they are, best, zero]
+    return {checked.narrow(0, 0, 2), checked.as_strided({2, m}, {2 * m, 1}, checked.storage_offset() + m)};
+  }
+  const auto doubles = at::TensorOptions().dtype(at::kDouble).device(state.device());
+  if (b.weight) {
+    const auto own = at::zeros({4, m}, doubles);  // [zero, clamped, as they are, zero]
+    return {own.narrow(0, 1, 2), zero_first ? own.as_strided({2, m}, {2 * m, 1}, own.storage_offset())
+                                            : own.narrow(0, 2, 2)};
+  }
+  if (!v.tallies()) return {};
+  return {at::Tensor(), upload(std::vector<double>{zero_first ? 0.0 : 1.0, zero_first ? 1.0 : 0.0}, doubles)
+                            .view({2, 1})
+                            .expand({2, m})};
 }
 
 Buffers buffers(MetricState& state, const ClassificationOptions& o, const RowLayout& r, CountLayout layout,
@@ -474,24 +569,18 @@ Buffers buffers(MetricState& state, const ClassificationOptions& o, const RowLay
     const auto shifts = row_shifts(state, o, m, samples);
     state.scratch(kIndex) = upload(put_index(state, o, layout, v, shifts), longs);
     state.scratch(kValues) = values;
-    const auto reduced = v.tallies ? std::vector<int64_t>{2, 2, v.blocks(), m} : std::vector<int64_t>{v.blocks(), m};
+    const auto reduced = v.tallies() ? std::vector<int64_t>{2, v.slots(), 2, m} : std::vector<int64_t>{v.blocks(), m};
     state.scratch(kDropped) = at::zeros(reduced, v.counts_dropped() ? longs : longs.dtype(at::kBool));
+    if (v.sort_ends() && !o.ignore_index()) v.blocks_of(values, kNotIgnored, 1).fill_(1);  // (never written)
+    // kSortEnds: rows of weights after the sorted scores (see predict)
+    state.scratch(kSortedScores) =
+        k == 1 ? at::Tensor() : at::zeros({v.sort_ends() ? 2 * m + 1 : m, width}, b.preds.options());
     const bool with_scores = checks_weights_with_scores(b);
-    // a zero row after the weights (and the best scores) for the tally layout's where
-    state.scratch(kChecked) = at::zeros({with_scores ? 4 : 1, m}, b.preds.options());
-    const auto own_weights = b.weight && !with_scores ? at::zeros({3, m}, doubles) : at::Tensor();
-    state.scratch(kWeights) = with_scores ? state.scratch(kChecked).narrow(0, 0, 2)
-                              : b.weight  ? own_weights.narrow(0, 0, 2)
-                                          : at::Tensor();
-    if (v.tallies) {  // the weights (1 without a weight) and zeros, [2, m]
-      const auto& checked = state.scratch(kChecked);
-      state.scratch(kWeightAndZero) = with_scores ? checked.as_strided({2, m}, {2 * m, 1}, checked.storage_offset() + m)
-                                      : b.weight  ? own_weights.narrow(0, 1, 2)
-                                                  : upload(std::vector<double>{1, 0}, doubles).view({2, 1}).expand({2, m});
-    }
-    const auto kept = v.tallies ? std::vector<int64_t>{2, 2, v.blocks(), 2, 2, m} : std::vector<int64_t>{v.blocks(), m};
+    state.scratch(kChecked) = at::zeros({with_scores ? 4 : 1, m}, b.preds.options());  // a zero row last
+    std::tie(state.scratch(kWeights), state.scratch(kWeightAndZero)) = weight_rows(state, b, v, width);
+    const auto kept =
+        v.tallies() ? std::vector<int64_t>{2, v.slots(), 2, 2, 2, m} : std::vector<int64_t>{v.blocks(), m};
     state.scratch(kKeptWeights) = v.integer || v.matrix() ? at::Tensor() : at::empty(kept, doubles);
-    state.scratch(kSortedScores) = k == 1 ? at::Tensor() : at::empty({m, width}, b.preds.options());
     // the columns past num_classes sort last (after the classes at -inf: a stable sort keeps their order)
     state.scratch(kPadded) =
         copied ? at::full({m, width}, -std::numeric_limits<double>::infinity(), b.preds.options()) : at::Tensor();
@@ -522,8 +611,8 @@ void check_weights(MetricState& state, const ClassificationBatch& b, Buffers& bu
 // D: each block's first rows reduced (dropped, or dropped or the i-th best missed). Where no row
 // can be dropped and the copies take D, the selected rows are D as they are.
 at::Tensor reduce_flags(Buffers& buf, const ValuesLayout& v, bool can_be_bad) {
-  if (v.tallies) return at::any_out(buf.dropped, v.windows(buf.values), 3);
-  const auto flags = v.blocks_of(buf.values, 0, kReducedRows);
+  if (v.tallies()) return at::any_out(buf.dropped, v.windows(buf.values), 3);
+  const auto flags = v.blocks_of(buf.values, kBadWeight, kReducedRows);
   if (!can_be_bad && v.counts_dropped()) return flags.select(1, kSelected);
   auto& dropped = buf.dropped;
   if (v.counts_dropped()) {
@@ -547,22 +636,16 @@ at::Tensor weights_or_one(MetricState& state, const ClassificationBatch& b, cons
   return b.weight ? buf.weights[1] : state.scratch(kOne);
 }
 
-// The tally layout's tallies and pieces (see the top): one where writes its rows (TallyColumns) from
-// the windows' D, E and not-ignored flags, the flags (or zero rows before the blocks) and the weight
-// (or a zero row past it); one mm sums them.
+// A tally layout's tallies and pieces (see the top): one where writes its rows (TallyColumns) where
+// the windows' D, E, N or B, the flags (or zero rows) else the weight (or a zero row); one mm sums them.
 void tally_values(MetricState& state, Buffers& buf, const ValuesLayout& v, const at::Tensor& reduced) {
-  const int64_t m = v.m, s = v.stride();
-  const std::vector<int64_t> sizes{2, 2, v.blocks(), 2, 2, m};
+  const std::vector<int64_t> sizes{2, v.slots(), 2, 2, 2, v.m};
   const auto cond = reduced.unsqueeze(3).unsqueeze(3).expand(sizes);
-  const auto& values = buf.values;
-  const auto flags = values.as_strided(
-      sizes, {v.block(0) * s, 0, 0, (kBadTarget - kBadWeight) * s, (kBadPrediction - kBadWeight) * s, 1},
-      values.storage_offset());
-  const auto& weight_and_zero = state.scratch(kWeightAndZero);  // [2, m]
-  const auto weights = weight_and_zero.unsqueeze(1).unsqueeze(1).unsqueeze(1).unsqueeze(1).expand(sizes);
-  at::where_out(buf.kept_weights, cond, flags, weights);
-  auto sums = v.rows(values, v.kinds_row(), kTallies + v.pieces);
-  at::mm_out(sums, state.scratch(kSums), buf.kept_weights.view({-1, m}));
+  // [2, m]: each half's weight or zero
+  const auto weights = state.scratch(kWeightAndZero).unsqueeze(1).unsqueeze(1).unsqueeze(1).unsqueeze(1).expand(sizes);
+  at::where_out(buf.kept_weights, cond, v.flags(buf.values), weights);
+  auto sums = v.rows(buf.values, v.kinds_row(), kTallies + v.pieces);
+  at::mm_out(sums, state.scratch(kSums), buf.kept_weights.view({-1, v.m}).narrow(0, 0, TallyColumns{v}.count()));
 }
 
 // The pieces' values from D (see the top): the cells' where the layout is the ConfusionMatrix's.
@@ -575,7 +658,7 @@ void write_values(MetricState& state, const ClassificationBatch& b, Buffers& buf
     if (v.integer) return void(at::eq_out(cells, kept, 0));
     return void(at::where_out(cells, kept, state.scratch(kZero), weights_or_one(state, b, buf)));
   }
-  if (v.tallies) return tally_values(state, buf, v, dropped);
+  if (v.tallies()) return tally_values(state, buf, v, dropped);
   if (!v.integer) {
     at::where_out(buf.kept_weights, dropped, state.scratch(kZero), weights_or_one(state, b, buf));
     return void(at::mm_out(pieces, state.scratch(kSums), buf.kept_weights));
@@ -611,13 +694,13 @@ void add_pieces(MetricState& state, const ClassificationBatch& b, const Classifi
 void finish(MetricState& state, const ClassificationBatch& b, const ClassificationOptions& o, Buffers& buf,
             const ValuesLayout& v, const at::Tensor& dropped, bool can_be_bad) {
   write_values(state, b, buf, v, dropped);
-  if (o.ignore_index() && !v.tallies) {
+  if (o.ignore_index() && !v.tallies()) {
     v.rows(buf.values, v.last_block(), v.block_rows() + v.pieces).mul_(v.rows(buf.values, kNotIgnored, 1));
   }
   if (state.bad_input()) {
     if (can_be_bad) {
       auto bad_updates = buf.values[v.tail() + 2];
-      const auto kinds = v.tallies ? v.rows(buf.values, v.kinds_row(), kTallies)
+      const auto kinds = v.tallies() ? v.rows(buf.values, v.kinds_row(), kTallies)
                                    : v.rows(buf.values, v.last_block(), kReducedRows);
       at::amax_out(bad_updates, kinds, {0, 1});
     }
@@ -632,12 +715,31 @@ at::Tensor as_rows_of(const at::Tensor& rows, const at::Tensor& scores) {
   return rows.view(scores.sizes().slice(0, scores.dim() - 1));
 }
 
+// kSortEnds: into every block the flags of the rows whose sort put a NaN first or last, and (checked
+// with the scores) the bad weights', in one ne over [first, last] x [clamped, as they are]: columns
+// of the sorted buffer, whose rows after the m sorted ones hold the weights at columns 1 and 3. (The
+// [last][weights] corner compares columns 0 and 2 of the next row, zeros, into the block's zero row.)
+void flag_sort_ends(Buffers& buf, const ClassificationBatch& b, const ValuesLayout& v) {
+  const auto& sorted = buf.sorted_scores;
+  const int64_t m = v.m, width = sorted.size(1), s = v.stride(), weights = checks_weights_with_scores(b) ? 2 : 1;
+  const auto ends_and_weights = [&](int64_t weight_column) {
+    return sorted.as_strided({v.blocks(), 2, weights, m}, {0, width - 1, m * width + weight_column, width},
+                             sorted.storage_offset());
+  };
+  const auto first = v.row(kBadPrediction);
+  auto flags = buf.values.as_strided({v.blocks(), 2, weights, m},
+                                     {v.block_rows() * s, s, (v.row(kBadWeight) - first) * s, 1},
+                                     buf.values.storage_offset() + (v.block(0) + first) * s);
+  at::ne_out(flags, ends_and_weights(1), ends_and_weights(3));
+}
+
 // The predicted classes into row 0 (where sorted, the k best into rows 0 .. k-1, in order, ties
 // to the lower class as argmax takes the first maximum), and into every block the flags of the
 // rows that hold a NaN score, after (where checked with the scores) those of the bad weights: one
 // ne compares [clamped weights, best] with [weights, best]. max gives NaN in such a row; a descending
 // sort puts NaN first, but CUDA's radix sorts order NaN by its bits and put a NaN with the sign bit
-// set last (below -inf, the padding's too), so the larger of the sort's two ends is the NaN.
+// set last (below -inf, the padding's too), so the larger of the sort's two ends is the NaN (or,
+// kSortEnds, each end is checked).
 void predict(Buffers& buf, const ClassificationBatch& b, const ValuesLayout& v) {
   auto best = buf.checked[buf.checked.size(0) == 1 ? 0 : 2];
   if (!buf.rows.sorted) {
@@ -647,8 +749,9 @@ void predict(Buffers& buf, const ClassificationBatch& b, const ValuesLayout& v) 
   } else {
     if (buf.padded.defined()) buf.padded.narrow(1, 0, b.preds.size(-1)).view(b.preds.sizes()).copy_(b.preds);
     const auto& scores = buf.padded.defined() ? buf.padded : b.preds;
-    auto& sorted = buf.sorted_scores;
+    auto sorted = buf.sorted_scores.narrow(0, 0, v.m);
     at::sort_out(sorted, buf.rows.buffer, scores, /*stable=*/true, 1, /*descending=*/true);
+    if (v.sort_ends()) return flag_sort_ends(buf, b, v);
     at::maximum_out(best, sorted.select(1, 0), sorted.select(1, sorted.size(1) - 1));
   }
   const int64_t checked = buf.checked.size(0) == 1 ? 1 : 2, m = v.m, offset = buf.checked.storage_offset();
@@ -692,10 +795,12 @@ void write_targets(MetricState& state, const ClassificationBatch& b, const RowLa
 }
 
 // Every block's levels (RowLayout) in one ne.
-void compare_with_targets(const RowLayout& r, Buffers& buf, const ValuesLayout& v) {
-  auto out = v.blocks_of(buf.values, r.first_level(), r.levels());
-  at::ne_out(out, buf.rows.grid(0, 1, r.step(), v.blocks(), r.levels()),
-             buf.rows.grid(r.right(), 1, r.step(), v.blocks(), r.levels()));
+void compare_with_targets(const ClassificationOptions& o, const RowLayout& r, Buffers& buf, const ValuesLayout& v) {
+  // (kSortEnds without an ignore_index: the not-ignored rows are ones)
+  const int64_t levels = r.levels() - (v.sort_ends() && !o.ignore_index() ? 1 : 0);
+  auto out = v.blocks_of(buf.values, r.first_level(), levels);
+  at::ne_out(out, buf.rows.grid(0, 1, r.step(), v.blocks(), levels),
+             buf.rows.grid(r.right(), 1, r.step(), v.blocks(), levels));
 }
 
 // The pieces' positions: the moving groups' classes plus their pieces' bases (a matrix cell:
@@ -732,7 +837,7 @@ void count_multiclass_on_aten(MetricState& state, const ClassificationBatch& b, 
   if (b.weight) check_weights(state, b, buf, v);
   write_predictions(state, b, r, buf, v);
   write_targets(state, b, r, buf);
-  compare_with_targets(r, buf, v);
+  compare_with_targets(o, r, buf, v);
   const auto dropped = reduce_flags(buf, v, /*can_be_bad=*/true);
   write_positions(state, o, r, layout, buf, v, dropped);
   finish(state, b, o, buf, v, dropped, /*can_be_bad=*/true);

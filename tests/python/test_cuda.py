@@ -313,20 +313,23 @@ def test_out_of_range_targets_never_reach_the_confusion_matrix_cuda():
 
 
 
+@pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("classes", [20, 100, 300, 5000])  # CUDA's sort: bitonic, warp merge, radix, segmented
-def test_top_k_drops_rows_with_a_nan_of_either_sign_like_the_cpu_cuda(classes):
+def test_top_k_drops_rows_with_a_nan_of_either_sign_like_the_cpu_cuda(classes, weighted):
     """CUDA's radix sorts order NaN by its bits: a NaN with the sign bit set sorts below -inf, last
-    in a descending sort. A row holding one must still be dropped and counted as a bad prediction."""
+    in a descending sort. A row holding one must still be dropped and counted as a bad prediction,
+    once where it holds a NaN of each sign (weighted, the device path checks each end of the sort)."""
     g = torch.Generator().manual_seed(11)
     scores = torch.randn(64, classes, generator=g)
     scores[::5, classes // 3] = NAN
     scores[2::7, classes - 2] = -NAN
     assert torch.signbit(scores[2, classes - 2])
     target = torch.randint(0, classes, (64,), generator=g)
-    cpu = nm.MulticlassStatScores(num_classes=classes, top_k=3, average=None)
-    gpu = nm.MulticlassStatScores(num_classes=classes, top_k=3, average=None, device=DEVICE)
-    cpu.update(scores, target)
-    sync_free(gpu.update, [on_device((scores, target))])
+    inputs = (scores, target, torch.rand(64, generator=g)) if weighted else (scores, target)
+    cpu = nm.MulticlassStatScores(num_classes=classes, top_k=3, average=None, weighted=weighted)
+    gpu = nm.MulticlassStatScores(num_classes=classes, top_k=3, average=None, weighted=weighted, device=DEVICE)
+    cpu.update(*inputs)
+    sync_free(gpu.update, [on_device(inputs)])
     assert gpu.bad_input() == cpu.bad_input()
     nan_rows = len(range(0, 64, 5)) + len(range(2, 64, 7)) - 1  # row 30 has both
     assert cpu.bad_input()["counts"]["NaN or out-of-range predictions"] == nan_rows
