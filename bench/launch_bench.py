@@ -324,6 +324,11 @@ def collection_configs(nm):
         ("multiclass C=1000 macro weighted top_k=5, scores + weight (128,)",
          collection(nm, "Multiclass", weighted=True, top_k=5, **c1000),
          lambda: (meta(128, 1000), meta(128, dtype=torch.int64), meta(128))),
+        # float64 weights beside float32 scores: float32 cannot hold every weight, so the weights take
+        # an ne of their own (the scores' NaN check holds them otherwise)
+        ("multiclass C=1000 macro weighted, scores + float64 weight (128,)",
+         collection(nm, "Multiclass", weighted=True, **c1000),
+         lambda: (meta(128, 1000), meta(128, dtype=torch.int64), meta(128, dtype=torch.float64))),
         ("binary weighted, scores + weight (4096,)", collection(nm, "Binary", weighted=True),
          lambda: (meta(4096), meta(4096, dtype=torch.int64), meta(4096))),
         ("multilabel L=100 macro weighted, scores + weight (128,)",

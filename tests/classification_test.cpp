@@ -1312,16 +1312,18 @@ TEST(ClassificationKernels, WeightedTalliesCountTheRowsTheyKeepOnBothPaths) {
 // Batches too large for the tally layouts' where (ValuesLayout::tally_of: 16 rows of m a slot within
 // kMaxCopiedPieces) zero the ignored rows and take the larger of the sort's ends instead: the same
 // state and report as the CPU path either side of the bound (50,000 rows: tallied at top_k 1 and 3;
-// 140,000: not), with bad weights, NaN scores and targets out of range on ignored and kept rows.
+// 140,000: not), with bad weights, NaN scores and targets out of range on ignored and kept rows,
+// ignore_index none, outside and inside the classes. (test_device_path.py counts the ops either side.)
 TEST(ClassificationKernels, WeightedTalliesAndTheirLargeBatchFallbackAgreeWithTheCpuPath) {
   auto gen = testing::generator(26);
   for (const int64_t m : {50000, 140000}) {
     for (const int64_t k : {int64_t{1}, int64_t{3}}) {
-      for (const auto ignore : {c10::optional<int64_t>(), c10::optional<int64_t>(-1)}) {
+      for (const auto ignore : {c10::optional<int64_t>(), c10::optional<int64_t>(-1), c10::optional<int64_t>(2)}) {
         const auto o = Opts::multiclass(5).top_k(k).ignore_index(ignore).weighted(true).average(Average::None);
         auto scores = at::randn({m, 5}, gen);
         auto target = at::randint(5, {m}, gen);
-        auto weight = at::rand({m}, gen);
+        // float32 weights are checked with the scores, float64 ones apart
+        auto weight = at::rand({m}, gen, ignore == 2 ? at::kDouble : at::kFloat);
         scores.index_put_({at::arange(0, m, 11), 1}, kNaN);
         target.index_put_({at::arange(3, m, 13)}, 9);
         weight.index_put_({at::arange(5, m, 17)}, kNaN);

@@ -42,13 +42,14 @@
 // where D_i, else the weight, S_i the same with E_i, and each kind's flags where N, else 0 (the
 // flags' view takes zero rows where it writes the weights); R_i - S_i is the weight of a kept row
 // not ignored, so the mm sums each piece over R_i - S_i as above (an ignored row's terms cancel in
-// pairs: still exact) and each kind's tally over its flags, where not ignored. The put_ takes the
-// tallies (the mm writes them before the pieces) for the kinds' flags, and bad_updates their largest.
-// Weighted counts with top_k > 1 take the same layout with two bad-prediction rows (kSortEnds): the
-// ne checks each end of the sort for NaN and (the weights in rows after the sorted scores) the
+// pairs: still exact in any order, while twice the weight is finite) and each kind's tally over its
+// flags, where not ignored. The put_ takes the tallies (the mm writes them before the pieces) for
+// the kinds' flags, and bad_updates their largest. Weighted counts with top_k > 1 take the same
+// layout with two bad-prediction rows (kSortEnds): the ne checks each end of the sort for NaN and
+// (the weights in rows after the sorted scores: m + 1 rows more of the sort's values buffer) the
 // weights, with no maximum; the prediction tally is where B (block 0's two NaN rows and the zero
-// rows before them), the not-ignored flags (ones without an ignore_index), so a row NaN at both ends
-// counts once.
+// rows before them), the not-ignored flags (ones without an ignore_index), so a row NaN at both
+// ends counts once.
 //
 // multidim_average=samplewise counts each sample apart: the pieces go to the rows the state gains
 // for the batch's samples (tp, fp, tn and fn, C each, and tn's pending addend, per sample: a row
@@ -154,7 +155,8 @@ constexpr int64_t kGroups = 3, kPiecesPerGroup = 3;  // at p, at the target, at 
 constexpr int64_t kMovingGroups = 2;                   // at p and at the target: their positions follow the rows
 constexpr int64_t kMinLong = std::numeric_limits<int64_t>::min(), kMaxLong = std::numeric_limits<int64_t>::max();
 // The most pieces whose copies an update writes (32 MiB of index, as much of values); a larger batch
-// (segmentation scores) writes one copy and masks the dropped rows.
+// (segmentation scores) writes one copy and masks the dropped rows. It bounds the tally layouts'
+// where too (ValuesLayout::tally_of).
 constexpr int64_t kMaxCopiedPieces = int64_t{1} << 22;
 
 // Weighted counts tally the kinds of bad input in the where and the mm (see the top) where an
@@ -457,15 +459,17 @@ bool checks_weights_with_scores(const ClassificationBatch& b) {
 
 struct Buffers {
   ClassRows rows;
-  // D [k + 1, m] (int64 where the copies take it, else bool); the kept weights R [k + 1, m], float64
+  // D [k + 1, m] (int64 where the copies take it, else bool; a tally layout's any: [2, slots, 2, m]);
+  // the kept weights R [k + 1, m], float64 (a tally layout's where: [2, slots, 2, 2, 2, m])
   at::Tensor index, values, dropped, kept_weights, bases;
-  // in the scores' dtype: where the weights are checked with the scores, the weights clamped into
-  // their good range and as they are, then each row's best score (where sorted, the larger of the
-  // sort's first and last): [3 or 1, m]. The weights so, [2, m]: those rows, or float64 rows of
-  // their own
+  // in the scores' dtype, but in kSortEnds: where the weights are checked with the scores, the
+  // weights clamped into their good range and as they are, then each row's best score (where
+  // sorted, the larger of the sort's first and last), then a zero row: [4 or 1, m]. The weights so,
+  // [2, m] (weight_rows)
   at::Tensor checked, weights;
-  // where sorted, the scores best first, and the padded copy sorted where the scores are not;
-  // wrong (or dropped) as a mask where top_k > 1 needs it (ConfusionMatrix, one copy)
+  // where sorted, the scores best first (kSortEnds: then the weights' rows, see flag_sort_ends), and
+  // the padded copy sorted where the scores are not; wrong (or dropped) as a mask where top_k > 1
+  // needs it (ConfusionMatrix, one copy)
   at::Tensor sorted_scores, padded, wrong_mask;
 };
 
@@ -573,10 +577,10 @@ Buffers buffers(MetricState& state, const ClassificationOptions& o, const RowLay
     state.scratch(kDropped) = at::zeros(reduced, v.counts_dropped() ? longs : longs.dtype(at::kBool));
     if (v.sort_ends() && !o.ignore_index()) v.blocks_of(values, kNotIgnored, 1).fill_(1);  // (never written)
     // kSortEnds: rows of weights after the sorted scores (see predict)
-    state.scratch(kSortedScores) =
-        k == 1 ? at::Tensor() : at::zeros({v.sort_ends() ? 2 * m + 1 : m, width}, b.preds.options());
     const bool with_scores = checks_weights_with_scores(b);
-    state.scratch(kChecked) = at::zeros({with_scores ? 4 : 1, m}, b.preds.options());  // a zero row last
+    const int64_t sorted_rows = v.sort_ends() && with_scores ? 2 * m + 1 : m;
+    state.scratch(kSortedScores) = k == 1 ? at::Tensor() : at::zeros({sorted_rows, width}, b.preds.options());
+    state.scratch(kChecked) = v.sort_ends() ? at::Tensor() : at::zeros({with_scores ? 4 : 1, m}, b.preds.options());
     std::tie(state.scratch(kWeights), state.scratch(kWeightAndZero)) = weight_rows(state, b, v, width);
     const auto kept =
         v.tallies() ? std::vector<int64_t>{2, v.slots(), 2, 2, 2, m} : std::vector<int64_t>{v.blocks(), m};
@@ -608,8 +612,9 @@ void check_weights(MetricState& state, const ClassificationBatch& b, Buffers& bu
   at::ne_out(flags, buf.weights[0].expand({v.blocks(), v.m}), buf.weights[1].expand({v.blocks(), v.m}));
 }
 
-// D: each block's first rows reduced (dropped, or dropped or the i-th best missed). Where no row
-// can be dropped and the copies take D, the selected rows are D as they are.
+// D: each block's first rows reduced (dropped, or dropped or the i-th best missed); a tally layout's
+// windows (ValuesLayout::windows). Where no row can be dropped and the copies take D, the selected
+// rows are D as they are.
 at::Tensor reduce_flags(Buffers& buf, const ValuesLayout& v, bool can_be_bad) {
   if (v.tallies()) return at::any_out(buf.dropped, v.windows(buf.values), 3);
   const auto flags = v.blocks_of(buf.values, kBadWeight, kReducedRows);
@@ -741,7 +746,7 @@ void flag_sort_ends(Buffers& buf, const ClassificationBatch& b, const ValuesLayo
 // set last (below -inf, the padding's too), so the larger of the sort's two ends is the NaN (or,
 // kSortEnds, each end is checked).
 void predict(Buffers& buf, const ClassificationBatch& b, const ValuesLayout& v) {
-  auto best = buf.checked[buf.checked.size(0) == 1 ? 0 : 2];
+  auto best = v.sort_ends() ? at::Tensor() : buf.checked[buf.checked.size(0) == 1 ? 0 : 2];
   if (!buf.rows.sorted) {
     auto pred = buf.rows.row(0);
     auto best_rows = as_rows_of(best, b.preds), pred_rows = as_rows_of(pred, b.preds);

@@ -313,9 +313,9 @@ def test_out_of_range_targets_never_reach_the_confusion_matrix_cuda():
 
 
 
-@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("weight_dtype", [None, torch.float32, torch.float64])  # float64: checked apart
 @pytest.mark.parametrize("classes", [20, 100, 300, 5000])  # CUDA's sort: bitonic, warp merge, radix, segmented
-def test_top_k_drops_rows_with_a_nan_of_either_sign_like_the_cpu_cuda(classes, weighted):
+def test_top_k_drops_rows_with_a_nan_of_either_sign_like_the_cpu_cuda(classes, weight_dtype):
     """CUDA's radix sorts order NaN by its bits: a NaN with the sign bit set sorts below -inf, last
     in a descending sort. A row holding one must still be dropped and counted as a bad prediction,
     once where it holds a NaN of each sign (weighted, the device path checks each end of the sort)."""
@@ -325,7 +325,8 @@ def test_top_k_drops_rows_with_a_nan_of_either_sign_like_the_cpu_cuda(classes, w
     scores[2::7, classes - 2] = -NAN
     assert torch.signbit(scores[2, classes - 2])
     target = torch.randint(0, classes, (64,), generator=g)
-    inputs = (scores, target, torch.rand(64, generator=g)) if weighted else (scores, target)
+    weighted = weight_dtype is not None
+    inputs = (scores, target, torch.rand(64, generator=g, dtype=weight_dtype)) if weighted else (scores, target)
     cpu = nm.MulticlassStatScores(num_classes=classes, top_k=3, average=None, weighted=weighted)
     gpu = nm.MulticlassStatScores(num_classes=classes, top_k=3, average=None, weighted=weighted, device=DEVICE)
     cpu.update(*inputs)

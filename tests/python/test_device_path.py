@@ -1,7 +1,8 @@
 """The device path, on meta tensors: every update of bench/launch_bench.py's configurations (its
 table's and its sweep's) is replay-invariant (two consecutive updates dispatch the same ops with the
-same arguments, as CUDA-graph capture and torch.compile need) and dispatches no sync-class op; and the
-launch counter itself counts right on hand-made ATen sequences."""
+same arguments, as CUDA-graph capture and torch.compile need) and dispatches no sync-class op; every
+aggregator and swept collection keeps to its launch budget; and the launch counter itself counts
+right on hand-made ATen sequences."""
 
 import contextlib
 
@@ -21,6 +22,35 @@ def test_update_is_replay_invariant_without_sync(config):
     assert result["first_difference"] is None  # a growing state's rows aside (samplewise)
     assert result["replay_invariant"] != config.grows
     assert result["launching"][0] == result["launching"][1] > 0
+
+
+# Issue 11's budget, launching ops per update: 10 for every aggregator in every NaN policy, 12 for
+# every collection the sweep makes (each task, with and without weights, ignore_index, top_k, ...)
+BUDGETED = ([c for c in launch_bench.configurations() if c.budget == launch_bench.AGGREGATOR_BUDGET]
+            + launch_bench.sweep_configurations(with_table_rows=True))
+
+
+@pytest.mark.parametrize("config", BUDGETED, ids=[c.name for c in BUDGETED])
+def test_every_aggregator_and_swept_collection_keeps_to_the_launch_budget(config):
+    launching = launch_bench.measure(config)["launching"]
+    assert max(launching) <= config.budget, launching
+
+
+@pytest.mark.parametrize("top_k, options, bound", [(1, {"ignore_index": 0}, 131072), (3, {}, 52428)])
+def test_weighted_tallies_give_way_to_zeroing_past_their_bound(top_k, options, bound):
+    """A weighted multiclass update tallies in one where and one mm (12 launching ops) up to the rows
+    whose where stays within 2^22 values (16 rows of the batch a slot, top_k + 1 slots, one more with
+    top_k > 1); a larger batch zeroes the ignored rows (top_k 1) or takes the maximum of the sort's
+    ends (top_k > 1) instead: one op more."""
+    import nosync_metrics as nm
+
+    counts = []
+    for m in (bound, bound + 1):
+        make = launch_bench.collection(nm, "Multiclass", weighted=True, num_classes=50, top_k=top_k, **options)
+        inputs = (lambda m=m: (launch_bench.meta(m, 50), launch_bench.meta(m, dtype=torch.int64),
+                               launch_bench.meta(m)))
+        counts.append(launch_bench.measure(launch_bench.Config("bound", make, inputs, 12))["launching"])
+    assert counts == [[12, 12], [13, 13]]
 
 
 def logged(operation):
