@@ -241,12 +241,11 @@ struct ValuesLayout {
                              buffer.storage_offset() + (block(0) + row(first)) * stride());
   }
 
-  // A tally layout's where and its any, their halves (one the weights', one the tallies') and their
-  // slots: [2, slots, 2, ...]. The weights' half is [i][0] D_i and [i][1] E_i; the tallies' [0][0]
-  // N, the last block's not-ignored row and the zero rows after it (kIgnored), or [0][0] B, the
-  // sort's two ends' NaN rows of block 0 and the zero rows before, and [blocks][0] N (kSortEnds:
-  // block i's rows and the zero rows after its not-ignored one are 11 apart, as B and N are k + 1
-  // blocks apart); the rest unused (kSortEnds: the weights' slot `blocks` too, which the mm skips).
+  // A tally layout's any and where, [2 halves, slots, 2, ...]: the weights' half holds [i][0] D_i
+  // and [i][1] E_i; the tallies' half [0][0] N (kIgnored: the last block's not-ignored row and the
+  // zero rows after it), or (kSortEnds) [0][0] B (block 0's two NaN rows and the zero rows before
+  // them) and [blocks][0] N (see block_rows). The other slots are unused (kSortEnds: the weights'
+  // slot `blocks` too, which the mm skips).
   int64_t slots() const { return blocks() + (sort_ends() ? 1 : 0); }
   int64_t weights_half() const { return sort_ends() ? 1 : 0; }
   // rows an any window reduces: D_i's, from the zero row before block i through its bad target
