@@ -186,18 +186,22 @@ struct ValuesLayout {
                          int64_t k) {
     const bool integer = !at::isFloatingType(state.count_dtype());
     if (layout == CountLayout::Matrix) return {m, k, 1, 1, integer};
-    if (!integer) return {m, k, 1, kGroups * kPiecesPerGroup, integer, tally_of(o, m, k)};
+    if (!integer) {
+      ValuesLayout v{m, k, 1, kGroups * kPiecesPerGroup, integer, tally_of(o, k)};
+      // the tally layout's where: a batch for which it would take much memory (kMaxCopiedPieces:
+      // segmentation scores) zeroes the ignored rows after and takes the larger of the sort's ends
+      // instead (an op more each)
+      if (v.tallies() && v.where_rows() * m > kMaxCopiedPieces) v.tally = Tally::kNone;
+      return v;
+    }
     const int64_t copies = kGroups * kPiecesPerGroup * (k + 1) * m <= kMaxCopiedPieces ? k + 1 : 1;
     return {m, k, copies, kGroups * kPiecesPerGroup * copies, integer};
   }
-  // Weighted counts' tally layout. Its where writes 16 rows of m a slot (slots()): a batch for which
-  // they would take much memory (kMaxCopiedPieces: segmentation scores) zeroes the ignored rows after
-  // and takes the larger of the sort's ends instead (an op more each).
-  static Tally tally_of(const ClassificationOptions& o, int64_t m, int64_t k) {
-    const auto tally = k > 1                                                      ? Tally::kSortEnds
-                       : o.ignore_index() && o.num_classes() != kUnknownClasses ? Tally::kIgnored
-                                                                                 : Tally::kNone;
-    return 16 * (k + (k > 1 ? 2 : 1)) * m <= kMaxCopiedPieces ? tally : Tally::kNone;
+  // Weighted counts' tally layout, batch size aside (of())
+  static Tally tally_of(const ClassificationOptions& o, int64_t k) {
+    return k > 1                                                      ? Tally::kSortEnds
+           : o.ignore_index() && o.num_classes() != kUnknownClasses ? Tally::kIgnored
+                                                                     : Tally::kNone;
   }
   bool tallies() const { return tally != Tally::kNone; }
   bool sort_ends() const { return tally == Tally::kSortEnds; }
@@ -215,7 +219,7 @@ struct ValuesLayout {
   // where the put_ takes the kinds' flags from: the last block's rows, or the tallies
   int64_t kinds_row() const { return tallies() ? block(blocks()) + gap() : last_block(); }
   int64_t kind_row(BlockRow kind) const {
-    if (!tallies()) return last_block() + kind;
+    if (!tallies()) return last_block() + row(kind);
     return kinds_row() + (std::find(kTallied.begin(), kTallied.end(), kind) - kTallied.begin());
   }
   int64_t pieces_row() const { return tallies() ? kinds_row() + kTallies : block(blocks()); }
@@ -248,6 +252,10 @@ struct ValuesLayout {
   // slot `blocks` too, which the mm skips).
   int64_t slots() const { return blocks() + (sort_ends() ? 1 : 0); }
   int64_t weights_half() const { return sort_ends() ? 1 : 0; }
+  static constexpr int64_t kSlotRows = 8;  // a where slot's rows in a half: [b][d1][d2]
+  // the where's output: [2 halves, slots, 2 (D or E), 2, 2 (d1, d2: flags()), m]
+  std::vector<int64_t> where_sizes() const { return {2, slots(), 2, 2, 2, m}; }
+  int64_t where_rows() const { return 2 * slots() * kSlotRows; }
   // rows an any window reduces: D_i's, from the zero row before block i through its bad target
   int64_t window() const { return row(kBadTarget) - std::min(row(kBadWeight), row(kBadPrediction)) + 2; }
   // the any's input, [2, slots, 2, window, m]
@@ -264,7 +272,7 @@ struct ValuesLayout {
     const int64_t bad_weight = row(kBadWeight), d2 = row(sort_ends() ? kNotIgnored : kBadPrediction);
     const auto [first, second] = halves(sort_ends() ? block(blocks()) + 2 : 0, block(0) + bad_weight);
     return buffer.as_strided(
-        {2, slots(), 2, 2, 2, m},
+        where_sizes(),
         {(second - first) * stride(), 0, 0, (row(kBadTarget) - bad_weight) * stride(), (d2 - bad_weight) * stride(), 1},
         buffer.storage_offset() + first * stride());
   }
@@ -422,7 +430,7 @@ std::vector<double> kept_weight_sums(int64_t k) {
 // but (kSortEnds) the weights' last slot's, which no block has.
 struct TallyColumns {
   const ValuesLayout& v;
-  int64_t count() const { return 16 * v.slots() - (v.sort_ends() ? 8 : 0); }
+  int64_t count() const { return v.where_rows() - (v.sort_ends() ? ValuesLayout::kSlotRows : 0); }
   int64_t at(int64_t half, int64_t slot, int64_t b, int64_t d1, int64_t d2) const {
     return (((half * v.slots() + slot) * 2 + b) * 2 + d1) * 2 + d2;
   }
@@ -575,14 +583,13 @@ Buffers buffers(MetricState& state, const ClassificationOptions& o, const RowLay
     const auto reduced = v.tallies() ? std::vector<int64_t>{2, v.slots(), 2, m} : std::vector<int64_t>{v.blocks(), m};
     state.scratch(kDropped) = at::zeros(reduced, v.counts_dropped() ? longs : longs.dtype(at::kBool));
     if (v.sort_ends() && !o.ignore_index()) v.blocks_of(values, kNotIgnored, 1).fill_(1);  // (never written)
-    // kSortEnds: rows of weights after the sorted scores (see predict)
     const bool with_scores = checks_weights_with_scores(b);
+    // kSortEnds: rows of weights after the sorted scores (see flag_sort_ends)
     const int64_t sorted_rows = v.sort_ends() && with_scores ? 2 * m + 1 : m;
     state.scratch(kSortedScores) = k == 1 ? at::Tensor() : at::zeros({sorted_rows, width}, b.preds.options());
     state.scratch(kChecked) = v.sort_ends() ? at::Tensor() : at::zeros({with_scores ? 4 : 1, m}, b.preds.options());
     std::tie(state.scratch(kWeights), state.scratch(kWeightAndZero)) = weight_rows(state, b, v, width);
-    const auto kept =
-        v.tallies() ? std::vector<int64_t>{2, v.slots(), 2, 2, 2, m} : std::vector<int64_t>{v.blocks(), m};
+    const auto kept = v.tallies() ? v.where_sizes() : std::vector<int64_t>{v.blocks(), m};
     state.scratch(kKeptWeights) = v.integer || v.matrix() ? at::Tensor() : at::empty(kept, doubles);
     // the columns past num_classes sort last (after the classes at -inf: a stable sort keeps their order)
     state.scratch(kPadded) =
@@ -643,7 +650,7 @@ at::Tensor weights_or_one(MetricState& state, const ClassificationBatch& b, cons
 // A tally layout's tallies and pieces (see the top): one where writes its rows (TallyColumns) where
 // the windows' D, E, N or B, the flags (or zero rows) else the weight (or a zero row); one mm sums them.
 void tally_values(MetricState& state, Buffers& buf, const ValuesLayout& v, const at::Tensor& reduced) {
-  const std::vector<int64_t> sizes{2, v.slots(), 2, 2, 2, v.m};
+  const auto sizes = v.where_sizes();
   const auto cond = reduced.unsqueeze(3).unsqueeze(3).expand(sizes);
   // [2, m]: each half's weight or zero
   const auto weights = state.scratch(kWeightAndZero).unsqueeze(1).unsqueeze(1).unsqueeze(1).unsqueeze(1).expand(sizes);
@@ -800,8 +807,9 @@ void write_targets(MetricState& state, const ClassificationBatch& b, const RowLa
 
 // Every block's levels (RowLayout) in one ne.
 void compare_with_targets(const ClassificationOptions& o, const RowLayout& r, Buffers& buf, const ValuesLayout& v) {
-  // (kSortEnds without an ignore_index: the not-ignored rows are ones)
-  const int64_t levels = r.levels() - (v.sort_ends() && !o.ignore_index() ? 1 : 0);
+  // the not-ignored level, the last, where there is an ignore_index (else nothing reads those rows
+  // but kSortEnds', ones)
+  const int64_t levels = r.levels() - (o.ignore_index() ? 0 : 1);
   auto out = v.blocks_of(buf.values, r.first_level(), levels);
   at::ne_out(out, buf.rows.grid(0, 1, r.step(), v.blocks(), levels),
              buf.rows.grid(r.right(), 1, r.step(), v.blocks(), levels));
