@@ -401,11 +401,17 @@ struct Avx2 {
         largest = _mm256_max_epu32(largest, _mm256_castps_si256(x));
       }
     }
+    // (a masked store is microcoded on AMD's cores)
+    double* const to[4] = {out.predicted, out.positive, out.both, out.total};
     for (int h = 0; h < 2; ++h) {
-      _mm256_maskstore_pd(out.predicted + 4 * h, halves[h], predicted[h]);
-      _mm256_maskstore_pd(out.positive + 4 * h, halves[h], positive[h]);
-      _mm256_maskstore_pd(out.both + 4 * h, halves[h], both[h]);
-      if constexpr (per_entry) _mm256_maskstore_pd(out.total + 4 * h, halves[h], total[h]);
+      const __m256d sums[4] = {predicted[h], positive[h], both[h], total[h]};
+      for (int s = 0; s < (per_entry ? 4 : 3); ++s) {
+        if constexpr (full) {
+          _mm256_storeu_pd(to[s] + 4 * h, sums[s]);
+        } else {
+          _mm256_maskstore_pd(to[s] + 4 * h, halves[h], sums[s]);
+        }
+      }
     }
     const bool targets_clean = _mm256_testz_si256(bits, _mm256_set1_epi64x(~int64_t{1})) != 0;
     bool scores_as_guessed;
