@@ -701,6 +701,9 @@ WeightedKernelBatch weighted_kernel_batch(int64_t rows, int64_t labels, bool per
     case 10:
       w[last] = -0.0f;
       break;
+    case 11:  // a target of -1 in the first entry: the first block rejects the batch
+      b.target.view({-1})[0] = -1;
+      break;
   }
   return b;
 }
@@ -717,10 +720,10 @@ TEST(ClassificationKernels, WeightedCountsMatchExactSumsOnEveryWidthAndIsa) {
   const std::vector<std::tuple<int64_t, int64_t, bool>> shapes = {  // rows, labels (1: binary), per entry
       {1, 2, false},  {7, 15, false}, {33, 16, false}, {128, 17, false}, {128, 37, true}, {33, 100, false},
       {128, 100, false}, {7, 2, true}, {33, 16, true},  {1, 1, true},    {15, 1, true},   {1024, 1, true},
-      {4096, 1, true},   {4099, 1, true}, {9, 5, false},  {9, 6, true}};
+      {4096, 1, true},   {4099, 1, true}, {9, 5, false},  {9, 6, true},  {130, 100, false}};
   for (auto isa : vector_isas()) {
     for (const auto& [rows, labels, per_entry] : shapes) {
-      for (int trial = 0; trial < 11; ++trial) {
+      for (int trial = 0; trial < 12; ++trial) {
         const auto b = weighted_kernel_batch(rows, labels, per_entry, trial, gen);
         const auto where = ::testing::Message() << "isa=" << static_cast<int>(isa) << " rows=" << rows
                                                 << " labels=" << labels << " per_entry=" << per_entry

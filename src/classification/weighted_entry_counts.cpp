@@ -291,8 +291,9 @@ struct Avx512 {
       const __mmask8 yes_lanes[2] = {static_cast<__mmask8>(yes), static_cast<__mmask8>(_kshiftri_mask16(yes, 8))};
       const __m512i targets[2] = {t0, t1};
       for (int h = 0; h < 2; ++h) {
-        // the weight where positive (+0.0 elsewhere): integer ops, which left the mask registers'
-        // ports to the scores' (12% of the kernel's time)
+        // the weight where positive (+0.0 elsewhere; 0 - target is all ones where it is 1, and any
+        // target but 0 and 1 fails `bits`): integer ops, which left the mask registers' ports to
+        // the scores' (12% of the kernel's time)
         const __m512i all_ones_where_positive = _mm512_sub_epi64(_mm512_setzero_si512(), targets[h]);
         const __m512d positive_weight =
             _mm512_castsi512_pd(_mm512_and_si512(all_ones_where_positive, _mm512_castpd_si512(w[h])));
@@ -401,7 +402,7 @@ struct Avx2 {
         largest = _mm256_max_epu32(largest, _mm256_castps_si256(x));
       }
     }
-    // (a masked store is microcoded on AMD's cores)
+    // a full block's sums by plain stores: a masked store is microcoded on AMD's cores
     double* const to[4] = {out.predicted, out.positive, out.both, out.total};
     for (int h = 0; h < 2; ++h) {
       const __m256d sums[4] = {predicted[h], positive[h], both[h], total[h]};
@@ -439,9 +440,9 @@ METRICS_ALWAYS_INLINE bool sum_lanes(const WeightedEntries& b, const void* weigh
 }
 
 // Each label's cells from its sums and its weights' total, total_of(label) (a function, not a test
-// of a pointer in the loop, which kept the compiler from vectorizing it; ivdep: the seven pointers
-// need more alias checks than GCC makes, and it left the loop scalar, 4% of the weighted multilabel
-// collection's update).
+// of a pointer in the loop, which kept the compiler from vectorizing it). The cells (the caller's
+// state) overlap neither each other nor the sums (our scratch), which GCC is told: it would need more
+// alias checks than it makes, and left the loop scalar, 4% of the weighted multilabel update.
 template <typename Total>
 METRICS_ALWAYS_INLINE void add_cells(const LabelSums& sums, Total total_of, int64_t labels,
                                      const WeightedCells& cells) {
@@ -452,7 +453,9 @@ METRICS_ALWAYS_INLINE void add_cells(const LabelSums& sums, Total total_of, int6
   double* __restrict fp = cells.fp;
   double* __restrict tn = cells.tn;
   double* __restrict fn = cells.fn;
+#if !defined(__clang__)  // (the fuzz build's clang vectorizes as it can)
 #pragma GCC ivdep
+#endif
   for (int64_t l = 0; l < labels; ++l) {
     tp[l] += both[l];
     fp[l] += predicted[l] - both[l];
