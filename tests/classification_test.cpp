@@ -1075,6 +1075,44 @@ TEST(ClassificationKernels, TopKCountsAlikeWithAndWithoutCopies) {
   }
 }
 
+// top_k > 1 sorts into an index buffer whose columns hold the class rows: 2k + 2 of them, 3k + 4
+// with an ignore_index; narrower scores are sorted from a padded copy. Around both widths (C one
+// less, as many, one more) and top_k 2 and 5, weighted or not, a metric fed batches with NaN rows,
+// targets out of range, ignored rows and bad weights counts as the CPU path does, and reports the
+// same bad input.
+TEST(ClassificationKernels, TopKCountsAlikeAroundTheClassRowsWidth) {
+  auto gen = testing::generator(29);
+  const int64_t m = 60;
+  for (const int64_t k : {2, 5}) {
+    for (const bool ignores : {false, true}) {
+      const int64_t rows = ignores ? 3 * k + 4 : 2 * k + 2;
+      for (const int64_t classes : {rows - 1, rows, rows + 1}) {
+        for (const bool weighted : {false, true}) {
+          auto o = Opts::multiclass(classes).top_k(k).average(Average::None).weighted(weighted);
+          if (ignores) o.ignore_index(1);
+          StatScores cpu(o), aten(o);
+          for (int update = 0; update < 3; ++update) {
+            auto scores = at::randn({m, classes}, gen);
+            scores.index_put_({at::arange(update, m, 11), update % classes}, kNaN);
+            const auto target = at::randint(-1, classes + 1, {m}, gen);
+            auto weight = at::rand({m}, gen, at::kDouble);
+            weight.index_put_({at::arange(update + 3, m, 13)}, update == 1 ? -1.0 : kNaN);
+            const auto w = weighted ? c10::optional<at::Tensor>(weight) : c10::nullopt;
+            cpu.update(scores, target, w);
+            ForceAtenPath force;
+            aten.update(scores, target, w);
+          }
+          const auto context = ::testing::Message() << "top_k " << k << ", C " << classes << (ignores ? ", ignored" : "")
+                                                    << (weighted ? ", weighted" : "");
+          EXPECT_TRUE(states_equal(aten.state_dict(), cpu.state_dict(), weighted ? 1e-15 : 0.0)) << context;
+          EXPECT_EQ(aten.bad_input_report().counts, cpu.bad_input_report().counts) << context;
+          EXPECT_EQ(aten.bad_input_report().bad_updates, 3) << context;
+        }
+      }
+    }
+  }
+}
+
 // float32 weights reach the device path as they are (its float64 arithmetic widens them exactly):
 // on each path, every task counts them, bad ones (NaN, negative, the negative nearest 0, +inf) and
 // float32's extremes (its largest, its smallest, -0.0) included, exactly as their float64 widening.

@@ -89,21 +89,27 @@ constexpr int64_t kReducedRows = kNotIgnored;
 enum class RowKind { kPredicted, kAsIs, kClamped, kIgnore };
 
 // The class rows, each one batch long, for top_k = k, and the ne that compares them: for each
-// block i = 0 .. k and level j, row left(i, j) = i + j * step() with row left(i, j) + right(),
-// into the block's row first_level() + j.
-//   scores: levels [selected, bad target, not ignored]: [p_i (t where i = k), tc, t] with
-//     [tc (t where i = k), t, ignore_index]; the predicted classes first, written by the max or
-//     the sort.
+// block i = 0 .. k and level j, row i + j * step() with row right_first() + i * right_block_step()
+// + j * right_step(), into the block's row first_level() + j.
+//   scores: levels [selected, bad target, not ignored]: [p_i (tc where i = k), tc, t] with the
+//     same rows in every block, [tc, t, ignore_index]; the predicted classes first, written by the
+//     max or the sort. The not-ignored level only where there is an ignore_index: 3k + 4 rows,
+//     [p_0 .. p_k-1, tc x (k + 2), t x (k + 1), ignore_index]; else 2k + 2, [p_0 .. p_k-1,
+//     tc x (k + 1), t], the levels a row apart (block k's selected row is level 1's first). The
+//     sort's index buffer holds them (sorted_width).
 //   labels (top_k 1): a level before, bad prediction: [p, p, tc, t] with [label, label, ...] (the
-//     label clamped into range and as it is), all written by two clamps, of the labels and the
-//     target; so one ne checks the labels too.
+//     label clamped into range and as it is, block by block), all written by two clamps, of the
+//     labels and the target; so one ne checks the labels too.
 struct RowLayout {
   int64_t k;
   bool labels;
-  int64_t levels() const { return labels ? 4 : 3; }
+  bool ignores;  // an ignore_index: the not-ignored level, the last, is compared
+  int64_t levels() const { return (labels ? 4 : 3) - (ignores ? 0 : 1); }
   BlockRow first_level() const { return labels ? kBadPrediction : kSelected; }
-  int64_t step() const { return labels ? 4 : k + 1; }
-  int64_t right() const { return labels ? 2 : k + 2; }
+  int64_t step() const { return labels ? 4 : ignores ? k + 1 : k; }
+  int64_t right_first() const { return labels ? 2 : ignores ? k + 1 : 2 * k; }
+  int64_t right_block_step() const { return labels ? 1 : 0; }
+  int64_t right_step() const { return labels || ignores ? step() : 1; }
   int64_t first_target() const { return labels ? 5 : k; }  // the rows before hold the predictions
   int64_t target() const { return labels ? 6 : k + 1; }     // tc, the moving group's class
   std::vector<RowKind> kinds() const {
@@ -113,10 +119,9 @@ struct RowLayout {
               K::kClamped, K::kClamped, K::kAsIs,  K::kAsIs,  K::kAsIs,    K::kAsIs,   K::kIgnore,  K::kIgnore};
     }
     std::vector<K> kinds(static_cast<size_t>(k), K::kPredicted);
-    kinds.push_back(K::kAsIs);
-    kinds.insert(kinds.end(), k + 1, K::kClamped);
-    kinds.insert(kinds.end(), k + 2, K::kAsIs);
-    kinds.insert(kinds.end(), k + 1, K::kIgnore);
+    kinds.insert(kinds.end(), ignores ? k + 2 : k + 1, K::kClamped);
+    kinds.insert(kinds.end(), ignores ? k + 1 : 1, K::kAsIs);
+    if (ignores) kinds.push_back(K::kIgnore);
     return kinds;
   }
   int64_t count() const { return static_cast<int64_t>(kinds().size()); }
@@ -775,7 +780,7 @@ void predict(Buffers& buf, const ClassificationBatch& b, const ValuesLayout& v) 
 // only where scores are NaN.
 void count_unknown_classes(MetricState& state, const ClassificationBatch& b, const ClassificationOptions& o) {
   const int64_t m = b.target.size(0);
-  auto buf = buffers(state, o, RowLayout{1, !b.scores}, CountLayout::PerClass, b);
+  auto buf = buffers(state, o, RowLayout{1, !b.scores, /*ignores=*/false}, CountLayout::PerClass, b);
   const auto v = ValuesLayout::of(state, o, m, CountLayout::PerClass, 1);
   if (b.weight) check_weights(state, b, buf, v);
   if (b.scores) predict(buf, b, v);
@@ -805,14 +810,12 @@ void write_targets(MetricState& state, const ClassificationBatch& b, const RowLa
   at::clamp_out(out, b.target.unsqueeze(0).expand(out.sizes()), state.scratch(kLow), state.scratch(kHigh));
 }
 
-// Every block's levels (RowLayout) in one ne.
-void compare_with_targets(const ClassificationOptions& o, const RowLayout& r, Buffers& buf, const ValuesLayout& v) {
-  // the not-ignored level, the last, where there is an ignore_index (else nothing reads those rows
-  // but kSortEnds', ones)
-  const int64_t levels = r.levels() - (o.ignore_index() ? 0 : 1);
-  auto out = v.blocks_of(buf.values, r.first_level(), levels);
-  at::ne_out(out, buf.rows.grid(0, 1, r.step(), v.blocks(), levels),
-             buf.rows.grid(r.right(), 1, r.step(), v.blocks(), levels));
+// Every block's levels (RowLayout) in one ne. (Without an ignore_index nothing reads the
+// not-ignored rows but kSortEnds', ones.)
+void compare_with_targets(const RowLayout& r, Buffers& buf, const ValuesLayout& v) {
+  auto out = v.blocks_of(buf.values, r.first_level(), r.levels());
+  at::ne_out(out, buf.rows.grid(0, 1, r.step(), v.blocks(), r.levels()),
+             buf.rows.grid(r.right_first(), r.right_block_step(), r.right_step(), v.blocks(), r.levels()));
 }
 
 // The pieces' positions: the moving groups' classes plus their pieces' bases (a matrix cell:
@@ -843,13 +846,13 @@ void count_multiclass_on_aten(MetricState& state, const ClassificationBatch& b, 
   register_missing_meta_kernels();
   if (o.num_classes() == kUnknownClasses) return count_unknown_classes(state, b, o);
   const auto layout = layout_of(state);
-  const RowLayout r{o.top_k(), !b.scores};
+  const RowLayout r{o.top_k(), !b.scores, o.ignore_index().has_value()};
   auto buf = buffers(state, o, r, layout, b);
   const auto v = ValuesLayout::of(state, o, b.target.size(0), layout, r.k);
   if (b.weight) check_weights(state, b, buf, v);
   write_predictions(state, b, r, buf, v);
   write_targets(state, b, r, buf);
-  compare_with_targets(o, r, buf, v);
+  compare_with_targets(r, buf, v);
   const auto dropped = reduce_flags(buf, v, /*can_be_bad=*/true);
   write_positions(state, o, r, layout, buf, v, dropped);
   finish(state, b, o, buf, v, dropped, /*can_be_bad=*/true);

@@ -56,19 +56,21 @@ def test_weighted_tallies_give_way_to_zeroing_past_their_bound(top_k, options, b
 @pytest.mark.parametrize("options", [{}, {"ignore_index": 0}, {"weighted": True},
                                      {"weighted": True, "ignore_index": 0}])
 def test_top_k_over_fewer_classes_than_its_rows_sorts_a_padded_copy(options):
-    """top_k > 1 sorts into an index buffer whose columns hold the 4k + 5 class rows; over fewer
-    classes (C = 20, top_k = 5) the scores are sorted from a copy padded to that width: one copy_
-    more than over 4k + 5 classes (C = 25), which keep to the budget (README: what still passes it)."""
+    """top_k > 1 sorts into an index buffer whose columns hold the class rows, 2k + 2 of them (3k + 4
+    with an ignore_index: 12 or 19 at top_k = 5); over one class fewer the scores are sorted from a
+    copy padded to that width: one copy_ more than over as many classes as rows, which keep to the
+    budget (README: what still passes it)."""
     import nosync_metrics as nm
 
     weighted = options.get("weighted", False)
+    rows = 19 if "ignore_index" in options else 12
     results = {}
-    for classes in (20, 25):
+    for classes in (rows - 1, rows):
         make = launch_bench.collection(nm, "Multiclass", num_classes=classes, top_k=5, **options)
         inputs = (lambda c=classes: (launch_bench.meta(128, c), launch_bench.meta(128, dtype=torch.int64))
                   + ((launch_bench.meta(128),) if weighted else ()))
         results[classes] = launch_bench.measure(launch_bench.Config(f"C={classes}", make, inputs, 12))
-    padded, unpadded = results[20], results[25]
+    padded, unpadded = results[rows - 1], results[rows]
     assert padded["error"] is None and unpadded["error"] is None
     assert padded["launching"] == [n + 1 for n in unpadded["launching"]]
     assert padded["ops"].count("aten.copy_.default") == unpadded["ops"].count("aten.copy_.default") + 1
