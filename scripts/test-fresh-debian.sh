@@ -29,5 +29,5 @@ test_rc=$?
 counts=$(chroot_counts)
 
 if [ "$demo" = ok ] && [ "$test_rc" -eq 0 ] && [ -n "$counts" ]; then verdict=PASS; else verdict=FAIL; fi
-echo "fresh-debian: $verdict demo=$demo test=\"${counts:-no count (test.sh exit $test_rc)}\" commit=$CHROOT_COMMIT time=$(chroot_elapsed "$start") log=$CHROOT_LOG"
+echo "fresh-debian: $verdict demo=$demo test=\"${counts:-no count (test.sh exit $test_rc)}\" commit=$CHROOT_COMMIT time=$(chroot_elapsed "$start") log=$CHROOT_LOG" | tee -a "$CHROOT_LOG"
 [ "$verdict" = PASS ]

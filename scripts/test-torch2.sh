@@ -30,5 +30,5 @@ counts=$(chroot_counts)
 torch=$(chroot "$CHROOT_ROOT" /usr/bin/python3 -c 'import torch; print(torch.__version__)' 2>/dev/null || echo unknown)
 
 if [ "$test_rc" -eq 0 ] && [ -n "$counts" ]; then verdict=PASS; else verdict=FAIL; fi
-echo "torch2: $verdict torch=$torch test=\"${counts:-no count (test.sh exit $test_rc)}\" commit=$CHROOT_COMMIT time=$(chroot_elapsed "$start") log=$CHROOT_LOG"
+echo "torch2: $verdict torch=$torch test=\"${counts:-no count (test.sh exit $test_rc)}\" commit=$CHROOT_COMMIT time=$(chroot_elapsed "$start") log=$CHROOT_LOG" | tee -a "$CHROOT_LOG"
 [ "$verdict" = PASS ]
