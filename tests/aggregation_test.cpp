@@ -455,6 +455,26 @@ TEST(AggregationPrecision, DevicePathCompensatesAcrossUpdates) {
   EXPECT_GT(relative_error(naive, exact), 1e-12);  // what the compensation is for
 }
 
+// Where the batch's sum is larger than the running total, the device path's Fast2Sum can lose
+// that addition's rounding error, as plain float64 addition does (README): 1 + 1e16 rounds the 1
+// away, and the CPU path's TwoSum alone keeps it.
+TEST(AggregationPrecision, DevicePathCompensationIsExactWhileTheTotalIsTheLarger) {
+  Sum cpu, aten;
+  for (const double v : {1.0, 1e16, -1e16}) {
+    cpu.update(at::tensor(v, at::kDouble));
+    ForceAtenPath force;
+    aten.update(at::tensor(v, at::kDouble));
+  }
+  EXPECT_EQ(value_of(cpu.compute()), 1.0);
+  EXPECT_EQ(value_of(aten.compute()), (1.0 + 1e16) - 1e16);  // 0: as plain addition
+  Sum ordered;  // the larger first: each addition's error is kept
+  for (const double v : {1e16, 1.0, -1e16}) {
+    ForceAtenPath force;
+    ordered.update(at::tensor(v, at::kDouble));
+  }
+  EXPECT_EQ(value_of(ordered.compute()), 1.0);
+}
+
 // The first bad update is never written by a device-path update (BadInput: it follows from the
 // updates counted since one) but must come out right whatever comes next: more updates on either
 // path, a host value, a report, a state dict and its load, a merge of another stream in either
