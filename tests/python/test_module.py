@@ -854,3 +854,44 @@ def test_repr_shows_where_a_moved_metric_is():
     mean = nm.MeanMetric()
     mean.to("meta")
     assert repr(mean) == "MeanMetric(device='meta')"
+
+
+@pytest.mark.skipif(not hasattr(torch, "compile"), reason="torch.compile is PyTorch 2's (test-torch2.sh runs it)")
+@pytest.mark.parametrize("call", ["update", "forward"])
+def test_a_compiled_training_step_counts_as_its_eager_twin(call):
+    """torch.compile(step) of a step that updates (or calls) a collection and a MeanMetric of the
+    loss: the compiled step's metrics read what the eager step's do, and NumPy's accuracy and mean
+    of the same logits and losses."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(6, 4)
+    batches = [(torch.randn(16, 6), torch.randint(0, 4, (16,))) for _ in range(5)]
+
+    def made():
+        return nm.MetricCollection([nm.MulticlassAccuracy(num_classes=4, average="micro"),
+                                    nm.MulticlassF1Score(num_classes=4)]), nm.MeanMetric()
+
+    def step(x, y, collection, mean):
+        logits = model(x)
+        loss = torch.nn.functional.cross_entropy(logits, y)
+        collection.update(logits, y) if call == "update" else collection(logits, y)
+        mean.update(loss)
+        return logits, loss
+
+    eager, compiled = made(), made()
+    compiled_step = torch.compile(step, backend="eager")
+    predicted, losses = [], []
+    with torch.no_grad():
+        for x, y in batches:
+            logits, loss = step(x, y, *eager)
+            compiled_logits, compiled_loss = compiled_step(x, y, *compiled)
+            assert torch.equal(compiled_logits, logits) and torch.equal(compiled_loss, loss)
+            predicted.append(logits.argmax(1).numpy())
+            losses.append(loss.item())
+    want_accuracy = np.mean(np.concatenate(predicted) == np.concatenate([y.numpy() for _, y in batches]))
+    for (collection, mean) in (eager, compiled):
+        values = collection.compute()
+        assert values["MulticlassAccuracy"].item() == pytest.approx(want_accuracy, abs=1e-7)
+        assert mean.compute().item() == pytest.approx(np.mean(losses), rel=1e-6)
+    eager_values, compiled_values = eager[0].compute(), compiled[0].compute()
+    for name in eager_values:
+        assert torch.equal(eager_values[name], compiled_values[name]), name
