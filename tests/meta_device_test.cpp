@@ -12,6 +12,7 @@
 #include <metrics/aggregation.h>
 #include <metrics/classification.h>
 #include <metrics/collection.h>
+#include <metrics/sync_counter.h>
 
 #include "test_support.h"
 
@@ -49,6 +50,12 @@ std::function<std::shared_ptr<Metric>(at::Device)> maker(OptionsAt options_at) {
   return [options_at](at::Device d) { return std::make_shared<M>(options_at(d)); };
 }
 
+// A MetaCase's make() for FBetaScore (beta 0.5), which takes beta before its options.
+template <class OptionsAt>
+std::function<std::shared_ptr<Metric>(at::Device)> fbeta(OptionsAt options_at) {
+  return [options_at](at::Device d) { return std::make_shared<FBetaScore>(0.5, options_at(d)); };
+}
+
 std::vector<MetaCase> cases() {
   std::vector<MetaCase> all;
   const std::vector<std::pair<std::string, NanPolicy>> policies{{"warn", NanPolicy::warn()},
@@ -71,11 +78,51 @@ std::vector<MetaCase> cases() {
     all.push_back({"Sum/float32/" + policy_name, maker<Sum>(f32), value});
     all.push_back({"Max/float32/" + policy_name, maker<Max>(f32), value});
   }
-  const auto labels = [](int64_t classes) {
-    return [classes](at::Device d) {
-      return Inputs{{at::empty({32, classes}, on(d)), at::empty({32}, on(d, at::kLong))}, {}};
+  // multiclass inputs: preds of `preds_shape` (scores, or int64 labels shaped like the target), the
+  // target (preds_shape less dimension 1, for scores), a float64 weight per sample where weighted
+  const auto multiclass_inputs = [](std::vector<int64_t> preds_shape, bool scores, bool weighted) {
+    return [=](at::Device d) {
+      auto target_shape = preds_shape;
+      if (scores) target_shape.erase(target_shape.begin() + 1);
+      Inputs inputs{{at::empty(preds_shape, on(d, scores ? at::kFloat : at::kLong)),
+                     at::empty(target_shape, on(d, at::kLong))},
+                    {}};
+      if (weighted) inputs.tensors.push_back(at::empty({preds_shape[0]}, on(d, at::kDouble)));
+      return inputs;
     };
   };
+  const std::vector<std::tuple<std::string, Opts, std::vector<int64_t>, bool>> multiclass{
+      {"multiclass", Opts::multiclass(5), {32, 5}, true},
+      {"multiclass/top2", Opts::multiclass(5).top_k(2), {32, 5}, true},
+      {"multiclass/ignore", Opts::multiclass(5).ignore_index(0), {32, 5}, true},
+      {"multiclass/top2/ignore", Opts::multiclass(5).top_k(2).ignore_index(0), {32, 5}, true},
+      {"multiclass/micro", Opts::multiclass(5).average(Average::Micro), {32, 5}, true},
+      {"multiclass/average_weighted", Opts::multiclass(5).average(Average::Weighted), {32, 5}, true},
+      {"multiclass/weighted", Opts::multiclass(5).weighted(true), {32, 5}, true},
+      {"multiclass/weighted/ignore", Opts::multiclass(5).weighted(true).ignore_index(0), {32, 5}, true},
+      {"multiclass/weighted/top2", Opts::multiclass(5).weighted(true).top_k(2), {32, 5}, true},
+      {"multiclass/weighted/top2/ignore", Opts::multiclass(5).weighted(true).top_k(2).ignore_index(0), {32, 5}, true},
+      {"multiclass/labels", Opts::multiclass(5), {32}, false},
+      {"multiclass/labels/weighted/ignore", Opts::multiclass(5).weighted(true).ignore_index(0), {32}, false},
+      {"multiclass/extra_dims", Opts::multiclass(5), {8, 5, 3}, true},
+      {"multiclass/extra_dims/top2/ignore", Opts::multiclass(5).top_k(2).ignore_index(0), {8, 5, 3}, true},
+      {"multiclass/unknown_classes", Opts::multiclass(kUnknownClasses).average(Average::Micro), {32, 5}, true},
+      {"multiclass/unknown_classes/labels/weighted",
+       Opts::multiclass(kUnknownClasses).average(Average::Micro).weighted(true), {32}, false}};
+  for (const auto& [name, opts, preds_shape, scores] : multiclass) {
+    const auto o = opts;
+    const auto at_device = [o](at::Device d) { return Opts(o).device(d); };
+    const auto args = multiclass_inputs(preds_shape, scores, o.weighted());
+    all.push_back({"Accuracy/" + name, maker<Accuracy>(at_device), args});
+    all.push_back({"Precision/" + name, maker<Precision>(at_device), args});
+    all.push_back({"Recall/" + name, maker<Recall>(at_device), args});
+    all.push_back({"F1/" + name, maker<F1Score>(at_device), args});
+    all.push_back({"FBeta/" + name, fbeta(at_device), args});
+    all.push_back({"StatScores/" + name, maker<StatScores>(at_device), args});
+    if (o.top_k() == 1 && o.num_classes() != kUnknownClasses) {  // (a ConfusionMatrix takes neither)
+      all.push_back({"ConfusionMatrix/" + name, maker<ConfusionMatrix>(at_device), args});
+    }
+  }
   const auto entries = [](std::vector<int64_t> shape, bool weighted) {
     return [shape, weighted](at::Device d) {
       Inputs inputs{{at::empty(shape, on(d)), at::empty(shape, on(d, at::kLong))}, {}};
@@ -83,22 +130,6 @@ std::vector<MetaCase> cases() {
       return inputs;
     };
   };
-  const std::vector<std::pair<std::string, Opts>> multiclass{
-      {"multiclass", Opts::multiclass(5)},
-      {"multiclass/top2", Opts::multiclass(5).top_k(2)},
-      {"multiclass/ignore", Opts::multiclass(5).ignore_index(0)},
-      {"multiclass/micro", Opts::multiclass(5).average(Average::Micro)},
-      {"multiclass/weighted", Opts::multiclass(5).average(Average::Weighted)}};
-  for (const auto& [name, opts] : multiclass) {
-    const auto o = opts;
-    const auto at_device = [o](at::Device d) { return Opts(o).device(d); };
-    all.push_back({"Accuracy/" + name, maker<Accuracy>(at_device), labels(5)});
-    all.push_back({"Precision/" + name, maker<Precision>(at_device), labels(5)});
-    all.push_back({"Recall/" + name, maker<Recall>(at_device), labels(5)});
-    all.push_back({"F1/" + name, maker<F1Score>(at_device), labels(5)});
-    all.push_back({"StatScores/" + name, maker<StatScores>(at_device), labels(5)});
-    all.push_back({"ConfusionMatrix/" + name, maker<ConfusionMatrix>(at_device), labels(5)});
-  }
   const std::vector<std::tuple<std::string, Opts, std::vector<int64_t>>> binary_like{
       {"binary", Opts::binary(), {64}},
       {"binary/weighted", Opts::binary().weighted(true), {64}},
@@ -113,6 +144,7 @@ std::vector<MetaCase> cases() {
     all.push_back({"Precision/" + name, maker<Precision>(at_device), args});
     all.push_back({"Recall/" + name, maker<Recall>(at_device), args});
     all.push_back({"F1/" + name, maker<F1Score>(at_device), args});
+    all.push_back({"FBeta/" + name, fbeta(at_device), args});
     all.push_back({"StatScores/" + name, maker<StatScores>(at_device), args});
     all.push_back({"ConfusionMatrix/" + name, maker<ConfusionMatrix>(at_device), args});
   }
@@ -126,12 +158,17 @@ TEST(MetaDevice, EveryMetricUpdatesMergesAndComputesOnMeta) {
     const auto cpu = c.make(at::kCPU);
     const auto meta_inputs = c.inputs(at::kMeta);
     try {
-      meta->update(meta_inputs.args());
-      meta->update(meta_inputs.args());
-      const auto batch = meta->forward(meta_inputs.args());
-      auto other = meta->clone();
-      meta->merge(*other);
-      const auto value = meta->value();
+      at::Tensor value, batch;
+      {
+        // strict: a sync-class op, an upload from the host among them, would throw (meta takes them)
+        SyncCounter strict(SyncCounterOptions().strict(true));
+        meta->update(meta_inputs.args());
+        meta->update(meta_inputs.args());
+        batch = meta->forward(meta_inputs.args());
+        auto other = meta->clone();
+        meta->merge(*other);
+        value = meta->value();
+      }
       EXPECT_TRUE(value.is_meta());
       // The same metric on the CPU (from a zero batch) gives a value of the same shape and dtype.
       auto zeros = c.inputs(at::kCPU);
