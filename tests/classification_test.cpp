@@ -1113,6 +1113,47 @@ TEST(ClassificationKernels, TopKCountsAlikeAroundTheClassRowsWidth) {
   }
 }
 
+// Multiclass targets of another integer dtype are read as they are (the device path's clamp widens
+// them; the CPU path casts them): on each path, with targets out of range and ignored ones among
+// them, a metric counts as one fed the same targets as int64, and reports the same bad input.
+TEST(ClassificationKernels, MulticlassTargetsOfOtherIntegerDtypesCountAsInt64Ones) {
+  auto gen = testing::generator(30);
+  const int64_t classes = 5, m = 40;
+  const std::vector<Opts> options{Opts::multiclass(classes).average(Average::None),
+                                  Opts::multiclass(classes).ignore_index(1).weighted(true),
+                                  Opts::multiclass(classes).top_k(2).ignore_index(4)};
+  for (const auto dtype : {at::kInt, at::kShort, at::kChar, at::kByte}) {
+    for (const auto& o : options) {
+      for (const bool matrix : {false, true}) {
+        if (matrix && o.top_k() > 1) continue;  // (a ConfusionMatrix has no top_k)
+        const auto make = [&]() -> std::unique_ptr<ClassificationMetric> {
+          if (matrix) return std::make_unique<ConfusionMatrix>(o);
+          return std::make_unique<StatScores>(o);
+        };
+        const auto want = make(), cpu = make(), aten = make();
+        for (int update = 0; update < 2; ++update) {
+          const auto scores = at::randn({m, classes}, gen);
+          const int64_t low = dtype == at::kByte ? 0 : -2;
+          const auto wide = at::randint(low, classes + 2, {m}, gen, at::kLong);  // some out of range
+          const auto narrow = wide.to(dtype);
+          const auto weight = o.weighted() ? c10::optional<at::Tensor>(at::rand({m}, gen, at::kDouble)) : c10::nullopt;
+          want->update(scores, wide, weight);
+          cpu->update(scores, narrow, weight);
+          ForceAtenPath force;
+          aten->update(scores, narrow, weight);
+        }
+        const auto context = ::testing::Message() << at::toString(dtype) << ", " << want->name() << "("
+                                                  << want->options_text() << ")";
+        EXPECT_TRUE(states_equal(cpu->state_dict(), want->state_dict())) << context;
+        EXPECT_TRUE(states_equal(aten->state_dict(), want->state_dict(), o.weighted() ? 1e-15 : 0.0)) << context;
+        EXPECT_EQ(aten->bad_input_report().counts, want->bad_input_report().counts) << context;
+        EXPECT_EQ(cpu->bad_input_report().counts, want->bad_input_report().counts) << context;
+        EXPECT_GT(want->bad_input_report().bad_updates, 0) << context;
+      }
+    }
+  }
+}
+
 // float32 weights reach the device path as they are (its float64 arithmetic widens them exactly):
 // on each path, every task counts them, bad ones (NaN, negative, the negative nearest 0, +inf) and
 // float32's extremes (its largest, its smallest, -0.0) included, exactly as their float64 widening.

@@ -35,6 +35,15 @@ at::Tensor labels_of(const at::Tensor& labels, int64_t not_a_label) {
   return whole.masked_fill_(whole.to(labels.scalar_type()).ne(labels), not_a_label);
 }
 
+// Multiclass targets of any integer dtype are read as they are where there are num_classes: the
+// device path's clamp widens them into its int64 class rows (a cast would be an op more), and the
+// CPU path casts them itself (counts.cpp). Without num_classes the device path compares them with
+// the ignore_index as they are, so they are made int64 first, as bool targets and float labels are.
+bool keeps_integer_target(const ClassificationOptions& o, const at::Tensor& target) {
+  return o.task() == Task::Multiclass && o.num_classes() != kUnknownClasses &&
+         at::isIntegralType(target.scalar_type(), /*includeBool=*/false);
+}
+
 // (N, K, ...) -> (N * ..., K): the class or label dimension last, every other one flattened.
 at::Tensor classes_last(const at::Tensor& t, int64_t k) {
   return t.dim() == 2 ? t : t.movedim(1, -1).reshape({-1, k});
@@ -172,7 +181,7 @@ ClassificationBatch canonicalize(const std::string& metric, const Classification
     // multiclass scores keep their extra dimensions, classes last: a view (the ATen path reads them so)
     const bool multiclass_scores = o.task() == Task::Multiclass && !multiclass_labels;
     batch.preds = multiclass_scores ? (p.dim() == 2 ? p : p.movedim(1, -1)) : flat(p);
-    batch.target = flat(labels_of(target, kNotATarget));
+    batch.target = flat(keeps_integer_target(o, target) ? target : labels_of(target, kNotATarget));
   }
   if (weight) batch.weight = canonical_weight(o, *weight, target);
   batch.samples = target.size(0);

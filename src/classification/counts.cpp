@@ -108,7 +108,9 @@ void count(MetricState& state, const ClassificationOptions& options, const Class
   }
   auto contiguous = batch;
   contiguous.preds = (batch.preds.dim() > 2 ? batch.preds.reshape({-1, batch.preds.size(-1)}) : batch.preds).contiguous();
-  contiguous.target = batch.target.contiguous();
+  // (multiclass targets keep their integer dtype: canonicalize.cpp)
+  contiguous.target = batch.target.scalar_type() == at::kLong ? batch.target.contiguous()
+                                                              : batch.target.to(at::kLong).contiguous();
   if (batch.weight) contiguous.weight = batch.weight->contiguous();
   const auto bad = cpu::count(contiguous, options, sink).in_order();
   if (sink.layout == CountLayout::PerClassAndKeptMatrix) {
