@@ -1154,6 +1154,38 @@ TEST(ClassificationKernels, MulticlassTargetsOfOtherIntegerDtypesCountAsInt64One
   }
 }
 
+// Multiclass scores in float16 or bfloat16 are read as they are (max and sort order them as their
+// float32 widening; the CPU path casts them): on each path, with ties (coarse values), NaN rows,
+// targets out of range and ignored ones, a metric counts as one fed the widened scores.
+TEST(ClassificationKernels, MulticlassHalfPrecisionScoresCountAsTheirFloat32Widening) {
+  auto gen = testing::generator(31);
+  const int64_t classes = 6, m = 40;
+  const std::vector<Opts> options{Opts::multiclass(classes).average(Average::None),
+                                  Opts::multiclass(classes).ignore_index(1).weighted(true),
+                                  Opts::multiclass(classes).top_k(2).ignore_index(4),
+                                  Opts::multiclass(classes).top_k(3).weighted(true)};
+  for (const auto dtype : {at::kHalf, at::kBFloat16}) {
+    for (const auto& o : options) {
+      StatScores want(o), cpu(o), aten(o);
+      for (int update = 0; update < 2; ++update) {
+        auto scores = (at::randint(-3, 4, {m, classes}, gen, at::kFloat) / 4).to(dtype);  // many ties
+        scores.index_put_({at::arange(update, m, 7), update + 1}, kNaN);
+        const auto target = at::randint(-1, classes + 1, {m}, gen, at::kLong);
+        const auto weight = o.weighted() ? c10::optional<at::Tensor>(at::rand({m}, gen, at::kDouble)) : c10::nullopt;
+        want.update(scores.to(at::kFloat), target, weight);
+        cpu.update(scores, target, weight);
+        ForceAtenPath force;
+        aten.update(scores, target, weight);
+      }
+      const auto context = ::testing::Message() << at::toString(dtype) << ", " << want.options_text();
+      EXPECT_TRUE(states_equal(cpu.state_dict(), want.state_dict())) << context;
+      EXPECT_TRUE(states_equal(aten.state_dict(), want.state_dict(), o.weighted() ? 1e-15 : 0.0)) << context;
+      EXPECT_EQ(aten.bad_input_report().counts, want.bad_input_report().counts) << context;
+      EXPECT_EQ(cpu.bad_input_report().counts, want.bad_input_report().counts) << context;
+    }
+  }
+}
+
 // float32 weights reach the device path as they are (its float64 arithmetic widens them exactly):
 // on each path, every task counts them, bad ones (NaN, negative, the negative nearest 0, +inf) and
 // float32's extremes (its largest, its smallest, -0.0) included, exactly as their float64 widening.

@@ -172,7 +172,11 @@ ClassificationBatch canonicalize(const std::string& metric, const Classification
   batch.scores = is_input_floating(preds.scalar_type()) && !multiclass_labels;
   if (batch.scores) batch.score_dtype = preds.scalar_type();
   auto p = preds;
-  if (batch.scores && (p.scalar_type() == at::kHalf || p.scalar_type() == at::kBFloat16)) p = p.to(at::kFloat);
+  // half-precision scores: float32 for the binary and multilabel ops (they threshold in the scores'
+  // dtype, batch.score_dtype); multiclass ones keep theirs (max and sort order them as float32
+  // would; the CPU path casts them itself, counts.cpp)
+  const bool half = p.scalar_type() == at::kHalf || p.scalar_type() == at::kBFloat16;
+  if (batch.scores && half && o.task() != Task::Multiclass) p = p.to(at::kFloat);
   if (!batch.scores) p = labels_of(p, kNotAPrediction);
   if (o.task() == Task::Multilabel) {
     batch.preds = classes_last(p, o.num_classes());
