@@ -35,13 +35,16 @@ at::Tensor labels_of(const at::Tensor& labels, int64_t not_a_label) {
   return whole.masked_fill_(whole.to(labels.scalar_type()).ne(labels), not_a_label);
 }
 
-// Multiclass targets of any integer dtype are read as they are where there are num_classes: the
-// device path's clamp widens them into its int64 class rows (a cast would be an op more), and the
-// CPU path casts them itself (counts.cpp). Without num_classes the device path compares them with
-// the ignore_index as they are, so they are made int64 first, as bool targets and float labels are.
+// Multiclass targets of a signed integer dtype or uint8 are read as they are where there are
+// num_classes: the device path's clamp widens them into its int64 class rows (a cast would be an op
+// more), and the CPU path casts them itself (counts.cpp). PyTorch 2's uint16, uint32 and uint64 do
+// not promote with int64 (the clamp refuses them), so they are made int64 first, as bool targets,
+// float labels and (the device path compares them with the ignore_index as they are) targets
+// without num_classes are.
 bool keeps_integer_target(const ClassificationOptions& o, const at::Tensor& target) {
-  return o.task() == Task::Multiclass && o.num_classes() != kUnknownClasses &&
-         at::isIntegralType(target.scalar_type(), /*includeBool=*/false);
+  const auto dtype = target.scalar_type();
+  const bool widens = dtype == at::kByte || dtype == at::kChar || dtype == at::kShort || dtype == at::kInt;
+  return o.task() == Task::Multiclass && o.num_classes() != kUnknownClasses && widens;
 }
 
 // (N, K, ...) -> (N * ..., K): the class or label dimension last, every other one flattened.

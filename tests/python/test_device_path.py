@@ -122,6 +122,47 @@ def test_top_k_over_fewer_classes_than_its_rows_sorts_a_padded_copy(options):
     assert max(padded["launching"]) == (12 if options == {} else 13)
 
 
+@pytest.mark.parametrize("task, options, shape", [
+    ("Multiclass", dict(num_classes=1000), (128, 1000)),
+    ("Multilabel", dict(num_labels=100), (128, 100)),
+    ("Binary", {}, (4096,)),
+])
+def test_float16_weights_are_cast_to_float64(task, options, shape):
+    """float16 weights are cast to float64 (an op, README: what still passes the budget); multiclass
+    ones then take an ne of their own too (float32 scores are not checked with float64 weights)."""
+    import nosync_metrics as nm
+
+    make = launch_bench.collection(nm, task, weighted=True, **options)
+    target_shape = shape[:1] if task == "Multiclass" else shape
+
+    def measured(weight_dtype):
+        def inputs():
+            return (launch_bench.meta(*shape), launch_bench.meta(*target_shape, dtype=torch.int64),
+                    launch_bench.meta(shape[0], dtype=weight_dtype))
+        result = launch_bench.measure(launch_bench.Config("weights", make, inputs, 12))
+        assert result["error"] is None and result["first_difference"] is None and result["syncs"] == [0, 0]
+        return result
+
+    canonical, half = measured(torch.float32), measured(torch.float16)
+    extra = ["aten.ne.Tensor_out"] if task == "Multiclass" else []
+    assert half["ops"][0] == "aten._to_copy.default"
+    assert sorted(half["ops"][1:]) == sorted(canonical["ops"] + extra)
+    assert half["launching"] == [n + 1 + len(extra) for n in canonical["launching"]]
+
+
+def test_multiclass_label_predictions_of_another_integer_dtype_take_a_cast():
+    """Label predictions are made int64 (labels_of: float ones are checked for whole numbers): int32
+    ones take one _to_copy more than int64 ones (README: what still passes the budget)."""
+    import nosync_metrics as nm
+
+    make = launch_bench.collection(nm, "Multiclass", num_classes=10, ignore_index=0)
+    counted = {}
+    for dtype in (torch.int64, torch.int32):
+        inputs = (lambda dtype=dtype: (launch_bench.meta(128, dtype=dtype), launch_bench.meta(128, dtype=torch.int64)))
+        counted[dtype] = launch_bench.measure(launch_bench.Config("labels", make, inputs, 12))
+    assert counted[torch.int32]["ops"] == ["aten._to_copy.default"] + counted[torch.int64]["ops"]
+
+
 @pytest.mark.parametrize("task, options, preds, target, weight, count, copies", [
     ("Multilabel", dict(num_labels=100), (128, 100, 4), (128, 100, 4), (128,), 15, 3),
     ("Multilabel", dict(num_labels=10, multidim_average="samplewise"), (16, 10, 8), (16, 10, 8), None, 13, 2),

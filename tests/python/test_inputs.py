@@ -167,3 +167,30 @@ def test_a_0_dim_pair_is_a_batch_of_one_for_binary_and_multiclass():
     assert weighted.compute().tolist() == [[0.0, 0.0], [0.0, 2.0]]
     with pytest.raises(ValueError, match="MultilabelConfusionMatrix"):
         nm.MultilabelConfusionMatrix(num_labels=2).update(torch.tensor(0.7), torch.tensor(1))
+
+
+UNSIGNED = [getattr(torch, name) for name in ("uint16", "uint32", "uint64") if hasattr(torch, name)]
+
+
+@pytest.mark.skipif(not UNSIGNED, reason="uint16, uint32 and uint64 are PyTorch 2's (test-torch2.sh runs this)")
+@pytest.mark.parametrize("multidim_average", ["global", "samplewise"])  # the CPU path, the device path
+def test_multiclass_targets_of_pytorch2_unsigned_dtypes_count_as_int64_ones(multidim_average):
+    """uint16 (16-bit PNG masks), uint32 and uint64 targets do not promote with int64 in PyTorch 2: they
+    are made int64 first, and count as the same targets in int64 (ignored ones among them), which
+    sklearn's confusion matrix checks; on meta too."""
+    g = torch.Generator().manual_seed(5)
+    scores, target = torch.randn(6, 4, 3, generator=g), torch.randint(0, 4, (6, 3), generator=g)
+    options = dict(num_classes=4, average=None, multidim_average=multidim_average, ignore_index=2)
+    want = nm.MulticlassStatScores(**options)
+    want.update(scores, target)
+    kept = target != 2
+    matrix = skm.confusion_matrix(target[kept].numpy(), scores.argmax(1)[kept].numpy(), labels=range(4))
+    if multidim_average == "global":
+        assert want.compute()[:, 0].tolist() == np.diag(matrix).tolist()  # tp
+    for dtype in UNSIGNED:
+        metric = nm.MulticlassStatScores(**options)
+        metric.update(scores, target.to(dtype))
+        assert torch.equal(metric.compute(), want.compute()), dtype
+        on_meta = nm.MulticlassStatScores(**options).to("meta")
+        on_meta.update(scores.to("meta"), target.to(dtype).to("meta"))
+        assert on_meta.compute().is_meta
