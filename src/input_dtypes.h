@@ -7,8 +7,10 @@
 
 namespace metrics::detail {
 
+inline bool is_half_precision(at::ScalarType type) { return type == at::kHalf || type == at::kBFloat16; }
+
 inline bool is_input_floating(at::ScalarType type) {
-  return type == at::kFloat || type == at::kDouble || type == at::kHalf || type == at::kBFloat16;
+  return type == at::kFloat || type == at::kDouble || is_half_precision(type);
 }
 
 }  // namespace metrics::detail

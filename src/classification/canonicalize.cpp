@@ -178,8 +178,7 @@ ClassificationBatch canonicalize(const std::string& metric, const Classification
   // half-precision scores: float32 for the binary and multilabel ops (they threshold in the scores'
   // dtype, batch.score_dtype); multiclass ones keep theirs (max and sort order them as float32
   // would; the CPU path casts them itself, counts.cpp)
-  const bool half = p.scalar_type() == at::kHalf || p.scalar_type() == at::kBFloat16;
-  if (batch.scores && half && o.task() != Task::Multiclass) p = p.to(at::kFloat);
+  if (batch.scores && is_half_precision(p.scalar_type()) && o.task() != Task::Multiclass) p = p.to(at::kFloat);
   if (!batch.scores) p = labels_of(p, kNotAPrediction);
   if (o.task() == Task::Multilabel) {
     batch.preds = classes_last(p, o.num_classes());

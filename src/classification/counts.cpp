@@ -4,6 +4,7 @@
 
 #include <metrics/backend.h>
 
+#include "../input_dtypes.h"
 #include "kernels.h"
 
 namespace metrics::detail {
@@ -109,8 +110,7 @@ void count(MetricState& state, const ClassificationOptions& options, const Class
   auto contiguous = batch;
   // (multiclass scores keep a half-precision dtype and targets an integer one: canonicalize.cpp)
   const auto& preds = batch.preds.dim() > 2 ? batch.preds.reshape({-1, batch.preds.size(-1)}) : batch.preds;
-  const auto half = preds.scalar_type() == at::kHalf || preds.scalar_type() == at::kBFloat16;
-  contiguous.preds = half ? preds.to(at::kFloat).contiguous() : preds.contiguous();
+  contiguous.preds = is_half_precision(preds.scalar_type()) ? preds.to(at::kFloat).contiguous() : preds.contiguous();
   contiguous.target = batch.target.scalar_type() == at::kLong ? batch.target.contiguous()
                                                               : batch.target.to(at::kLong).contiguous();
   if (batch.weight) contiguous.weight = batch.weight->contiguous();
