@@ -78,6 +78,21 @@ std::vector<MetaCase> cases() {
     all.push_back({"Sum/float32/" + policy_name, maker<Sum>(f32), value});
     all.push_back({"Max/float32/" + policy_name, maker<Max>(f32), value});
   }
+  // every classification metric made with `o` (a ConfusionMatrix where it takes o: no top_k, and
+  // num_classes), each a case updated with `args`
+  const auto add_every_metric = [&all](const std::string& name, const Opts& o,
+                                       const std::function<Inputs(at::Device)>& args) {
+    const auto at_device = [o](at::Device d) { return Opts(o).device(d); };
+    all.push_back({"Accuracy/" + name, maker<Accuracy>(at_device), args});
+    all.push_back({"Precision/" + name, maker<Precision>(at_device), args});
+    all.push_back({"Recall/" + name, maker<Recall>(at_device), args});
+    all.push_back({"F1/" + name, maker<F1Score>(at_device), args});
+    all.push_back({"FBeta/" + name, fbeta(at_device), args});
+    all.push_back({"StatScores/" + name, maker<StatScores>(at_device), args});
+    if (o.top_k() == 1 && o.num_classes() != kUnknownClasses) {
+      all.push_back({"ConfusionMatrix/" + name, maker<ConfusionMatrix>(at_device), args});
+    }
+  };
   // multiclass inputs: preds of `preds_shape` (scores, or int64 labels shaped like the target), the
   // target (preds_shape less dimension 1, for scores), a float64 weight per sample where weighted
   const auto multiclass_inputs = [](std::vector<int64_t> preds_shape, bool scores, bool weighted) {
@@ -110,18 +125,7 @@ std::vector<MetaCase> cases() {
       {"multiclass/unknown_classes/labels/weighted",
        Opts::multiclass(kUnknownClasses).average(Average::Micro).weighted(true), {32}, false}};
   for (const auto& [name, opts, preds_shape, scores] : multiclass) {
-    const auto o = opts;
-    const auto at_device = [o](at::Device d) { return Opts(o).device(d); };
-    const auto args = multiclass_inputs(preds_shape, scores, o.weighted());
-    all.push_back({"Accuracy/" + name, maker<Accuracy>(at_device), args});
-    all.push_back({"Precision/" + name, maker<Precision>(at_device), args});
-    all.push_back({"Recall/" + name, maker<Recall>(at_device), args});
-    all.push_back({"F1/" + name, maker<F1Score>(at_device), args});
-    all.push_back({"FBeta/" + name, fbeta(at_device), args});
-    all.push_back({"StatScores/" + name, maker<StatScores>(at_device), args});
-    if (o.top_k() == 1 && o.num_classes() != kUnknownClasses) {  // (a ConfusionMatrix takes neither)
-      all.push_back({"ConfusionMatrix/" + name, maker<ConfusionMatrix>(at_device), args});
-    }
+    add_every_metric(name, opts, multiclass_inputs(preds_shape, scores, opts.weighted()));
   }
   const auto entries = [](std::vector<int64_t> shape, bool weighted) {
     return [shape, weighted](at::Device d) {
@@ -137,16 +141,7 @@ std::vector<MetaCase> cases() {
       {"multilabel", Opts::multilabel(4), {16, 4}},
       {"multilabel/weighted", Opts::multilabel(4).weighted(true), {16, 4}}};
   for (const auto& [name, opts, shape] : binary_like) {
-    const auto o = opts;
-    const auto at_device = [o](at::Device d) { return Opts(o).device(d); };
-    const auto args = entries(shape, o.weighted());
-    all.push_back({"Accuracy/" + name, maker<Accuracy>(at_device), args});
-    all.push_back({"Precision/" + name, maker<Precision>(at_device), args});
-    all.push_back({"Recall/" + name, maker<Recall>(at_device), args});
-    all.push_back({"F1/" + name, maker<F1Score>(at_device), args});
-    all.push_back({"FBeta/" + name, fbeta(at_device), args});
-    all.push_back({"StatScores/" + name, maker<StatScores>(at_device), args});
-    all.push_back({"ConfusionMatrix/" + name, maker<ConfusionMatrix>(at_device), args});
+    add_every_metric(name, opts, entries(shape, opts.weighted()));
   }
   return all;
 }
