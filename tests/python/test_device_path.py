@@ -40,6 +40,16 @@ def test_every_aggregator_and_collection_keeps_to_the_launch_budget(config):
         assert max(launching) <= config.budget, launching
 
 
+def measured_clean(make, *inputs):
+    """The launch results of `make`'s collection over meta tensors of the (shape, dtype) `inputs`,
+    checked: no error, no sync-class op, replay-invariant."""
+    def tensors():
+        return tuple(launch_bench.meta(*shape, dtype=dtype) for shape, dtype in inputs)
+    result = launch_bench.measure(launch_bench.Config("inputs", make, tensors, 12))
+    assert result["error"] is None and result["first_difference"] is None and result["syncs"] == [0, 0]
+    return result
+
+
 @pytest.mark.parametrize("task, options, shape", [
     ("Multiclass", dict(num_classes=1000), (128, 1000)),
     ("Multiclass", dict(num_classes=1000, top_k=5, ignore_index=0), (128, 1000)),
@@ -59,16 +69,9 @@ def test_other_score_and_target_dtypes_cost_a_cast_where_the_ops_need_one(task, 
 
     make = launch_bench.collection(nm, task, weighted=weighted, **options)
     target_shape = shape[:1] if task == "Multiclass" else shape
-
-    def measured(scores_dtype, target_dtype):
-        def inputs():
-            return ((launch_bench.meta(*shape, dtype=scores_dtype), launch_bench.meta(*target_shape, dtype=target_dtype))
-                    + ((launch_bench.meta(shape[0]),) if weighted else ()))
-        result = launch_bench.measure(launch_bench.Config("dtypes", make, inputs, 12))
-        assert result["error"] is None and result["first_difference"] is None and result["syncs"] == [0, 0]
-        return result
-
-    canonical, other = measured(torch.float32, torch.int64), measured(scores, target)
+    weight = [((shape[0],), torch.float32)] if weighted else []
+    canonical = measured_clean(make, (shape, torch.float32), (target_shape, torch.int64), *weight)
+    other = measured_clean(make, (shape, scores), (target_shape, target), *weight)
     half = scores != torch.float32
     if task == "Multiclass":
         extra = ["aten.ne.Tensor_out"] if half and weighted else []
@@ -134,16 +137,8 @@ def test_float16_weights_are_cast_to_float64(task, options, shape):
 
     make = launch_bench.collection(nm, task, weighted=True, **options)
     target_shape = shape[:1] if task == "Multiclass" else shape
-
-    def measured(weight_dtype):
-        def inputs():
-            return (launch_bench.meta(*shape), launch_bench.meta(*target_shape, dtype=torch.int64),
-                    launch_bench.meta(shape[0], dtype=weight_dtype))
-        result = launch_bench.measure(launch_bench.Config("weights", make, inputs, 12))
-        assert result["error"] is None and result["first_difference"] is None and result["syncs"] == [0, 0]
-        return result
-
-    canonical, half = measured(torch.float32), measured(torch.float16)
+    canonical, half = (measured_clean(make, (shape, torch.float32), (target_shape, torch.int64), ((shape[0],), dtype))
+                       for dtype in (torch.float32, torch.float16))
     extra = ["aten.ne.Tensor_out"] if task == "Multiclass" else []
     assert half["ops"][0] == "aten._to_copy.default"
     assert sorted(half["ops"][1:]) == sorted(canonical["ops"] + extra)
@@ -156,11 +151,8 @@ def test_multiclass_label_predictions_of_another_integer_dtype_take_a_cast():
     import nosync_metrics as nm
 
     make = launch_bench.collection(nm, "Multiclass", num_classes=10, ignore_index=0)
-    counted = {}
-    for dtype in (torch.int64, torch.int32):
-        inputs = (lambda dtype=dtype: (launch_bench.meta(128, dtype=dtype), launch_bench.meta(128, dtype=torch.int64)))
-        counted[dtype] = launch_bench.measure(launch_bench.Config("labels", make, inputs, 12))
-    assert counted[torch.int32]["ops"] == ["aten._to_copy.default"] + counted[torch.int64]["ops"]
+    wide, narrow = (measured_clean(make, ((128,), dtype), ((128,), torch.int64)) for dtype in (torch.int64, torch.int32))
+    assert narrow["ops"] == ["aten._to_copy.default"] + wide["ops"]
 
 
 @pytest.mark.parametrize("task, options, preds, target, weight, count, copies", [
