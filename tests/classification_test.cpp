@@ -1113,6 +1113,35 @@ TEST(ClassificationKernels, TopKCountsAlikeAroundTheClassRowsWidth) {
   }
 }
 
+// A multiclass batch in the dtypes under test, and its preds and target widened (float32, int64).
+struct NarrowBatch {
+  at::Tensor preds, target, wide_preds, wide_target;
+  c10::optional<at::Tensor> weight;
+};
+
+// Metrics `make` makes, fed the narrow batches on the CPU path and on the device path, count and
+// report bad input as one fed them widened; returns that one.
+std::unique_ptr<ClassificationMetric> expect_narrow_counts_as_wide(
+    const std::function<std::unique_ptr<ClassificationMetric>()>& make, const std::vector<NarrowBatch>& batches) {
+  auto want = make();
+  const auto cpu = make(), aten = make();
+  for (const auto& b : batches) {
+    want->update(b.wide_preds, b.wide_target, b.weight);
+    cpu->update(b.preds, b.target, b.weight);
+    ForceAtenPath force;
+    aten->update(b.preds, b.target, b.weight);
+  }
+  const auto& first = batches.front();
+  const auto context = ::testing::Message() << at::toString(first.preds.scalar_type()) << " preds, "
+                                            << at::toString(first.target.scalar_type()) << " target, " << want->name()
+                                            << "(" << want->options_text() << ")";
+  EXPECT_TRUE(states_equal(cpu->state_dict(), want->state_dict())) << context;
+  EXPECT_TRUE(states_equal(aten->state_dict(), want->state_dict(), first.weight ? 1e-15 : 0.0)) << context;
+  EXPECT_EQ(aten->bad_input_report().counts, want->bad_input_report().counts) << context;
+  EXPECT_EQ(cpu->bad_input_report().counts, want->bad_input_report().counts) << context;
+  return want;
+}
+
 // Multiclass targets of another integer dtype are read as they are (the device path's clamp widens
 // them; the CPU path casts them): on each path, with targets out of range and ignored ones among
 // them, a metric counts as one fed the same targets as int64, and reports the same bad input.
@@ -1126,29 +1155,19 @@ TEST(ClassificationKernels, MulticlassTargetsOfOtherIntegerDtypesCountAsInt64One
     for (const auto& o : options) {
       for (const bool matrix : {false, true}) {
         if (matrix && o.top_k() > 1) continue;  // (a ConfusionMatrix has no top_k)
-        const auto make = [&]() -> std::unique_ptr<ClassificationMetric> {
-          if (matrix) return std::make_unique<ConfusionMatrix>(o);
-          return std::make_unique<StatScores>(o);
-        };
-        const auto want = make(), cpu = make(), aten = make();
+        std::vector<NarrowBatch> batches;
         for (int update = 0; update < 2; ++update) {
           const auto scores = at::randn({m, classes}, gen);
           const int64_t low = dtype == at::kByte ? 0 : -2;
           const auto wide = at::randint(low, classes + 2, {m}, gen, at::kLong);  // some out of range
-          const auto narrow = wide.to(dtype);
           const auto weight = o.weighted() ? c10::optional<at::Tensor>(at::rand({m}, gen, at::kDouble)) : c10::nullopt;
-          want->update(scores, wide, weight);
-          cpu->update(scores, narrow, weight);
-          ForceAtenPath force;
-          aten->update(scores, narrow, weight);
+          batches.push_back({scores, wide.to(dtype), scores, wide, weight});
         }
-        const auto context = ::testing::Message() << at::toString(dtype) << ", " << want->name() << "("
-                                                  << want->options_text() << ")";
-        EXPECT_TRUE(states_equal(cpu->state_dict(), want->state_dict())) << context;
-        EXPECT_TRUE(states_equal(aten->state_dict(), want->state_dict(), o.weighted() ? 1e-15 : 0.0)) << context;
-        EXPECT_EQ(aten->bad_input_report().counts, want->bad_input_report().counts) << context;
-        EXPECT_EQ(cpu->bad_input_report().counts, want->bad_input_report().counts) << context;
-        EXPECT_GT(want->bad_input_report().bad_updates, 0) << context;
+        const auto want = expect_narrow_counts_as_wide([&]() -> std::unique_ptr<ClassificationMetric> {
+          if (matrix) return std::make_unique<ConfusionMatrix>(o);
+          return std::make_unique<StatScores>(o);
+        }, batches);
+        EXPECT_GT(want->bad_input_report().bad_updates, 0) << at::toString(dtype) << ", " << want->options_text();
       }
     }
   }
@@ -1166,22 +1185,15 @@ TEST(ClassificationKernels, MulticlassHalfPrecisionScoresCountAsTheirFloat32Wide
                                   Opts::multiclass(classes).top_k(3).weighted(true)};
   for (const auto dtype : {at::kHalf, at::kBFloat16}) {
     for (const auto& o : options) {
-      StatScores want(o), cpu(o), aten(o);
+      std::vector<NarrowBatch> batches;
       for (int update = 0; update < 2; ++update) {
         auto scores = (at::randint(-3, 4, {m, classes}, gen, at::kFloat) / 4).to(dtype);  // many ties
         scores.index_put_({at::arange(update, m, 7), update + 1}, kNaN);
         const auto target = at::randint(-1, classes + 1, {m}, gen, at::kLong);
         const auto weight = o.weighted() ? c10::optional<at::Tensor>(at::rand({m}, gen, at::kDouble)) : c10::nullopt;
-        want.update(scores.to(at::kFloat), target, weight);
-        cpu.update(scores, target, weight);
-        ForceAtenPath force;
-        aten.update(scores, target, weight);
+        batches.push_back({scores, target, scores.to(at::kFloat), target, weight});
       }
-      const auto context = ::testing::Message() << at::toString(dtype) << ", " << want.options_text();
-      EXPECT_TRUE(states_equal(cpu.state_dict(), want.state_dict())) << context;
-      EXPECT_TRUE(states_equal(aten.state_dict(), want.state_dict(), o.weighted() ? 1e-15 : 0.0)) << context;
-      EXPECT_EQ(aten.bad_input_report().counts, want.bad_input_report().counts) << context;
-      EXPECT_EQ(cpu.bad_input_report().counts, want.bad_input_report().counts) << context;
+      expect_narrow_counts_as_wide([&] { return std::make_unique<StatScores>(o); }, batches);
     }
   }
 }
