@@ -656,23 +656,33 @@ TEST(ClassificationKernels, CountLabelsMatchesBruteForceOnEveryWidthAndIsa) {
 
 // A weighted kernel batch: rows of `labels` scores (probabilities, or logits for odd trials), 0/1
 // targets, float32 weights (one per row, or one per entry where `per_entry`), multiples of 2^-10
-// (any sum of them is exact in float64), but where the trial says otherwise.
+// (any sum of them is exact in float64), but where the trial says otherwise. The clean trials put
+// scores on the cutoff (`cutoffs`: the probabilities', the logits') and at both zeros where they can.
 struct WeightedKernelBatch {
   at::Tensor preds, target, weight;
   bool exact = true;  // every sum of the weights is exact in float64
 };
 
 WeightedKernelBatch weighted_kernel_batch(int64_t rows, int64_t labels, bool per_entry, int trial,
-                                          at::Generator& gen) {
+                                          const float (&cutoffs)[2], at::Generator& gen) {
   const std::vector<int64_t> weights = per_entry ? std::vector<int64_t>{rows, labels} : std::vector<int64_t>{rows};
   WeightedKernelBatch b{trial % 2 ? at::randn({rows, labels}, gen) * 3 : at::rand({rows, labels}, gen),
                         at::randint(2, {rows, labels}, gen, at::kLong),
                         at::randint(1024, weights, gen, at::kFloat).div_(1024)};
   auto w = b.weight.view({-1});
   const int64_t last = w.numel() - 1;
+  auto scores = b.preds.view({-1});
+  const auto put = [&](int64_t i, float score) {
+    if (i < scores.numel() && std::abs(score) <= 5) scores[i] = score;
+  };
   switch (trial) {
+    case 0:
+    case 2:
+      put(1, cutoffs[0]), put(2, 0.0f), put(3, 1.0f);
+      break;
     case 1:  // logits, the first a clear one (the guess right, however few scores it reads)
-      b.preds.view({-1})[0] = 5;
+      scores[0] = 5;
+      put(1, cutoffs[1]), put(2, -0.0f), put(3, 0.0f), put(4, -cutoffs[1]);
       break;
     case 3:  // logits, the first scores inside [0, 1] (the one-pass kernels guess wrong)
       b.preds.view({-1}).narrow(0, 0, std::min<int64_t>(rows * labels, 16)).uniform_(0, 1, gen);
@@ -713,66 +723,72 @@ WeightedKernelBatch weighted_kernel_batch(int64_t rows, int64_t labels, bool per
 // weights' kernels derive three cells by subtraction, exact there), within a direct sum's rounding
 // elsewhere; batches the kernels do not count (a bad target, score or weight) leave the cells as
 // they were. Widths below, at and above a block (AVX-512: 16 labels; AVX2: 8, and within its
-// second half of 64-bit lanes: 5 and 6).
+// second half of 64-bit lanes: 5 and 6); cutoffs of either sign and infinite ones (AVX2 compares
+// the scores' bits where the cutoff is +0.0 or more, the floats elsewhere).
 TEST(ClassificationKernels, WeightedCountsMatchExactSumsOnEveryWidthAndIsa) {
   auto gen = testing::generator(23);
-  const float thresholds[2] = {0.5f, 0.0f};
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  const float cutoff_pairs[][2] = {{0.5f, 0.0f}, {0.25f, -1.0986123f}, {0.75f, 1.0986123f}, {0.0f, -kInf},
+                                   {1.0f, kInf}};
   const std::vector<std::tuple<int64_t, int64_t, bool>> shapes = {  // rows, labels (1: binary), per entry
       {1, 2, false},  {7, 15, false}, {33, 16, false}, {128, 17, false}, {128, 37, true}, {33, 100, false},
       {128, 100, false}, {7, 2, true}, {33, 16, true},  {1, 1, true},    {15, 1, true},   {1024, 1, true},
       {4096, 1, true},   {4099, 1, true}, {9, 5, false},  {9, 6, true},  {130, 100, false}};
   for (auto isa : vector_isas()) {
-    for (const auto& [rows, labels, per_entry] : shapes) {
-      for (int trial = 0; trial < 12; ++trial) {
-        const auto b = weighted_kernel_batch(rows, labels, per_entry, trial, gen);
-        const auto where = ::testing::Message() << "isa=" << static_cast<int>(isa) << " rows=" << rows
-                                                << " labels=" << labels << " per_entry=" << per_entry
-                                                << " trial=" << trial;
-        const auto w = b.weight.to(at::kDouble);
-        const auto w_entries = (per_entry ? w : w.expand({labels, rows}).t()).contiguous();
-        const auto preds = b.preds.accessor<float, 2>();
-        const auto target = b.target.accessor<int64_t, 2>();
-        const auto weight = w_entries.accessor<double, 2>();
-        const bool logits = ((b.preds < 0) | (b.preds > 1)).any().item<bool>();
-        std::vector<long double> expected(4 * labels, 0.5L);  // tp, fp, tn, fn
-        for (int64_t r = 0; r < rows; ++r) {
-          for (int64_t l = 0; l < labels; ++l) {
-            const bool positive = target[r][l] == 1, predicted = preds[r][l] > thresholds[logits ? 1 : 0];
-            expected[(positive ? (predicted ? 0 : 3) : (predicted ? 1 : 2)) * labels + l] += weight[r][l];
+    for (const auto& thresholds : cutoff_pairs) {
+      for (const auto& [rows, labels, per_entry] : shapes) {
+        for (int trial = 0; trial < 12; ++trial) {
+          const auto b = weighted_kernel_batch(rows, labels, per_entry, trial, thresholds, gen);
+          const auto where = ::testing::Message() << "isa=" << static_cast<int>(isa) << " cutoffs=" << thresholds[0]
+                                                  << "," << thresholds[1] << " rows=" << rows
+                                                  << " labels=" << labels << " per_entry=" << per_entry
+                                                  << " trial=" << trial;
+          const auto w = b.weight.to(at::kDouble);
+          const auto w_entries = (per_entry ? w : w.expand({labels, rows}).t()).contiguous();
+          const auto preds = b.preds.accessor<float, 2>();
+          const auto target = b.target.accessor<int64_t, 2>();
+          const auto weight = w_entries.accessor<double, 2>();
+          const bool logits = ((b.preds < 0) | (b.preds > 1)).any().item<bool>();
+          std::vector<long double> expected(4 * labels, 0.5L);  // tp, fp, tn, fn
+          for (int64_t r = 0; r < rows; ++r) {
+            for (int64_t l = 0; l < labels; ++l) {
+              const bool positive = target[r][l] == 1, predicted = preds[r][l] > thresholds[logits ? 1 : 0];
+              expected[(positive ? (predicted ? 0 : 3) : (predicted ? 1 : 2)) * labels + l] += weight[r][l];
+            }
           }
-        }
-        std::vector<double> got(4 * labels, 0.5);
-        double* cells = got.data();
-        const detail::cpu::WeightedEntries entries{
-            b.preds.data_ptr<float>(), b.target.data_ptr<int64_t>(), b.weight.data_ptr(),
-            b.weight.scalar_type() == at::kFloat, rows, labels, per_entry};
-        using detail::cpu::Counted;
-        const auto counted = detail::cpu::count_weighted_entries(
-            entries, thresholds, isa, {cells, cells + labels, cells + 2 * labels, cells + 3 * labels});
-        // the one pass where the weights are float32, their sums exact and the guess right (trial 3's
-        // scores, all among the first, are no logits); the general kernel for a wrong guess and
-        // float64 weights; either for weights whose sums may round (4 to 6: the test of exactness
-        // reads their exponents, which some of these pass)
-        if (trial >= 8) {
-          ASSERT_EQ(counted, Counted::None) << where;
-        } else if (trial < 3 || (trial == 3 && !logits)) {
-          ASSERT_EQ(counted, Counted::Derived) << where;
-        } else if (trial == 3 || trial == 7) {
-          ASSERT_EQ(counted, Counted::General) << where;
-        } else {
-          ASSERT_NE(counted, Counted::None) << where;
-        }
-        if (counted == Counted::None) {
-          EXPECT_EQ(got, std::vector<double>(4 * labels, 0.5)) << where;
-          continue;
-        }
-        for (int64_t i = 0; i < 4 * labels; ++i) {
-          const auto want = static_cast<double>(expected[i]);
-          // a direct sum's rounding (and the add to the cell's 0.5): far less than a difference of
-          // sums of every cell has
-          constexpr double kEpsilon = std::numeric_limits<double>::epsilon();
-          const double rounding = b.exact ? 0 : (rows + 2) * kEpsilon * (want - 0.5) + kEpsilon * want;
-          ASSERT_NEAR(got[i], want, rounding) << where << " cell " << i / labels << " label " << i % labels;
+          std::vector<double> got(4 * labels, 0.5);
+          double* cells = got.data();
+          const detail::cpu::WeightedEntries entries{
+              b.preds.data_ptr<float>(), b.target.data_ptr<int64_t>(), b.weight.data_ptr(),
+              b.weight.scalar_type() == at::kFloat, rows, labels, per_entry};
+          using detail::cpu::Counted;
+          const auto counted = detail::cpu::count_weighted_entries(
+              entries, thresholds, isa, {cells, cells + labels, cells + 2 * labels, cells + 3 * labels});
+          // the one pass where the weights are float32, their sums exact and the guess right (trial 3's
+          // scores, all among the first, are no logits); the general kernel for a wrong guess and
+          // float64 weights; either for weights whose sums may round (4 to 6: the test of exactness
+          // reads their exponents, which some of these pass)
+          if (trial >= 8) {
+            ASSERT_EQ(counted, Counted::None) << where;
+          } else if (trial < 3 || (trial == 3 && !logits)) {
+            ASSERT_EQ(counted, Counted::Derived) << where;
+          } else if (trial == 3 || trial == 7) {
+            ASSERT_EQ(counted, Counted::General) << where;
+          } else {
+            ASSERT_NE(counted, Counted::None) << where;
+          }
+          if (counted == Counted::None) {
+            EXPECT_EQ(got, std::vector<double>(4 * labels, 0.5)) << where;
+            continue;
+          }
+          for (int64_t i = 0; i < 4 * labels; ++i) {
+            const auto want = static_cast<double>(expected[i]);
+            // a direct sum's rounding (and the add to the cell's 0.5): far less than a difference of
+            // sums of every cell has
+            constexpr double kEpsilon = std::numeric_limits<double>::epsilon();
+            const double rounding = b.exact ? 0 : (rows + 2) * kEpsilon * (want - 0.5) + kEpsilon * want;
+            ASSERT_NEAR(got[i], want, rounding) << where << " cell " << i / labels << " label " << i % labels;
+          }
         }
       }
     }

@@ -363,19 +363,55 @@ struct Avx2 {
   METRICS_TARGET_AVX2 static bool sum_block(const float* preds, const int64_t* target, const void* weight,
                                             int64_t rows, int64_t stride, int64_t width, float threshold,
                                             const LabelSums& out) {
+    return std::signbit(threshold)
+               ? sum_rows<full, logits, per_entry, false>(preds, target, weight, rows, stride, width, threshold, out)
+               : sum_rows<full, logits, per_entry, true>(preds, target, weight, rows, stride, width, threshold, out);
+  }
+
+  // Whether each score of a half (4 lanes, one 64-bit mask each) is above the cutoff. A cutoff of
+  // +0.0 or more (`bits_compare`; probabilities always) compares the scores' bits, sign-extended, as
+  // integers, which order as the scores do where the cutoff's sign is clear (a negative score's
+  // are negative, and a NaN's above any finite cutoff's, which the checks turn away): two ops for
+  // the 4 lanes, read straight into 64 bits, where comparing the 8 floats and widening their masks
+  // took four (the pass is bound by its count of instructions).
+  template <bool full, bool bits_compare>
+  METRICS_TARGET_AVX2 static void above_cutoff(const float* p, const __m256i& lanes, const __m256& x, float cutoff,
+                                               __m256i (&yes)[2]) {
+    if constexpr (bits_compare) {
+      int32_t cutoff_bits;
+      std::memcpy(&cutoff_bits, &cutoff, sizeof cutoff_bits);
+      const __m256i cut = _mm256_set1_epi64x(cutoff_bits);
+      for (int h = 0; h < 2; ++h) {
+        const auto* half = reinterpret_cast<const int*>(p + 4 * h);
+        const __m128i score_bits = full ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(half))
+                                        : _mm_maskload_epi32(half, h == 0 ? _mm256_castsi256_si128(lanes)
+                                                                          : _mm256_extracti128_si256(lanes, 1));
+        yes[h] = _mm256_cmpgt_epi64(_mm256_cvtepi32_epi64(score_bits), cut);
+      }
+    } else {
+      const __m256i above = _mm256_castps_si256(_mm256_cmp_ps(x, _mm256_set1_ps(cutoff), _CMP_GT_OQ));
+      yes[0] = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(above));
+      yes[1] = _mm256_cvtepi32_epi64(_mm256_extracti128_si256(above, 1));
+    }
+  }
+
+  template <bool full, bool logits, bool per_entry, bool bits_compare>
+  METRICS_TARGET_AVX2 static bool sum_rows(const float* preds, const int64_t* target, const void* weight,
+                                           int64_t rows, int64_t stride, int64_t width, float threshold,
+                                           const LabelSums& out) {
     const __m256i lanes = first_lanes32(full ? kLanes : width);  // scores and float32 weights
     const __m256i halves[2] = {first_lanes64(full ? 4 : width), first_lanes64(full ? 4 : width - 4)};  // the rest
-    const __m256 cut = _mm256_set1_ps(threshold);
     const __m256d zero = _mm256_setzero_pd();
     __m256d predicted[2] = {zero, zero}, positive[2] = {zero, zero}, both[2] = {zero, zero}, total[2] = {zero, zero};
     __m256i bits = _mm256_setzero_si256(), largest = bits;
     __m256 sum = _mm256_setzero_ps();
+#pragma GCC unroll 2  // two rows a turn: the loop's own counting was a tenth of its instructions
     for (int64_t r = 0; r < rows; ++r) {
       const float* p = preds + r * stride;
       const auto* t = reinterpret_cast<const long long*>(target + r * stride);
       const __m256 x = full ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, lanes);
-      const __m256i yes = _mm256_castps_si256(_mm256_cmp_ps(x, cut, _CMP_GT_OQ));
-      const __m128i yes_halves[2] = {_mm256_castsi256_si128(yes), _mm256_extracti128_si256(yes, 1)};
+      __m256i yes[2];
+      above_cutoff<full, bits_compare>(p, lanes, x, threshold, yes);
       __m256d w[2];
       if constexpr (per_entry) {
         const float* entry = static_cast<const float*>(weight) + r * stride;
@@ -389,11 +425,14 @@ struct Avx2 {
         const __m256i th = full ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t + 4 * h))
                                 : _mm256_maskload_epi64(t + 4 * h, halves[h]);
         bits = _mm256_or_si256(bits, th);
-        const __m256d negative = _mm256_castsi256_pd(_mm256_cmpeq_epi64(th, _mm256_setzero_si256()));
-        const __m256d predicted_weight = _mm256_and_pd(_mm256_castsi256_pd(_mm256_cvtepi32_epi64(yes_halves[h])), w[h]);
+        // a target of 1 shifted into the exponent reads as 2.0 (0 as +0.0), a factor of the fused
+        // multiply-adds below, which count twice the weight where positive: one op where a mask and
+        // an add took two; the sums are halved when stored
+        const __m256d twice_positive = _mm256_castsi256_pd(_mm256_slli_epi64(th, 62));
+        const __m256d predicted_weight = _mm256_and_pd(_mm256_castsi256_pd(yes[h]), w[h]);
         predicted[h] = _mm256_add_pd(predicted[h], predicted_weight);
-        positive[h] = _mm256_add_pd(positive[h], _mm256_andnot_pd(negative, w[h]));
-        both[h] = _mm256_add_pd(both[h], _mm256_andnot_pd(negative, predicted_weight));
+        positive[h] = _mm256_fmadd_pd(twice_positive, w[h], positive[h]);
+        both[h] = _mm256_fmadd_pd(twice_positive, predicted_weight, both[h]);
         if constexpr (per_entry) total[h] = _mm256_add_pd(total[h], w[h]);
       }
       if constexpr (logits) {
@@ -404,8 +443,9 @@ struct Avx2 {
     }
     // a full block's sums by plain stores: a masked store is microcoded on AMD's cores
     double* const to[4] = {out.predicted, out.positive, out.both, out.total};
+    const __m256d half = _mm256_set1_pd(0.5);
     for (int h = 0; h < 2; ++h) {
-      const __m256d sums[4] = {predicted[h], positive[h], both[h], total[h]};
+      const __m256d sums[4] = {predicted[h], _mm256_mul_pd(positive[h], half), _mm256_mul_pd(both[h], half), total[h]};
       for (int s = 0; s < (per_entry ? 4 : 3); ++s) {
         if constexpr (full) {
           _mm256_storeu_pd(to[s] + 4 * h, sums[s]);
