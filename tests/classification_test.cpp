@@ -723,8 +723,10 @@ WeightedKernelBatch weighted_kernel_batch(int64_t rows, int64_t labels, bool per
 // weights' kernels derive three cells by subtraction, exact there), within a direct sum's rounding
 // elsewhere; batches the kernels do not count (a bad target, score or weight) leave the cells as
 // they were. Widths below, at and above a block (AVX-512: 16 labels; AVX2: 8, and within its
-// second half of 64-bit lanes: 5 and 6); cutoffs of either sign and infinite ones (AVX2 compares
-// the scores' bits where the cutoff is +0.0 or more, the floats elsewhere).
+// second half of 64-bit lanes: 5 and 6), last blocks of half the lanes (AVX2: 4, 12, 100 labels;
+// AVX-512: 17, 24, 37, 100) and binary entries that end in one (4100; 1032); cutoffs of either sign
+// and infinite ones (AVX2 compares the scores' bits where the cutoff is +0.0 or more, the floats
+// elsewhere).
 TEST(ClassificationKernels, WeightedCountsMatchExactSumsOnEveryWidthAndIsa) {
   auto gen = testing::generator(23);
   constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -733,7 +735,8 @@ TEST(ClassificationKernels, WeightedCountsMatchExactSumsOnEveryWidthAndIsa) {
   const std::vector<std::tuple<int64_t, int64_t, bool>> shapes = {  // rows, labels (1: binary), per entry
       {1, 2, false},  {7, 15, false}, {33, 16, false}, {128, 17, false}, {128, 37, true}, {33, 100, false},
       {128, 100, false}, {7, 2, true}, {33, 16, true},  {1, 1, true},    {15, 1, true},   {1024, 1, true},
-      {4096, 1, true},   {4099, 1, true}, {9, 5, false},  {9, 6, true},  {130, 100, false}};
+      {4096, 1, true},   {4099, 1, true}, {9, 5, false},  {9, 6, true},  {130, 100, false}, {5, 4, true},
+      {3, 12, false},    {4100, 1, true}, {1032, 1, true}, {9, 24, true}};
   for (auto isa : vector_isas()) {
     for (const auto& thresholds : cutoff_pairs) {
       for (const auto& [rows, labels, per_entry] : shapes) {

@@ -232,10 +232,11 @@ struct LabelSums {
   }
 };
 
-// A block's sums (sum_block): `rows` rows of kLanes labels (`width` of them where not `full`: the
-// other lanes read as zeros and are not stored), each entry's weight (its row's, float64, or its
-// own, float32, where `per_entry`) into its label's sums; it returns whether the block is clean and
-// its scores are as `logits` guessed.
+// A block's sums (sum_block): `rows` rows of kFixedWidth labels, kLanes or kLanes / 2 (the lanes of
+// one half: a block's every op works on that half alone), or of `width` (kFixedWidth 0: the other
+// lanes read as zeros and are not stored); each entry's weight (its row's, float64, or its own,
+// float32, where `per_entry`) into its label's sums; it returns whether the block is clean and its
+// scores are as `logits` guessed.
 struct Avx512 {
   static constexpr int64_t kLanes = 16;
 
@@ -259,11 +260,13 @@ struct Avx512 {
             _mm512_cmp_ps_mask(x, _mm512_set1_ps(1.0f), _CMP_NLE_UQ)) != 0;
   }
 
-  template <bool full, bool logits, bool per_entry>
+  template <int64_t kFixedWidth, bool logits, bool per_entry>
   METRICS_TARGET_AVX512 static bool sum_block(const float* preds, const int64_t* target, const void* weight,
                                               int64_t rows, int64_t stride, int64_t width, float threshold,
                                               const LabelSums& out) {
-    const auto lanes = static_cast<__mmask16>(full ? 0xFFFFu : (1u << width) - 1);
+    constexpr bool full = kFixedWidth == kLanes;  // else masked loads (a half's lanes: the first 8)
+    constexpr int kHalves = kFixedWidth == kLanes / 2 ? 1 : 2;
+    const auto lanes = static_cast<__mmask16>(full ? 0xFFFFu : (1u << (kFixedWidth ? kFixedWidth : width)) - 1);
     const __mmask8 halves[2] = {static_cast<__mmask8>(lanes & 0xFF), static_cast<__mmask8>(lanes >> 8)};
     const __m512 cut = _mm512_set1_ps(threshold);
     const __m512d zero = _mm512_setzero_pd();
@@ -276,7 +279,8 @@ struct Avx512 {
       const int64_t* t = target + r * stride;
       const __m512 x = full ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(lanes, p);
       const __m512i t0 = full ? _mm512_loadu_si512(t) : _mm512_maskz_loadu_epi64(halves[0], t);
-      const __m512i t1 = full ? _mm512_loadu_si512(t + 8) : _mm512_maskz_loadu_epi64(halves[1], t + 8);
+      const __m512i t1 = full ? _mm512_loadu_si512(t + 8)
+                              : kHalves == 2 ? _mm512_maskz_loadu_epi64(halves[1], t + 8) : _mm512_setzero_si512();
       bits = _mm512_ternarylogic_epi64(bits, t0, t1, 0xFE);  // bits | t0 | t1
       __m512d w[2];
       if constexpr (per_entry) {
@@ -290,7 +294,7 @@ struct Avx512 {
       const __mmask16 yes = _mm512_cmp_ps_mask(x, cut, _CMP_GT_OQ);
       const __mmask8 yes_lanes[2] = {static_cast<__mmask8>(yes), static_cast<__mmask8>(_kshiftri_mask16(yes, 8))};
       const __m512i targets[2] = {t0, t1};
-      for (int h = 0; h < 2; ++h) {
+      for (int h = 0; h < kHalves; ++h) {
         // the weight where positive (+0.0 elsewhere; 0 - target is all ones where it is 1, and any
         // target but 0 and 1 fails `bits`): integer ops, which left the mask registers' ports to
         // the scores' (12% of the kernel's time)
@@ -308,7 +312,7 @@ struct Avx512 {
         largest = _mm512_max_epu32(largest, _mm512_castps_si512(x));
       }
     }
-    for (int h = 0; h < 2; ++h) {
+    for (int h = 0; h < kHalves; ++h) {
       _mm512_mask_storeu_pd(out.predicted + 8 * h, halves[h], predicted[h]);
       _mm512_mask_storeu_pd(out.positive + 8 * h, halves[h], positive[h]);
       _mm512_mask_storeu_pd(out.both + 8 * h, halves[h], both[h]);
@@ -359,13 +363,25 @@ struct Avx2 {
                                            _mm256_cmp_ps(x, _mm256_set1_ps(1.0f), _CMP_NLE_UQ))) != 0;
   }
 
-  template <bool full, bool logits, bool per_entry>
+  template <int64_t kFixedWidth, bool logits, bool per_entry>
   METRICS_TARGET_AVX2 static bool sum_block(const float* preds, const int64_t* target, const void* weight,
                                             int64_t rows, int64_t stride, int64_t width, float threshold,
                                             const LabelSums& out) {
+    constexpr bool full = kFixedWidth != 0;  // plain loads and stores, of one half or both
+    constexpr int kHalves = kFixedWidth == kLanes / 2 ? 1 : 2;
     return std::signbit(threshold)
-               ? sum_rows<full, logits, per_entry, false>(preds, target, weight, rows, stride, width, threshold, out)
-               : sum_rows<full, logits, per_entry, true>(preds, target, weight, rows, stride, width, threshold, out);
+               ? sum_rows<full, kHalves, logits, per_entry, false>(preds, target, weight, rows, stride, width,
+                                                                   threshold, out)
+               : sum_rows<full, kHalves, logits, per_entry, true>(preds, target, weight, rows, stride, width,
+                                                                  threshold, out);
+  }
+
+  // The scores of a row (8, or the first 4 where there is one half), then zeros.
+  template <bool full, int kHalves>
+  METRICS_TARGET_AVX2 static __m256 row_scores(const float* p, const __m256i& lanes) {
+    if constexpr (!full) return _mm256_maskload_ps(p, lanes);
+    if constexpr (kHalves == 1) return _mm256_zextps128_ps256(_mm_loadu_ps(p));
+    return _mm256_loadu_ps(p);
   }
 
   // Whether each score of a half (4 lanes, one 64-bit mask each) is above the cutoff. A cutoff of
@@ -374,14 +390,14 @@ struct Avx2 {
   // are negative, and a NaN's above any finite cutoff's, which the checks turn away): two ops for
   // the 4 lanes, read straight into 64 bits, where comparing the 8 floats and widening their masks
   // took four (the pass is bound by its count of instructions).
-  template <bool full, bool bits_compare>
+  template <bool full, int kHalves, bool bits_compare>
   METRICS_TARGET_AVX2 static void above_cutoff(const float* p, const __m256i& lanes, const __m256& x, float cutoff,
                                                __m256i (&yes)[2]) {
     if constexpr (bits_compare) {
       int32_t cutoff_bits;
       std::memcpy(&cutoff_bits, &cutoff, sizeof cutoff_bits);
       const __m256i cut = _mm256_set1_epi64x(cutoff_bits);
-      for (int h = 0; h < 2; ++h) {
+      for (int h = 0; h < kHalves; ++h) {
         const auto* half = reinterpret_cast<const int*>(p + 4 * h);
         const __m128i score_bits = full ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(half))
                                         : _mm_maskload_epi32(half, h == 0 ? _mm256_castsi256_si128(lanes)
@@ -395,7 +411,7 @@ struct Avx2 {
     }
   }
 
-  template <bool full, bool logits, bool per_entry, bool bits_compare>
+  template <bool full, int kHalves, bool logits, bool per_entry, bool bits_compare>
   METRICS_TARGET_AVX2 static bool sum_rows(const float* preds, const int64_t* target, const void* weight,
                                            int64_t rows, int64_t stride, int64_t width, float threshold,
                                            const LabelSums& out) {
@@ -409,19 +425,18 @@ struct Avx2 {
     for (int64_t r = 0; r < rows; ++r) {
       const float* p = preds + r * stride;
       const auto* t = reinterpret_cast<const long long*>(target + r * stride);
-      const __m256 x = full ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, lanes);
+      const __m256 x = row_scores<full, kHalves>(p, lanes);
       __m256i yes[2];
-      above_cutoff<full, bits_compare>(p, lanes, x, threshold, yes);
+      above_cutoff<full, kHalves, bits_compare>(p, lanes, x, threshold, yes);
       __m256d w[2];
       if constexpr (per_entry) {
-        const float* entry = static_cast<const float*>(weight) + r * stride;
-        const __m256 wf = full ? _mm256_loadu_ps(entry) : _mm256_maskload_ps(entry, lanes);
+        const __m256 wf = row_scores<full, kHalves>(static_cast<const float*>(weight) + r * stride, lanes);
         w[0] = _mm256_cvtps_pd(_mm256_castps256_ps128(wf));
         w[1] = _mm256_cvtps_pd(_mm256_extractf128_ps(wf, 1));
       } else {
         w[0] = w[1] = _mm256_set1_pd(static_cast<const double*>(weight)[r]);
       }
-      for (int h = 0; h < 2; ++h) {
+      for (int h = 0; h < kHalves; ++h) {
         const __m256i th = full ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t + 4 * h))
                                 : _mm256_maskload_epi64(t + 4 * h, halves[h]);
         bits = _mm256_or_si256(bits, th);
@@ -444,7 +459,7 @@ struct Avx2 {
     // a full block's sums by plain stores: a masked store is microcoded on AMD's cores
     double* const to[4] = {out.predicted, out.positive, out.both, out.total};
     const __m256d half = _mm256_set1_pd(0.5);
-    for (int h = 0; h < 2; ++h) {
+    for (int h = 0; h < kHalves; ++h) {
       const __m256d sums[4] = {predicted[h], _mm256_mul_pd(positive[h], half), _mm256_mul_pd(both[h], half), total[h]};
       for (int s = 0; s < (per_entry ? 4 : 3); ++s) {
         if constexpr (full) {
@@ -473,8 +488,10 @@ struct Avx2 {
 template <typename Kernels, bool logits, bool per_entry>
 METRICS_ALWAYS_INLINE bool sum_lanes(const WeightedEntries& b, const void* weight, int64_t first, int64_t rows,
                                      int64_t stride, int64_t width, float threshold, const LabelSums& out) {
-  const auto kernel = width == Kernels::kLanes ? Kernels::template sum_block<true, logits, per_entry>
-                                               : Kernels::template sum_block<false, logits, per_entry>;
+  constexpr int64_t kLanes = Kernels::kLanes;
+  const auto kernel = width == kLanes       ? Kernels::template sum_block<kLanes, logits, per_entry>
+                      : width == kLanes / 2 ? Kernels::template sum_block<kLanes / 2, logits, per_entry>
+                                            : Kernels::template sum_block<0, logits, per_entry>;
   const void* weights = per_entry ? static_cast<const void*>(static_cast<const float*>(weight) + first) : weight;
   return kernel(b.preds + first, b.target + first, weights, rows, stride, width, threshold, out);
 }
@@ -505,13 +522,18 @@ METRICS_ALWAYS_INLINE void add_cells(const LabelSums& sums, Total total_of, int6
 }
 
 // Multilabel: blocks of Kernels::kLanes labels; the labels past the last full one as part of a
-// block of the last kLanes labels (which sums its earlier labels again, to the same values), or
-// masked where there are fewer than kLanes.
+// block of the last kLanes labels, or of the last kLanes / 2 where they hold them, which takes
+// fewer ops a row (either sums its earlier labels again, to the same values), or masked where there
+// are fewer than kLanes in all.
 template <typename Kernels, bool logits, bool per_entry>
 METRICS_ALWAYS_INLINE bool sum_labels(const WeightedEntries& b, const void* weight, float threshold,
                                       const LabelSums& out) {
-  const int64_t width = std::min(b.labels, Kernels::kLanes);
-  for (int64_t first = 0; first < b.labels; first += Kernels::kLanes) {
+  constexpr int64_t kLanes = Kernels::kLanes;
+  for (int64_t first = 0; first < b.labels; first += kLanes) {
+    const int64_t left = b.labels - first;
+    const int64_t width = left >= kLanes || b.labels <= kLanes ? std::min(left, kLanes)
+                          : left <= kLanes / 2                 ? kLanes / 2
+                                                               : kLanes;
     const int64_t start = std::min(first, b.labels - width);
     if (!sum_lanes<Kernels, logits, per_entry>(b, weight, start, b.rows, b.labels, width, threshold,
                                                out.from(start))) {
