@@ -677,8 +677,8 @@ WeightedKernelBatch weighted_kernel_batch(int64_t rows, int64_t labels, bool per
   };
   switch (trial) {
     case 0:
-    case 2:
-      put(1, cutoffs[0]), put(2, 0.0f), put(3, 1.0f);
+    case 2:  // (not -0.0: the one-pass kernels leave a batch with one to the general kernel)
+      put(1, std::signbit(cutoffs[0]) ? 0.0f : cutoffs[0]), put(2, 0.0f), put(3, 1.0f);
       break;
     case 1:  // logits, the first a clear one (the guess right, however few scores it reads)
       scores[0] = 5;
@@ -714,6 +714,9 @@ WeightedKernelBatch weighted_kernel_batch(int64_t rows, int64_t labels, bool per
     case 11:  // a target of -1 in the first entry: the first block rejects the batch
       b.target.view({-1})[0] = -1;
       break;
+    case 12:  // a NaN past the first scores of probabilities (the last entry)
+      scores[-1] = NAN;
+      break;
   }
   return b;
 }
@@ -723,24 +726,24 @@ WeightedKernelBatch weighted_kernel_batch(int64_t rows, int64_t labels, bool per
 // weights' kernels derive three cells by subtraction, exact there), within a direct sum's rounding
 // elsewhere; batches the kernels do not count (a bad target, score or weight) leave the cells as
 // they were. Widths below, at and above a block (AVX-512: 16 labels; AVX2: 8, and within its
-// second half of 64-bit lanes: 5 and 6), last blocks of half the lanes (AVX2: 4, 12, 100 labels;
-// AVX-512: 17, 24, 37, 100) and binary entries that end in one (4100; 1032); cutoffs of either sign
-// and infinite ones (AVX2 compares the scores' bits where the cutoff is +0.0 or more, the floats
-// elsewhere).
+// second half of 64-bit lanes: 5 and 6), last blocks of half the lanes (AVX2: 4, 12, 17, 100 labels;
+// AVX-512: 8, 17, 24, 37, 100) and binary entries that end in one (4100; 1032); cutoffs of either
+// sign, -0.0 and infinite ones (AVX2 compares the scores' bits where the cutoff's sign is clear, the
+// floats elsewhere).
 TEST(ClassificationKernels, WeightedCountsMatchExactSumsOnEveryWidthAndIsa) {
   auto gen = testing::generator(23);
   constexpr float kInf = std::numeric_limits<float>::infinity();
   const float cutoff_pairs[][2] = {{0.5f, 0.0f}, {0.25f, -1.0986123f}, {0.75f, 1.0986123f}, {0.0f, -kInf},
-                                   {1.0f, kInf}};
+                                   {1.0f, kInf},  {-0.0f, -0.0f}};
   const std::vector<std::tuple<int64_t, int64_t, bool>> shapes = {  // rows, labels (1: binary), per entry
       {1, 2, false},  {7, 15, false}, {33, 16, false}, {128, 17, false}, {128, 37, true}, {33, 100, false},
       {128, 100, false}, {7, 2, true}, {33, 16, true},  {1, 1, true},    {15, 1, true},   {1024, 1, true},
       {4096, 1, true},   {4099, 1, true}, {9, 5, false},  {9, 6, true},  {130, 100, false}, {5, 4, true},
-      {3, 12, false},    {4100, 1, true}, {1032, 1, true}, {9, 24, true}};
+      {3, 12, false},    {4100, 1, true}, {1032, 1, true}, {9, 24, true},   {9, 12, true}, {9, 8, false}};
   for (auto isa : vector_isas()) {
     for (const auto& thresholds : cutoff_pairs) {
       for (const auto& [rows, labels, per_entry] : shapes) {
-        for (int trial = 0; trial < 12; ++trial) {
+        for (int trial = 0; trial < 13; ++trial) {
           const auto b = weighted_kernel_batch(rows, labels, per_entry, trial, thresholds, gen);
           const auto where = ::testing::Message() << "isa=" << static_cast<int>(isa) << " cutoffs=" << thresholds[0]
                                                   << "," << thresholds[1] << " rows=" << rows

@@ -233,7 +233,7 @@ struct LabelSums {
 };
 
 // A block's sums (sum_block): `rows` rows of kFixedWidth labels, kLanes or kLanes / 2 (the lanes of
-// one half: a block's every op works on that half alone), or of `width` (kFixedWidth 0: the other
+// one half: its targets, weights and float64 sums alone), or of `width` (kFixedWidth 0: the other
 // lanes read as zeros and are not stored); each entry's weight (its row's, float64, or its own,
 // float32, where `per_entry`) into its label's sums; it returns whether the block is clean and its
 // scores are as `logits` guessed.
@@ -264,9 +264,9 @@ struct Avx512 {
   METRICS_TARGET_AVX512 static bool sum_block(const float* preds, const int64_t* target, const void* weight,
                                               int64_t rows, int64_t stride, int64_t width, float threshold,
                                               const LabelSums& out) {
-    constexpr bool full = kFixedWidth == kLanes;  // else masked loads (a half's lanes: the first 8)
+    constexpr bool plain = kFixedWidth == kLanes;  // plain loads, else masked (a half's lanes: the first 8)
     constexpr int kHalves = kFixedWidth == kLanes / 2 ? 1 : 2;
-    const auto lanes = static_cast<__mmask16>(full ? 0xFFFFu : (1u << (kFixedWidth ? kFixedWidth : width)) - 1);
+    const auto lanes = static_cast<__mmask16>(plain ? 0xFFFFu : (1u << (kFixedWidth ? kFixedWidth : width)) - 1);
     const __mmask8 halves[2] = {static_cast<__mmask8>(lanes & 0xFF), static_cast<__mmask8>(lanes >> 8)};
     const __m512 cut = _mm512_set1_ps(threshold);
     const __m512d zero = _mm512_setzero_pd();
@@ -277,15 +277,15 @@ struct Avx512 {
     for (int64_t r = 0; r < rows; ++r) {
       const float* p = preds + r * stride;
       const int64_t* t = target + r * stride;
-      const __m512 x = full ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(lanes, p);
-      const __m512i t0 = full ? _mm512_loadu_si512(t) : _mm512_maskz_loadu_epi64(halves[0], t);
-      const __m512i t1 = full ? _mm512_loadu_si512(t + 8)
+      const __m512 x = plain ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(lanes, p);
+      const __m512i t0 = plain ? _mm512_loadu_si512(t) : _mm512_maskz_loadu_epi64(halves[0], t);
+      const __m512i t1 = plain ? _mm512_loadu_si512(t + 8)
                               : kHalves == 2 ? _mm512_maskz_loadu_epi64(halves[1], t + 8) : _mm512_setzero_si512();
       bits = _mm512_ternarylogic_epi64(bits, t0, t1, 0xFE);  // bits | t0 | t1
       __m512d w[2];
       if constexpr (per_entry) {
         const float* entry = static_cast<const float*>(weight) + r * stride;
-        const __m512 wf = full ? _mm512_loadu_ps(entry) : _mm512_maskz_loadu_ps(lanes, entry);
+        const __m512 wf = plain ? _mm512_loadu_ps(entry) : _mm512_maskz_loadu_ps(lanes, entry);
         w[0] = _mm512_cvtps_pd(_mm512_castps512_ps256(wf));
         w[1] = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(wf), 1)));
       } else {
@@ -367,30 +367,34 @@ struct Avx2 {
   METRICS_TARGET_AVX2 static bool sum_block(const float* preds, const int64_t* target, const void* weight,
                                             int64_t rows, int64_t stride, int64_t width, float threshold,
                                             const LabelSums& out) {
-    constexpr bool full = kFixedWidth != 0;  // plain loads and stores, of one half or both
+    constexpr bool plain = kFixedWidth != 0;  // plain loads and stores, of one half or both
     constexpr int kHalves = kFixedWidth == kLanes / 2 ? 1 : 2;
     return std::signbit(threshold)
-               ? sum_rows<full, kHalves, logits, per_entry, false>(preds, target, weight, rows, stride, width,
+               ? sum_rows<plain, kHalves, logits, per_entry, false>(preds, target, weight, rows, stride, width,
                                                                    threshold, out)
-               : sum_rows<full, kHalves, logits, per_entry, true>(preds, target, weight, rows, stride, width,
+               : sum_rows<plain, kHalves, logits, per_entry, true>(preds, target, weight, rows, stride, width,
                                                                   threshold, out);
   }
 
-  // The scores of a row (8, or the first 4 where there is one half), then zeros.
-  template <bool full, int kHalves>
-  METRICS_TARGET_AVX2 static __m256 row_scores(const float* p, const __m256i& lanes) {
-    if constexpr (!full) return _mm256_maskload_ps(p, lanes);
-    if constexpr (kHalves == 1) return _mm256_zextps128_ps256(_mm_loadu_ps(p));
-    return _mm256_loadu_ps(p);
+  // A row's floats (scores, or weights per entry): 8, or the first 4 where there is one half, then zeros.
+  template <bool plain, int kHalves>
+  METRICS_TARGET_AVX2 static __m256 row_floats(const float* p, const __m256i& lanes) {
+    if constexpr (!plain) {
+      return _mm256_maskload_ps(p, lanes);
+    } else if constexpr (kHalves == 1) {
+      return _mm256_zextps128_ps256(_mm_loadu_ps(p));
+    } else {
+      return _mm256_loadu_ps(p);
+    }
   }
 
   // Whether each score of a half (4 lanes, one 64-bit mask each) is above the cutoff. A cutoff of
-  // +0.0 or more (`bits_compare`; probabilities always) compares the scores' bits, sign-extended, as
-  // integers, which order as the scores do where the cutoff's sign is clear (a negative score's
-  // are negative, and a NaN's above any finite cutoff's, which the checks turn away): two ops for
-  // the 4 lanes, read straight into 64 bits, where comparing the 8 floats and widening their masks
-  // took four (the pass is bound by its count of instructions).
-  template <bool full, int kHalves, bool bits_compare>
+  // +0.0 or more (`bits_compare`) compares the scores' bits, sign-extended, as integers, which order
+  // as the scores do where the cutoff's sign is clear (a negative score's are negative; a positive
+  // NaN's are above any cutoff's, which the checks turn away): the scores go straight into 64-bit
+  // lanes, where the float compare's masks took an extract and two widenings, shuffles, which
+  // fewer of the vector pipes run (6% of the weighted multilabel update with AVX2 kernels).
+  template <bool plain, int kHalves, bool bits_compare>
   METRICS_TARGET_AVX2 static void above_cutoff(const float* p, const __m256i& lanes, const __m256& x, float cutoff,
                                                __m256i (&yes)[2]) {
     if constexpr (bits_compare) {
@@ -399,7 +403,7 @@ struct Avx2 {
       const __m256i cut = _mm256_set1_epi64x(cutoff_bits);
       for (int h = 0; h < kHalves; ++h) {
         const auto* half = reinterpret_cast<const int*>(p + 4 * h);
-        const __m128i score_bits = full ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(half))
+        const __m128i score_bits = plain ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(half))
                                         : _mm_maskload_epi32(half, h == 0 ? _mm256_castsi256_si128(lanes)
                                                                           : _mm256_extracti128_si256(lanes, 1));
         yes[h] = _mm256_cmpgt_epi64(_mm256_cvtepi32_epi64(score_bits), cut);
@@ -411,12 +415,12 @@ struct Avx2 {
     }
   }
 
-  template <bool full, int kHalves, bool logits, bool per_entry, bool bits_compare>
+  template <bool plain, int kHalves, bool logits, bool per_entry, bool bits_compare>
   METRICS_TARGET_AVX2 static bool sum_rows(const float* preds, const int64_t* target, const void* weight,
                                            int64_t rows, int64_t stride, int64_t width, float threshold,
                                            const LabelSums& out) {
-    const __m256i lanes = first_lanes32(full ? kLanes : width);  // scores and float32 weights
-    const __m256i halves[2] = {first_lanes64(full ? 4 : width), first_lanes64(full ? 4 : width - 4)};  // the rest
+    const __m256i lanes = first_lanes32(plain ? kLanes : width);  // scores and float32 weights
+    const __m256i halves[2] = {first_lanes64(plain ? 4 : width), first_lanes64(plain ? 4 : width - 4)};  // the rest
     const __m256d zero = _mm256_setzero_pd();
     __m256d predicted[2] = {zero, zero}, positive[2] = {zero, zero}, both[2] = {zero, zero}, total[2] = {zero, zero};
     __m256i bits = _mm256_setzero_si256(), largest = bits;
@@ -425,19 +429,19 @@ struct Avx2 {
     for (int64_t r = 0; r < rows; ++r) {
       const float* p = preds + r * stride;
       const auto* t = reinterpret_cast<const long long*>(target + r * stride);
-      const __m256 x = row_scores<full, kHalves>(p, lanes);
+      const __m256 x = row_floats<plain, kHalves>(p, lanes);
       __m256i yes[2];
-      above_cutoff<full, kHalves, bits_compare>(p, lanes, x, threshold, yes);
+      above_cutoff<plain, kHalves, bits_compare>(p, lanes, x, threshold, yes);
       __m256d w[2];
       if constexpr (per_entry) {
-        const __m256 wf = row_scores<full, kHalves>(static_cast<const float*>(weight) + r * stride, lanes);
+        const __m256 wf = row_floats<plain, kHalves>(static_cast<const float*>(weight) + r * stride, lanes);
         w[0] = _mm256_cvtps_pd(_mm256_castps256_ps128(wf));
         w[1] = _mm256_cvtps_pd(_mm256_extractf128_ps(wf, 1));
       } else {
         w[0] = w[1] = _mm256_set1_pd(static_cast<const double*>(weight)[r]);
       }
       for (int h = 0; h < kHalves; ++h) {
-        const __m256i th = full ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t + 4 * h))
+        const __m256i th = plain ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t + 4 * h))
                                 : _mm256_maskload_epi64(t + 4 * h, halves[h]);
         bits = _mm256_or_si256(bits, th);
         // a target of 1 shifted into the exponent reads as 2.0 (0 as +0.0), a factor of the fused
@@ -456,13 +460,13 @@ struct Avx2 {
         largest = _mm256_max_epu32(largest, _mm256_castps_si256(x));
       }
     }
-    // a full block's sums by plain stores: a masked store is microcoded on AMD's cores
+    // a plain block's sums by plain stores: a masked store is microcoded on AMD's cores
     double* const to[4] = {out.predicted, out.positive, out.both, out.total};
     const __m256d half = _mm256_set1_pd(0.5);
     for (int h = 0; h < kHalves; ++h) {
       const __m256d sums[4] = {predicted[h], _mm256_mul_pd(positive[h], half), _mm256_mul_pd(both[h], half), total[h]};
       for (int s = 0; s < (per_entry ? 4 : 3); ++s) {
-        if constexpr (full) {
+        if constexpr (plain) {
           _mm256_storeu_pd(to[s] + 4 * h, sums[s]);
         } else {
           _mm256_maskstore_pd(to[s] + 4 * h, halves[h], sums[s]);
