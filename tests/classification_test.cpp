@@ -846,6 +846,72 @@ TEST(ClassificationKernels, CpuAndAtenPathsAgreeOnBinaryAndMultilabelStreams) {
   }
 }
 
+// Binary (N, X...) and multilabel (N, L, X...) inputs are counted where they lie on the ATen path
+// (no copy bringing the labels last): both paths keep the state of a metric fed the same entries as
+// rows, (N * X, L), with a weight per sample repeated over its rows; samplewise (ATen path alone),
+// each sample counts as a metric fed its rows alone. Contiguous and transposed extra dimensions;
+// bad targets, scores and weights among them (their tally too).
+TEST(ClassificationKernels, ExtraDimensionsCountAsTheirRows) {
+  auto gen = testing::generator(31);
+  for (const auto& base : {Opts::binary(), Opts::multilabel(5, 0.6)}) {
+    const bool multilabel = base.task() == Task::Multilabel;
+    for (const auto& extra : {std::vector<int64_t>{3, 4}, std::vector<int64_t>{6}}) {
+      for (const char* weights : {"none", "sample", "entry"}) {
+        const auto o = Opts(base).ignore_index(-1).weighted(std::string(weights) != "none").average(Average::None);
+        StatScores cpu(o), aten(o), rows(o);
+        for (int trial = 0; trial < 6; ++trial) {
+          const int64_t n = 1 + trial;
+          std::vector<int64_t> shape{n};
+          if (multilabel) shape.push_back(5);
+          shape.insert(shape.end(), extra.begin(), extra.end());
+          auto preds = trial % 2 ? at::randn(shape, gen) * 3 : at::rand(shape, gen);
+          auto target = at::randint(-1, 2, shape, gen, at::kLong);
+          if (trial == 2) target.view({-1})[0] = 2, preds.view({-1})[1] = NAN;
+          if (trial == 3 && extra.size() == 2) preds = preds.transpose(-1, -2).contiguous().transpose(-1, -2);
+          c10::optional<at::Tensor> weight;
+          if (std::string(weights) == "sample") weight = at::rand({n}, gen, at::kDouble);
+          if (std::string(weights) == "entry") weight = at::rand(shape, gen);
+          if (weight && trial == 4) weight->view({-1})[0] = -1.0;
+          cpu.update(preds, target, weight);
+          {
+            ForceAtenPath force;
+            aten.update(preds, target, weight);
+          }
+          // the rows: each entry's labels last, every other dimension flattened
+          const auto as_rows = [&](const at::Tensor& t) {
+            return multilabel ? t.movedim(1, -1).reshape({-1, 5}) : t.reshape({-1});
+          };
+          const int64_t per_sample = preds.numel() / n / (multilabel ? 5 : 1);
+          c10::optional<at::Tensor> row_weight;
+          if (std::string(weights) == "sample") row_weight = weight->repeat_interleave(per_sample);
+          if (std::string(weights) == "entry") row_weight = as_rows(*weight);
+          rows.update(as_rows(preds), as_rows(target), row_weight);
+          const auto where = ::testing::Message() << cpu.options_text() << " extra=" << extra.size()
+                                                  << " weights=" << weights << " trial=" << trial;
+          ASSERT_TRUE(states_equal(cpu.state_dict(), rows.state_dict(), 1e-12)) << where;
+          ASSERT_TRUE(states_equal(aten.state_dict(), rows.state_dict(), 1e-12)) << where;
+        }
+      }
+    }
+    // samplewise: sample i's counts, those of a metric fed its rows alone
+    const auto o = Opts(base).ignore_index(-1).average(Average::None).multidim_average(MultidimAverage::Samplewise);
+    StatScores samplewise(o);
+    std::vector<int64_t> shape{4};
+    if (multilabel) shape.push_back(5);
+    shape.insert(shape.end(), {3, 4});
+    const auto preds = at::randn(shape, gen) * 3, target = at::randint(-1, 2, shape, gen, at::kLong);
+    samplewise.update(preds, target);
+    const auto each = samplewise.compute();
+    for (int64_t i = 0; i < 4; ++i) {
+      StatScores one(Opts(base).ignore_index(-1).average(Average::None));
+      const auto p = preds[i], t = target[i];
+      one.update(multilabel ? p.movedim(0, -1).reshape({-1, 5}) : p.reshape({-1}),
+                 multilabel ? t.movedim(0, -1).reshape({-1, 5}) : t.reshape({-1}));
+      ASSERT_TRUE(tensors_close(each[i], one.compute())) << samplewise.options_text() << " sample " << i;
+    }
+  }
+}
+
 // A device-path update never writes first_bad_update (BadInput): mixing the paths in one metric,
 // with reads, state dicts and merges between updates, the report keeps to a host tally, and the
 // counts to a metric updated on the CPU path alone.

@@ -47,9 +47,10 @@ bool keeps_integer_target(const ClassificationOptions& o, const at::Tensor& targ
   return o.task() == Task::Multiclass && o.num_classes() != kUnknownClasses && widens;
 }
 
-// (N, K, ...) -> (N * ..., K): the class or label dimension last, every other one flattened.
-at::Tensor classes_last(const at::Tensor& t, int64_t k) {
-  return t.dim() == 2 ? t : t.movedim(1, -1).reshape({-1, k});
+// (N, L, ...) -> (N, L, X): the extra dimensions flattened where they are, after the labels (a
+// view of a contiguous input, where bringing the labels last copied it).
+at::Tensor labels_then_rest(const at::Tensor& t) {
+  return t.dim() <= 3 ? t : t.reshape({t.size(0), t.size(1), -1});
 }
 
 }  // namespace
@@ -94,19 +95,13 @@ at::Tensor canonical_weight(const ClassificationOptions& o, const at::Tensor& we
   // it goes (the CPU path widens them first)
   const bool kept = weight.scalar_type() == at::kDouble || weight.scalar_type() == at::kFloat;
   const auto w = kept ? weight : weight.to(at::kDouble);
-  if (w.sizes() == target.sizes()) {
-    return o.task() == Task::Multilabel ? classes_last(w, o.num_classes()) : flat(w);
-  }
-  // One weight per sample: repeat it over the extra dimensions (multilabel: per row of labels), if
-  // there are any.
-  std::vector<int64_t> shape;
-  for (int64_t d = 0; d < target.dim(); ++d) {
-    if (o.task() != Task::Multilabel || d != 1) shape.push_back(target.size(d));
-  }
-  if (shape.size() == 1) return w;
-  std::vector<int64_t> view(shape.size(), 1);
+  if (w.sizes() == target.sizes()) return o.task() == Task::Multilabel ? labels_then_rest(w) : flat(w);
+  // One weight per sample, (N,): binary and multilabel paths spread it over the sample's entries;
+  // multiclass rows take it repeated over the extra dimensions, if there are any.
+  if (o.task() != Task::Multiclass || target.dim() == 1) return w;
+  std::vector<int64_t> view(static_cast<size_t>(target.dim()), 1);
   view[0] = w.size(0);
-  return w.view(view).expand(shape).reshape({-1});
+  return w.view(view).expand(target.sizes()).reshape({-1});
 }
 
 void check_shapes(const std::string& metric, const ClassificationOptions& o, const at::Tensor& preds,
@@ -181,8 +176,8 @@ ClassificationBatch canonicalize(const std::string& metric, const Classification
   if (batch.scores && is_half_precision(p.scalar_type()) && o.task() != Task::Multiclass) p = p.to(at::kFloat);
   if (!batch.scores) p = labels_of(p, kNotAPrediction);
   if (o.task() == Task::Multilabel) {
-    batch.preds = classes_last(p, o.num_classes());
-    batch.target = classes_last(labels_of(target, kNotATarget), o.num_classes());
+    batch.preds = labels_then_rest(p);
+    batch.target = labels_then_rest(labels_of(target, kNotATarget));
   } else {
     // multiclass scores keep their extra dimensions, classes last: a view (the ATen path reads them so)
     const bool multiclass_scores = o.task() == Task::Multiclass && !multiclass_labels;

@@ -90,6 +90,34 @@ at::Tensor confusion_matrix(const MetricState& state, const ClassificationOption
   return options.task() == Task::Binary ? matrix.reshape({2, 2}) : matrix;
 }
 
+namespace {
+
+// (N, L, X) multilabel entries (and their weights) as the CPU kernels read them, (N * X, L).
+at::Tensor labels_last(const at::Tensor& t) { return t.dim() < 3 ? t : t.movedim(1, -1).reshape({-1, t.size(1)}); }
+
+// The batch as the CPU kernels read it, contiguous: binary (M,), multiclass (M, C) scores or (M,)
+// labels, multilabel (M, L) rows, int64 targets, float32 scores, a weight per row or per entry (one
+// per sample repeated over its rows or binary entries).
+ClassificationBatch cpu_rows(const ClassificationBatch& batch, const ClassificationOptions& options) {
+  auto rows = batch;
+  // (multiclass scores keep a half-precision dtype and targets an integer one: canonicalize.cpp)
+  const bool multilabel = options.task() == Task::Multilabel;
+  const auto& preds = multilabel                ? labels_last(batch.preds)
+                      : batch.preds.dim() > 2 ? batch.preds.reshape({-1, batch.preds.size(-1)})
+                                              : batch.preds;
+  rows.preds = is_half_precision(preds.scalar_type()) ? preds.to(at::kFloat).contiguous() : preds.contiguous();
+  const auto& target = multilabel ? labels_last(batch.target) : batch.target;
+  rows.target = target.scalar_type() == at::kLong ? target.contiguous() : target.to(at::kLong).contiguous();
+  if (!batch.weight) return rows;
+  const auto& w = *batch.weight;
+  const int64_t samples = w.size(0), per_sample = rows.target.size(0) / std::max<int64_t>(samples, 1);
+  const bool spread = w.sizes() != batch.target.sizes() && per_sample > 1;
+  rows.weight = (spread ? w.view({samples, 1}).expand({samples, per_sample}).reshape({-1}) : labels_last(w)).contiguous();
+  return rows;
+}
+
+}  // namespace
+
 // (The CPU path reads the inputs' memory: a view with the negative bit (x.conj().imag), whose values
 // are that memory negated, takes the ATen path, whose ops apply it.)
 void count(MetricState& state, const ClassificationOptions& options, const ClassificationBatch& batch) {
@@ -107,13 +135,7 @@ void count(MetricState& state, const ClassificationOptions& options, const Class
     sink.tn = state[3];
     sink.fn = state[4];
   }
-  auto contiguous = batch;
-  // (multiclass scores keep a half-precision dtype and targets an integer one: canonicalize.cpp)
-  const auto& preds = batch.preds.dim() > 2 ? batch.preds.reshape({-1, batch.preds.size(-1)}) : batch.preds;
-  contiguous.preds = is_half_precision(preds.scalar_type()) ? preds.to(at::kFloat).contiguous() : preds.contiguous();
-  contiguous.target = batch.target.scalar_type() == at::kLong ? batch.target.contiguous()
-                                                              : batch.target.to(at::kLong).contiguous();
-  if (batch.weight) contiguous.weight = batch.weight->contiguous();
+  const auto contiguous = cpu_rows(batch, options);
   const auto bad = cpu::count(contiguous, options, sink).in_order();
   if (sink.layout == CountLayout::PerClassAndKeptMatrix) {
     // the matrix's reading: again, judged by the kept scores; [[tn, fp], [fn, tp]]

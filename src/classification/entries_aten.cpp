@@ -184,6 +184,23 @@ struct Layout {
   int64_t length() const { return tail() + tail_length(); }
 };
 
+// The entries as [rows, labels, rest]: a sample's row, its labels (binary: 1), and the rest of its
+// entries under each label (its extra dimensions, flattened in place; 1 where there are none). A
+// weight per sample spreads over its row, and samplewise counts are per row.
+struct Grid {
+  int64_t rows, labels, rest;
+  int64_t entries() const { return rows * labels * rest; }
+};
+
+Grid grid_of(const ClassificationBatch& b) {
+  const auto& t = b.target;
+  if (t.dim() == 1) return {b.samples, 1, t.size(0) / b.samples};  // binary: (N * X,) entries
+  return {t.size(0), t.size(1), t.dim() == 3 ? t.size(2) : 1};
+}
+
+// Whether the weights are one per sample (spread over its row) rather than one per entry.
+bool weight_per_sample(const ClassificationBatch& b) { return b.weight->sizes() != b.target.sizes(); }
+
 struct Buffers {
   at::Tensor scores, targets, weights, codes, looked, index, values, labels, readings;
   // where an input is strided (a column of a wider tensor, a transpose), its copy, laid out as
@@ -205,18 +222,16 @@ const at::Tensor& read_as_laid_out(const at::Tensor& input, const at::Tensor& ro
   return room;
 }
 
-// What a kept cell's position adds to its row's place, [1, L, 1]: its label; samplewise [M, L, 1]:
-// its label and its sample's row.
-at::Tensor cell_places(const MetricState& state, const ClassificationBatch& b, const ClassificationOptions& o,
+// What a kept cell's position adds to its row's place, [1, L, 1, 1]: its label; samplewise
+// [N, L, 1, 1]: its label and its sample's row.
+at::Tensor cell_places(const MetricState& state, const Grid& g, const ClassificationOptions& o,
                        const at::TensorOptions& longs) {
-  const int64_t rows = b.target.size(0), labels = b.target.dim() == 1 ? 1 : b.target.size(1);
-  if (!samplewise(o)) return at::arange(labels, longs).view({1, labels, 1});
-  const int64_t per_sample = rows / b.samples;
+  if (!samplewise(o)) return at::arange(g.labels, longs).view({1, g.labels, 1, 1});
   std::vector<int64_t> places;
-  for (int64_t row = 0; row < rows; ++row) {
-    for (int64_t label = 0; label < labels; ++label) places.push_back(row / per_sample * state.row_width() + label);
+  for (int64_t row = 0; row < g.rows; ++row) {
+    for (int64_t label = 0; label < g.labels; ++label) places.push_back(row * state.row_width() + label);
   }
-  return upload(places, longs).view({rows, labels, 1});
+  return upload(places, longs).view({g.rows, g.labels, 1, 1});
 }
 
 // The bounds and the table, made for a score dtype and a weight dtype (or none).
@@ -236,15 +251,23 @@ void make_table(MetricState& state, const ClassificationBatch& b, const Classifi
 }
 
 Buffers buffers(MetricState& state, const ClassificationBatch& b, const ClassificationOptions& o, const Columns& col,
-                const Layout& layout, bool adds_places) {
+                const Layout& layout, const Grid& g, bool adds_places) {
   const auto& t = b.target;
-  const int64_t labels = t.dim() == 1 ? 1 : t.size(1), samples = samplewise(o) ? b.samples : 0;
-  // (a multilabel weight is one per row or one per entry: its buckets' shape)
-  const int64_t weight_dims = b.weight ? b.weight->dim() : 0;
+  const int64_t samples = samplewise(o) ? b.samples : 0;
+  // (a weight is one per sample or one per entry: its buckets' shape)
+  const int64_t weight_dims = b.weight ? b.weight->dim() : 0, weights = b.weight ? b.weight->numel() : 0;
   // (and what decides each input's copy: its layout and dtype)
-  const std::vector<int64_t> key{t.size(0),           labels,          static_cast<int64_t>(b.preds.scalar_type()),
-                                 weight_dims,         weight_dtype_key(b), samples,
-                                 b.preds.is_contiguous(), t.is_contiguous(), b.weight && b.weight->is_contiguous()};
+  const std::vector<int64_t> key{g.rows,
+                                 g.labels,
+                                 g.rest,
+                                 static_cast<int64_t>(b.preds.scalar_type()),
+                                 weight_dims,
+                                 weights,
+                                 weight_dtype_key(b),
+                                 samples,
+                                 b.preds.is_contiguous(),
+                                 t.is_contiguous(),
+                                 b.weight && b.weight->is_contiguous()};
   make_for_key(state, kKey, key, [&] {
     const auto longs = t.options().dtype(at::kLong);
     const auto counts = longs.dtype(state.count_dtype());
@@ -256,7 +279,7 @@ Buffers buffers(MetricState& state, const ClassificationBatch& b, const Classifi
     state.scratch(kScoresCopy) = copy_room(b.preds);
     state.scratch(kTargetsCopy) = copy_room(t);
     state.scratch(kWeightsCopy) = b.weight ? copy_room(*b.weight) : at::Tensor();
-    state.scratch(kLooked) = adds_places ? at::empty({t.size(0), labels, col.count()}, longs) : at::Tensor();
+    state.scratch(kLooked) = adds_places ? at::empty({g.rows, g.labels, g.rest, col.count()}, longs) : at::Tensor();
     auto tail = tail_positions(state, spare);
     tail.resize(layout.tail_length(), 0);  // I's (and I''s), written by each update
     auto positions = at::empty({layout.length()}, longs);
@@ -271,7 +294,7 @@ Buffers buffers(MetricState& state, const ClassificationBatch& b, const Classifi
     // labels: I is 1, the probability reading's cell counts
     pieces.narrow(1, 0, col.cells()).view({layout.entries, col.readings, 2}).select(2, 0).fill_(1);
     state.scratch(kValues) = values;
-    state.scratch(kLabels) = adds_places ? cell_places(state, b, o, longs) : at::Tensor();
+    state.scratch(kLabels) = adds_places ? cell_places(state, g, o, longs) : at::Tensor();
     // labels: I is 1, so the readings are A + B, made once here
     const auto& a = state.scratch(kReadingsA);
     const auto& bb = state.scratch(kReadingsB);
@@ -307,7 +330,7 @@ void add_pieces(MetricState& state, const ClassificationBatch& b, const Classifi
 void count_entries_on_aten(MetricState& state, const ClassificationBatch& b, const ClassificationOptions& o) {
   register_missing_meta_kernels();
   const auto& t = b.target;
-  const int64_t rows = t.size(0), labels = t.dim() == 1 ? 1 : t.size(1);
+  const auto g = grid_of(b);
   const bool adds_places = t.dim() > 1 || samplewise(o);  // the cells' positions add labels or samples
   const Columns col{b.weight ? 3 : 2, layout_of(state) == CountLayout::PerClassAndKeptMatrix ? 2 : 1};
   const auto p = predictions(b, o);
@@ -316,8 +339,8 @@ void count_entries_on_aten(MetricState& state, const ClassificationBatch& b, con
   const std::vector<int64_t> table_key{static_cast<int64_t>(b.score_dtype), static_cast<int64_t>(b.preds.scalar_type()),
                                        b.scores, weight_dtype_key(b)};
   make_for_key(state, kTableKey, table_key, [&] { make_table(state, b, o, p, targets, weights, col, adds_places); });
-  const Layout layout{rows * labels, adds_places ? col.pieces() : col.cell_flags(), col.readings};
-  auto buf = buffers(state, b, o, col, layout, adds_places);
+  const Layout layout{g.entries(), adds_places ? col.pieces() : col.cell_flags(), col.readings};
+  auto buf = buffers(state, b, o, col, layout, g, adds_places);
 
   // each entry's code: its score's bucket + its target's (+ its weight's), in mixed radix
   at::bucketize_out(buf.scores, read_as_laid_out(b.preds, buf.scores_copy), state.scratch(kScoreBounds), false,
@@ -328,35 +351,35 @@ void count_entries_on_aten(MetricState& state, const ClassificationBatch& b, con
   if (b.weight) {
     at::bucketize_out(buf.weights, read_as_laid_out(*b.weight, buf.weights_copy), state.scratch(kWeightBounds), false,
                       weights.right);
-    const auto per_row = b.weight->dim() < t.dim() ? buf.weights.unsqueeze(1) : buf.weights;
-    buf.codes.add_(per_row, p.buckets.count() * targets.count());
+    // (a row's weight, or each entry's)
+    buf.codes.view({g.rows, -1}).add_(buf.weights.view({g.rows, -1}), p.buckets.count() * targets.count());
   }
 
   // the codes' pieces: positions (plus the label or the sample, for a cell) and flags
-  auto head = buf.index.narrow(0, 0, layout.tail()).view({rows, labels, layout.width});
+  auto head = buf.index.narrow(0, 0, layout.tail()).view({g.rows, g.labels, g.rest, layout.width});
   at::Tensor flags;
   if (adds_places) {
-    auto looked = buf.looked.view({rows * labels, col.count()});
+    auto looked = buf.looked.view({g.entries(), col.count()});
     at::gather_out(looked, state.scratch(kTable), 0, buf.codes.view({-1, 1}).expand_as(looked));
-    at::addcmul_out(head, buf.looked.narrow(2, 0, col.pieces()), buf.looked.narrow(2, col.cell_flags(), col.pieces()),
+    at::addcmul_out(head, buf.looked.narrow(3, 0, col.pieces()), buf.looked.narrow(3, col.cell_flags(), col.pieces()),
                     buf.labels);
-    flags = buf.looked.narrow(2, col.flags(), col.flag_count());
+    flags = buf.looked.narrow(3, col.flags(), col.flag_count());
   } else {
-    auto looked = head.view({rows, col.cell_flags()});
-    at::gather_out(looked, state.scratch(kTable), 0, buf.codes.unsqueeze(1).expand_as(looked));
-    flags = head.narrow(2, col.flags(), col.flag_count());
+    auto looked = head.view({g.entries(), col.cell_flags()});
+    at::gather_out(looked, state.scratch(kTable), 0, buf.codes.view({-1, 1}).expand_as(looked));
+    flags = head.narrow(3, col.flags(), col.flag_count());
   }
   // [where bad_updates' 1 goes, I (, I')] into the index's tail, then since_bad's increment
   auto bad_and_inside = buf.index.narrow(0, layout.tail() + 2, col.flag_count());
-  at::amin_out(bad_and_inside, flags, {0, 1});
+  at::amin_out(bad_and_inside, flags, {0, 1, 2});
   if (state.bad_input()) count_since_bad(state, buf.values[layout.tail() + 1]);
 
   // the cells' values: [I, 1 - I] (, [I', 1 - I']), times the weight (labels without weights keep
   // theirs: I is 1)
   auto cells = buf.values.narrow(0, 0, layout.tail())
-                   .view({rows, labels, layout.width})
-                   .narrow(2, 0, col.cells())
-                   .view({rows, labels, col.readings, 2});
+                   .view({g.rows, g.labels, g.rest, layout.width})
+                   .narrow(3, 0, col.cells())
+                   .view({g.rows, g.labels, g.rest, col.readings, 2});
   const auto inside = buf.index.narrow(0, layout.tail() + 3, col.readings).view({col.readings, 1});
   const auto& a = state.scratch(kReadingsA);
   const auto& bb = state.scratch(kReadingsB);
@@ -365,9 +388,9 @@ void count_entries_on_aten(MetricState& state, const ClassificationBatch& b, con
   } else {
     auto readings = buf.readings;
     if (b.scores) at::addcmul_out(readings, a, bb, inside);
-    const auto w =
-        b.weight->dim() < t.dim() ? b.weight->view({rows, 1, 1, 1}) : b.weight->view({rows, labels, 1, 1});
-    at::mul_out(cells, w.expand({rows, labels, 1, 1}), readings);
+    const auto w = weight_per_sample(b) ? b.weight->view({g.rows, 1, 1, 1, 1})
+                                        : b.weight->view({g.rows, g.labels, g.rest, 1, 1});
+    at::mul_out(cells, w.expand({g.rows, g.labels, g.rest, 1, 1}), readings);
   }
   add_pieces(state, b, o, buf, layout, col);
 }

@@ -17,14 +17,15 @@ namespace metrics::detail {
 
 /// One update's input in canonical form, on the state's device.
 struct ClassificationBatch {
-  /// Binary (M,); multiclass scores (M, C) or labels (M,); multilabel (M, L). Multiclass scores
-  /// with extra dimensions stay (N, ..., C), a view with the classes moved last (its M = N * ...
-  /// rows, sample-major, uncopied). Scores are float32 or float64 (float16/bfloat16 widened exactly
-  /// to float32), labels int64.
+  /// Binary (M,); multiclass scores (M, C) or labels (M,); multilabel (N, L), or (N, L, X) with
+  /// extra dimensions (flattened in place, after the labels). Multiclass scores with extra
+  /// dimensions stay (N, ..., C), a view with the classes moved last (its M = N * ... rows,
+  /// sample-major, uncopied). Scores are float32 or float64 (float16/bfloat16 widened exactly to
+  /// float32), labels int64.
   at::Tensor preds;
-  /// Binary and multiclass (M,); multilabel (M, L); int64.
+  /// Binary and multiclass (M,); multilabel as its predictions; int64.
   at::Tensor target;
-  /// float64 or float32: (M,) one per row, or (M, L) one per multilabel entry.
+  /// float64 or float32: (N,) one per sample, or one per entry, shaped as the target.
   c10::optional<at::Tensor> weight;
   bool scores = false;
   /// The dtype the scores came in, before widening: binary predictions are made as in it.
