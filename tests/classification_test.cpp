@@ -846,67 +846,86 @@ TEST(ClassificationKernels, CpuAndAtenPathsAgreeOnBinaryAndMultilabelStreams) {
   }
 }
 
-// Binary (N, X...) and multilabel (N, L, X...) inputs are counted where they lie on the ATen path
-// (no copy bringing the labels last): both paths keep the state of a metric fed the same entries as
-// rows, (N * X, L), with a weight per sample repeated over its rows; samplewise (ATen path alone),
-// each sample counts as a metric fed its rows alone. Contiguous and transposed extra dimensions;
-// bad targets, scores and weights among them (their tally too).
+// Inputs with extra dimensions are counted where they lie on the ATen path (binary (N, X...) and
+// multilabel (N, L, X...) entries, multiclass (N, C, X...) scores; a weight per sample (N,) is
+// spread over the sample's entries there, not copied): both paths keep the state of a metric fed
+// the same entries as rows, (N * X, L or C), with a weight per sample repeated over its rows;
+// samplewise (ATen path alone), each sample counts as a metric fed its rows alone. Contiguous and
+// transposed extra dimensions; bad targets, scores and weights among them (their tally too).
 TEST(ClassificationKernels, ExtraDimensionsCountAsTheirRows) {
   auto gen = testing::generator(31);
-  for (const auto& base : {Opts::binary(), Opts::multilabel(5, 0.6)}) {
-    const bool multilabel = base.task() == Task::Multilabel;
-    for (const auto& extra : {std::vector<int64_t>{3, 4}, std::vector<int64_t>{6}}) {
-      for (const char* weights : {"none", "sample", "entry"}) {
-        const auto o = Opts(base).ignore_index(-1).weighted(std::string(weights) != "none").average(Average::None);
-        StatScores cpu(o), aten(o), rows(o);
+  for (const auto& base : {Opts::binary(), Opts::multilabel(5, 0.6), Opts::multiclass(5), Opts::multiclass(5).top_k(2)}) {
+    const bool multiclass = base.task() == Task::Multiclass, binary = base.task() == Task::Binary;
+    const auto shapes = [&](int64_t n, const std::vector<int64_t>& extra) {
+      std::vector<int64_t> target{n};
+      if (base.task() == Task::Multilabel) target.push_back(5);
+      target.insert(target.end(), extra.begin(), extra.end());
+      auto preds = target;
+      if (multiclass) preds.insert(preds.begin() + 1, 5);
+      return std::pair{preds, target};
+    };
+    // the rows: labels or classes last, every other dimension flattened
+    const auto as_rows = [&](const at::Tensor& t, bool with_classes) {
+      return with_classes ? t.movedim(1, -1).reshape({-1, 5}) : t.reshape({-1});
+    };
+    const auto draw = [&](const std::vector<int64_t>& p, const std::vector<int64_t>& t, bool logits) {
+      auto preds = logits ? at::randn(p, gen) * 3 : at::rand(p, gen);
+      return std::pair{preds, at::randint(-1, binary || !multiclass ? 2 : 5, t, gen, at::kLong)};
+    };
+    for (const char* weights : {"none", "sample", "entry"}) {
+      const auto o = Opts(base).ignore_index(-1).weighted(std::string(weights) != "none").average(Average::None);
+      // StatScores, and a ConfusionMatrix (binary: its matrix kept beside the cells, with the
+      // ignore_index): each on the CPU path, the ATen path, and fed the rows
+      std::vector<std::unique_ptr<ClassificationMetric>> metrics;
+      for (int copy = 0; copy < 3; ++copy) metrics.push_back(std::make_unique<StatScores>(o));
+      for (int copy = 0; copy < (o.top_k() == 1 ? 3 : 0); ++copy) metrics.push_back(std::make_unique<ConfusionMatrix>(o));
+      // shapes alternate within a metric, each size twice in a row ((N, L) and (N, L, 1) in turn)
+      const std::vector<int64_t> extras[][2] = {{{3, 4}, {3, 4}}, {{6}, {6}}, {{}, {1}}, {{3, 4}, {3, 4}}};
+      for (const auto& extra_pair : extras) {
         for (int trial = 0; trial < 6; ++trial) {
-          const int64_t n = 1 + trial;
-          std::vector<int64_t> shape{n};
-          if (multilabel) shape.push_back(5);
-          shape.insert(shape.end(), extra.begin(), extra.end());
-          auto preds = trial % 2 ? at::randn(shape, gen) * 3 : at::rand(shape, gen);
-          auto target = at::randint(-1, 2, shape, gen, at::kLong);
-          if (trial == 2) target.view({-1})[0] = 2, preds.view({-1})[1] = NAN;
+          const int64_t n = 1 + trial / 2;
+          const auto& extra = extra_pair[trial % 2];
+          const auto [preds_shape, target_shape] = shapes(n, extra);
+          auto [preds, target] = draw(preds_shape, target_shape, trial % 2);
+          if (trial == 2) target.view({-1})[0] = multiclass ? 7 : 2, preds.view({-1})[1] = NAN;
           if (trial == 3 && extra.size() == 2) preds = preds.transpose(-1, -2).contiguous().transpose(-1, -2);
+          if (trial >= 4 && extra.size() < 2) preds = preds.transpose(0, -1).contiguous().transpose(0, -1);
           c10::optional<at::Tensor> weight;
-          if (std::string(weights) == "sample") weight = at::rand({n}, gen, at::kDouble);
-          if (std::string(weights) == "entry") weight = at::rand(shape, gen);
+          const auto dtype = trial % 2 ? at::kFloat : at::kDouble;
+          if (std::string(weights) == "sample") weight = at::rand({n}, gen, dtype);
+          if (std::string(weights) == "entry") weight = at::rand(target_shape, gen, dtype);
           if (weight && trial == 4) weight->view({-1})[0] = -1.0;
-          cpu.update(preds, target, weight);
-          {
-            ForceAtenPath force;
-            aten.update(preds, target, weight);
-          }
-          // the rows: each entry's labels last, every other dimension flattened
-          const auto as_rows = [&](const at::Tensor& t) {
-            return multilabel ? t.movedim(1, -1).reshape({-1, 5}) : t.reshape({-1});
-          };
-          const int64_t per_sample = preds.numel() / n / (multilabel ? 5 : 1);
+          const int64_t per_sample = target.numel() / n / (multiclass || binary ? 1 : 5);
           c10::optional<at::Tensor> row_weight;
           if (std::string(weights) == "sample") row_weight = weight->repeat_interleave(per_sample);
-          if (std::string(weights) == "entry") row_weight = as_rows(*weight);
-          rows.update(as_rows(preds), as_rows(target), row_weight);
-          const auto where = ::testing::Message() << cpu.options_text() << " extra=" << extra.size()
-                                                  << " weights=" << weights << " trial=" << trial;
-          ASSERT_TRUE(states_equal(cpu.state_dict(), rows.state_dict(), 1e-12)) << where;
-          ASSERT_TRUE(states_equal(aten.state_dict(), rows.state_dict(), 1e-12)) << where;
+          if (std::string(weights) == "entry") row_weight = as_rows(*weight, !multiclass && !binary);
+          for (size_t m = 0; m < metrics.size(); m += 3) {
+            metrics[m]->update(preds, target, weight);
+            {
+              ForceAtenPath force;
+              metrics[m + 1]->update(preds, target, weight);
+            }
+            metrics[m + 2]->update(as_rows(preds, !binary), as_rows(target, !multiclass && !binary), row_weight);
+            const auto where = ::testing::Message() << metrics[m]->options_text() << " metric=" << m / 3
+                                                    << " extra=" << extra.size() << " weights=" << weights
+                                                    << " trial=" << trial;
+            ASSERT_TRUE(states_equal(metrics[m]->state_dict(), metrics[m + 2]->state_dict(), 1e-12)) << where;
+            ASSERT_TRUE(states_equal(metrics[m + 1]->state_dict(), metrics[m + 2]->state_dict(), 1e-12)) << where;
+          }
         }
       }
     }
     // samplewise: sample i's counts, those of a metric fed its rows alone
     const auto o = Opts(base).ignore_index(-1).average(Average::None).multidim_average(MultidimAverage::Samplewise);
     StatScores samplewise(o);
-    std::vector<int64_t> shape{4};
-    if (multilabel) shape.push_back(5);
-    shape.insert(shape.end(), {3, 4});
-    const auto preds = at::randn(shape, gen) * 3, target = at::randint(-1, 2, shape, gen, at::kLong);
+    const auto [preds_shape, target_shape] = shapes(4, {3, 4});
+    const auto [preds, target] = draw(preds_shape, target_shape, true);
     samplewise.update(preds, target);
     const auto each = samplewise.compute();
     for (int64_t i = 0; i < 4; ++i) {
       StatScores one(Opts(base).ignore_index(-1).average(Average::None));
-      const auto p = preds[i], t = target[i];
-      one.update(multilabel ? p.movedim(0, -1).reshape({-1, 5}) : p.reshape({-1}),
-                 multilabel ? t.movedim(0, -1).reshape({-1, 5}) : t.reshape({-1}));
+      const auto p = preds[i].unsqueeze(0), t = target[i].unsqueeze(0);
+      one.update(as_rows(p, !binary), as_rows(t, !multiclass && !binary));
       ASSERT_TRUE(tensors_close(each[i], one.compute())) << samplewise.options_text() << " sample " << i;
     }
   }

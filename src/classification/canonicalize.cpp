@@ -96,12 +96,7 @@ at::Tensor canonical_weight(const ClassificationOptions& o, const at::Tensor& we
   const bool kept = weight.scalar_type() == at::kDouble || weight.scalar_type() == at::kFloat;
   const auto w = kept ? weight : weight.to(at::kDouble);
   if (w.sizes() == target.sizes()) return o.task() == Task::Multilabel ? labels_then_rest(w) : flat(w);
-  // One weight per sample, (N,): binary and multilabel paths spread it over the sample's entries;
-  // multiclass rows take it repeated over the extra dimensions, if there are any.
-  if (o.task() != Task::Multiclass || target.dim() == 1) return w;
-  std::vector<int64_t> view(static_cast<size_t>(target.dim()), 1);
-  view[0] = w.size(0);
-  return w.view(view).expand(target.sizes()).reshape({-1});
+  return w;  // one per sample, (N,): each path spreads it over the sample's entries or rows
 }
 
 void check_shapes(const std::string& metric, const ClassificationOptions& o, const at::Tensor& preds,

@@ -256,10 +256,12 @@ Buffers buffers(MetricState& state, const ClassificationBatch& b, const Classifi
   const int64_t samples = samplewise(o) ? b.samples : 0;
   // (a weight is one per sample or one per entry: its buckets' shape)
   const int64_t weight_dims = b.weight ? b.weight->dim() : 0, weights = b.weight ? b.weight->numel() : 0;
-  // (and what decides each input's copy: its layout and dtype)
+  // (and what decides each input's copy: its layout and dtype; (N, L) and (N, L, 1) share a grid, not
+  // their buffers' shapes)
   const std::vector<int64_t> key{g.rows,
                                  g.labels,
                                  g.rest,
+                                 t.dim(),
                                  static_cast<int64_t>(b.preds.scalar_type()),
                                  weight_dims,
                                  weights,

@@ -614,10 +614,14 @@ Buffers buffers(MetricState& state, const ClassificationOptions& o, const RowLay
 
 // The weights clamped into their good range and as they are (one clamp), and their flags (NaN,
 // negative and infinite weights: the clamp changes them) into every block, unless the scores'
-// NaN check writes them.
+// NaN check writes them. A weight per sample, (N,), is spread over its rows by the clamp, [N, m / N]
+// (one per row: [m, 1]).
 void check_weights(MetricState& state, const ClassificationBatch& b, Buffers& buf, const ValuesLayout& v) {
   const auto& w = *b.weight;
-  at::clamp_out(buf.weights, w.unsqueeze(0).expand({2, v.m}), state.scratch(kWeightLow), state.scratch(kWeightHigh));
+  const int64_t samples = w.size(0), per_sample = v.m / samples;
+  auto spread = buf.weights.view({2, samples, per_sample});
+  at::clamp_out(spread, w.view({1, samples, 1}).expand({2, samples, per_sample}),
+                state.scratch(kWeightLow).view({2, 1, 1}), state.scratch(kWeightHigh).view({2, 1, 1}));
   if (checks_weights_with_scores(b)) return;
   auto flags = v.blocks_of(buf.values, kBadWeight, 1).select(1, 0);
   at::ne_out(flags, buf.weights[0].expand({v.blocks(), v.m}), buf.weights[1].expand({v.blocks(), v.m}));

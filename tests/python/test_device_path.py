@@ -160,22 +160,24 @@ def test_multiclass_label_predictions_of_another_integer_dtype_take_a_cast():
     ("Multilabel", dict(num_labels=100), (128, 100, 4), (512, 100), "entry"),
     ("Multilabel", dict(num_labels=10), (16, 10, 8, 8), (1024, 10), None),
     ("Binary", dict(), (16, 8, 8), (1024,), "sample"),
+    ("Multiclass", dict(num_classes=10), (16, 10, 8, 8), (1024, 10), "sample"),
     ("Multilabel", dict(num_labels=10, multidim_average="samplewise"), (16, 10, 8), None, None),
     ("Multilabel", dict(num_labels=10, multidim_average="samplewise"), (16, 10, 8, 8), None, None),
 ])
-def test_binary_and_multilabel_extra_dimensions_are_read_where_they_lie(task, options, shape, rows, weight):
+def test_extra_dimensions_are_read_where_they_lie(task, options, shape, rows, weight):
     """Binary (N, X...) and multilabel (N, L, X...) inputs are counted in place, their labels not
-    brought last, a weight per sample not repeated over its entries: no copy, and the ops of the
-    same collection over the entries as rows (samplewise, which has no such rows: 11, as its table
-    row)."""
+    brought last, and a weight per sample is not repeated over its entries (multiclass too): no
+    copy, and the ops of the same collection over the entries as rows (samplewise, which has no
+    such rows: 11, as its table row)."""
     import nosync_metrics as nm
 
     make = launch_bench.collection(nm, task, weighted=weight is not None, **options)
     grows = options.get("multidim_average") == "samplewise"
 
     def measured(preds):
-        weights = {"sample": (preds[0],), "entry": preds, None: None}[weight]  # rows: a weight per row
-        inputs = lambda: ((launch_bench.meta(*preds), launch_bench.meta(*preds, dtype=torch.int64))  # noqa: E731
+        target = preds[:1] + preds[2:] if task == "Multiclass" else preds
+        weights = {"sample": (preds[0],), "entry": target, None: None}[weight]  # rows: a weight per row
+        inputs = lambda: ((launch_bench.meta(*preds), launch_bench.meta(*target, dtype=torch.int64))  # noqa: E731
                           + ((launch_bench.meta(*weights),) if weights else ()))
         result = launch_bench.measure(launch_bench.Config("extra dimensions", make, inputs, 12, grows=grows))
         assert result["error"] is None and result["syncs"] == [0, 0]
