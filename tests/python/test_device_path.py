@@ -192,6 +192,7 @@ def test_extra_dimensions_are_read_where_they_lie(task, options, shape, rows, we
 @pytest.mark.parametrize("task, options, preds, target, weight, count, copies", [
     ("Multiclass", dict(num_classes=21, top_k=3, ignore_index=255), (4, 21, 32, 32), (4, 32, 32), None, 13, 1),
     ("Multiclass", dict(num_classes=21, top_k=3), (4, 21, 32, 32), (4, 32, 32), (4, 32, 32), 13, 1),
+    ("Multiclass", dict(num_classes=10, top_k=2, multidim_average="samplewise"), (16, 10, 8), (16, 8), None, 13, 1),
     ("Multiclass", dict(num_classes=10, top_k=2, ignore_index=0, multidim_average="samplewise"), (16, 10, 8), (16, 8),
      None, 14, 1),
 ])
