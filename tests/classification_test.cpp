@@ -931,6 +931,44 @@ TEST(ClassificationKernels, ExtraDimensionsCountAsTheirRows) {
   }
 }
 
+// Empty batches with extra dimensions (no samples, or an extra dimension of size 0) count nothing on
+// either path, as their empty rows do (the fuzzer's (0, 4, 2, 4) multilabel batch once failed the
+// reshape that flattens the extra dimensions).
+TEST(ClassificationKernels, EmptyBatchesWithExtraDimensionsCountNothing) {
+  for (const auto& base : {Opts::binary(), Opts::multilabel(4), Opts::multiclass(4)}) {
+    const bool multiclass = base.task() == Task::Multiclass, binary = base.task() == Task::Binary;
+    for (const auto& extra : {std::vector<int64_t>{0, 2, 4}, std::vector<int64_t>{2, 0, 4}}) {
+      for (const char* weights : {"none", "sample", "entry"}) {
+        const auto o = Opts(base).weighted(std::string(weights) != "none");
+        std::vector<int64_t> target_shape{extra[0]};
+        if (!binary && !multiclass) target_shape.push_back(4);
+        target_shape.insert(target_shape.end(), extra.begin() + 1, extra.end());
+        auto preds_shape = target_shape;
+        if (multiclass) preds_shape.insert(preds_shape.begin() + 1, 4);
+        const auto preds = at::rand(preds_shape), target = at::zeros(target_shape, at::kLong);
+        c10::optional<at::Tensor> weight;
+        if (std::string(weights) == "sample") weight = at::rand({extra[0]});
+        if (std::string(weights) == "entry") weight = at::rand(target_shape);
+        StatScores cpu(o), aten(o), rows(o);
+        cpu.update(preds, target, weight);
+        {
+          ForceAtenPath force;
+          aten.update(preds, target, weight);
+        }
+        const auto as_rows = [&](const at::Tensor& t, bool with_classes) {
+          return with_classes ? t.movedim(1, -1).reshape({-1, 4}) : t.reshape({-1});
+        };
+        c10::optional<at::Tensor> row_weight;
+        if (weight) row_weight = weight->reshape({-1}).narrow(0, 0, 0);
+        rows.update(as_rows(preds, !binary), as_rows(target, !multiclass && !binary), row_weight);
+        const auto where = ::testing::Message() << cpu.options_text() << " extra=" << extra << " weights=" << weights;
+        ASSERT_TRUE(states_equal(cpu.state_dict(), rows.state_dict())) << where;
+        ASSERT_TRUE(states_equal(aten.state_dict(), rows.state_dict())) << where;
+      }
+    }
+  }
+}
+
 // A device-path update never writes first_bad_update (BadInput): mixing the paths in one metric,
 // with reads, state dicts and merges between updates, the report keeps to a host tally, and the
 // counts to a metric updated on the CPU path alone.

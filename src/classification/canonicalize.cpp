@@ -2,7 +2,9 @@
 
 #include <ATen/ATen.h>
 
+#include <functional>
 #include <limits>
+#include <numeric>
 #include <vector>
 
 #include <metrics/shape_error.h>
@@ -48,9 +50,12 @@ bool keeps_integer_target(const ClassificationOptions& o, const at::Tensor& targ
 }
 
 // (N, L, ...) -> (N, L, X): the extra dimensions flattened where they are, after the labels (a
-// view of a contiguous input, where bringing the labels last copied it).
+// view of a contiguous input, where bringing the labels last copied it). X is spelled out: an
+// empty batch's -1 would be ambiguous.
 at::Tensor labels_then_rest(const at::Tensor& t) {
-  return t.dim() <= 3 ? t : t.reshape({t.size(0), t.size(1), -1});
+  if (t.dim() <= 3) return t;
+  const auto extra = t.sizes().slice(2);
+  return t.reshape({t.size(0), t.size(1), std::accumulate(extra.begin(), extra.end(), int64_t{1}, std::multiplies<>())});
 }
 
 }  // namespace
