@@ -846,6 +846,23 @@ TEST(ClassificationKernels, CpuAndAtenPathsAgreeOnBinaryAndMultilabelStreams) {
   }
 }
 
+// A batch's shapes with extra dimensions: preds (N, X...) binary, (N, L, X...) multilabel,
+// (N, C, X...) multiclass scores; the target as preds, without the classes.
+std::pair<std::vector<int64_t>, std::vector<int64_t>> extra_dimension_shapes(const Opts& o, int64_t classes, int64_t n,
+                                                                             const std::vector<int64_t>& extra) {
+  std::vector<int64_t> target{n};
+  if (o.task() == Task::Multilabel) target.push_back(classes);
+  target.insert(target.end(), extra.begin(), extra.end());
+  auto preds = target;
+  if (o.task() == Task::Multiclass) preds.insert(preds.begin() + 1, classes);
+  return {preds, target};
+}
+
+// Those entries as rows: labels or classes (dimension 1) last, every other dimension flattened.
+at::Tensor as_rows(const at::Tensor& t, bool with_classes) {
+  return with_classes ? t.movedim(1, -1).reshape({-1, t.size(1)}) : t.reshape({-1});
+}
+
 // Inputs with extra dimensions are counted where they lie on the ATen path (binary (N, X...) and
 // multilabel (N, L, X...) entries, multiclass (N, C, X...) scores; a weight per sample (N,) is
 // spread over the sample's entries there, not copied): both paths keep the state of a metric fed
@@ -857,16 +874,7 @@ TEST(ClassificationKernels, ExtraDimensionsCountAsTheirRows) {
   for (const auto& base : {Opts::binary(), Opts::multilabel(5, 0.6), Opts::multiclass(5), Opts::multiclass(5).top_k(2)}) {
     const bool multiclass = base.task() == Task::Multiclass, binary = base.task() == Task::Binary;
     const auto shapes = [&](int64_t n, const std::vector<int64_t>& extra) {
-      std::vector<int64_t> target{n};
-      if (base.task() == Task::Multilabel) target.push_back(5);
-      target.insert(target.end(), extra.begin(), extra.end());
-      auto preds = target;
-      if (multiclass) preds.insert(preds.begin() + 1, 5);
-      return std::pair{preds, target};
-    };
-    // the rows: labels or classes last, every other dimension flattened
-    const auto as_rows = [&](const at::Tensor& t, bool with_classes) {
-      return with_classes ? t.movedim(1, -1).reshape({-1, 5}) : t.reshape({-1});
+      return extra_dimension_shapes(base, 5, n, extra);
     };
     const auto draw = [&](const std::vector<int64_t>& p, const std::vector<int64_t>& t, bool logits) {
       auto preds = logits ? at::randn(p, gen) * 3 : at::rand(p, gen);
@@ -940,11 +948,8 @@ TEST(ClassificationKernels, EmptyBatchesWithExtraDimensionsCountNothing) {
     for (const auto& extra : {std::vector<int64_t>{0, 2, 4}, std::vector<int64_t>{2, 0, 4}}) {
       for (const char* weights : {"none", "sample", "entry"}) {
         const auto o = Opts(base).weighted(std::string(weights) != "none");
-        std::vector<int64_t> target_shape{extra[0]};
-        if (!binary && !multiclass) target_shape.push_back(4);
-        target_shape.insert(target_shape.end(), extra.begin() + 1, extra.end());
-        auto preds_shape = target_shape;
-        if (multiclass) preds_shape.insert(preds_shape.begin() + 1, 4);
+        const auto [preds_shape, target_shape] =
+            extra_dimension_shapes(base, 4, extra[0], std::vector<int64_t>(extra.begin() + 1, extra.end()));
         const auto preds = at::rand(preds_shape), target = at::zeros(target_shape, at::kLong);
         c10::optional<at::Tensor> weight;
         if (std::string(weights) == "sample") weight = at::rand({extra[0]});
@@ -955,9 +960,6 @@ TEST(ClassificationKernels, EmptyBatchesWithExtraDimensionsCountNothing) {
           ForceAtenPath force;
           aten.update(preds, target, weight);
         }
-        const auto as_rows = [&](const at::Tensor& t, bool with_classes) {
-          return with_classes ? t.movedim(1, -1).reshape({-1, 4}) : t.reshape({-1});
-        };
         c10::optional<at::Tensor> row_weight;
         if (weight) row_weight = weight->reshape({-1}).narrow(0, 0, 0);
         rows.update(as_rows(preds, !binary), as_rows(target, !multiclass && !binary), row_weight);

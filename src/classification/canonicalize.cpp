@@ -2,10 +2,7 @@
 
 #include <ATen/ATen.h>
 
-#include <functional>
 #include <limits>
-#include <numeric>
-#include <vector>
 
 #include <metrics/shape_error.h>
 
@@ -54,8 +51,7 @@ bool keeps_integer_target(const ClassificationOptions& o, const at::Tensor& targ
 // empty batch's -1 would be ambiguous.
 at::Tensor labels_then_rest(const at::Tensor& t) {
   if (t.dim() <= 3) return t;
-  const auto extra = t.sizes().slice(2);
-  return t.reshape({t.size(0), t.size(1), std::accumulate(extra.begin(), extra.end(), int64_t{1}, std::multiplies<>())});
+  return t.reshape({t.size(0), t.size(1), c10::multiply_integers(t.sizes().slice(2))});
 }
 
 }  // namespace

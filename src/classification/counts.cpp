@@ -111,8 +111,9 @@ ClassificationBatch cpu_rows(const ClassificationBatch& batch, const Classificat
   if (!batch.weight) return rows;
   const auto& w = *batch.weight;
   const int64_t samples = w.size(0), per_sample = rows.target.size(0) / std::max<int64_t>(samples, 1);
-  const bool spread = w.sizes() != batch.target.sizes() && per_sample > 1;
-  rows.weight = (spread ? w.view({samples, 1}).expand({samples, per_sample}).reshape({-1}) : labels_last(w)).contiguous();
+  const bool spread = batch.weight_per_sample() && per_sample > 1;
+  const auto& weight = spread ? w.view({samples, 1}).expand({samples, per_sample}).reshape({-1}) : labels_last(w);
+  rows.weight = weight.contiguous();
   return rows;
 }
 

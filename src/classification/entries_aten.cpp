@@ -198,9 +198,6 @@ Grid grid_of(const ClassificationBatch& b) {
   return {t.size(0), t.size(1), t.dim() == 3 ? t.size(2) : 1};
 }
 
-// Whether the weights are one per sample (spread over its row) rather than one per entry.
-bool weight_per_sample(const ClassificationBatch& b) { return b.weight->sizes() != b.target.sizes(); }
-
 struct Buffers {
   at::Tensor scores, targets, weights, codes, looked, index, values, labels, readings;
   // where an input is strided (a column of a wider tensor, a transpose), its copy, laid out as
@@ -390,7 +387,7 @@ void count_entries_on_aten(MetricState& state, const ClassificationBatch& b, con
   } else {
     auto readings = buf.readings;
     if (b.scores) at::addcmul_out(readings, a, bb, inside);
-    const auto w = weight_per_sample(b) ? b.weight->view({g.rows, 1, 1, 1, 1})
+    const auto w = b.weight_per_sample() ? b.weight->view({g.rows, 1, 1, 1, 1})
                                         : b.weight->view({g.rows, g.labels, g.rest, 1, 1});
     at::mul_out(cells, w.expand({g.rows, g.labels, g.rest, 1, 1}), readings);
   }

@@ -32,6 +32,9 @@ struct ClassificationBatch {
   at::ScalarType score_dtype = at::kFloat;
   /// N: the rows are sample-major, M / N to a sample (what samplewise counts per sample).
   int64_t samples = 0;
+
+  /// Whether the weights are one per sample, spread over its entries or rows, rather than one per entry.
+  bool weight_per_sample() const { return weight && weight->sizes() != target.sizes(); }
 };
 
 /// The classes the state counts: num_classes, or 1 where it is kUnknownClasses.
