@@ -1298,15 +1298,16 @@ TEST(ClassificationKernels, MulticlassTargetsOfOtherIntegerDtypesCountAsInt64One
   const std::vector<Opts> options{Opts::multiclass(classes).average(Average::None),
                                   Opts::multiclass(classes).ignore_index(1).weighted(true),
                                   Opts::multiclass(classes).top_k(2).ignore_index(4)};
-  for (const auto dtype : {at::kInt, at::kShort, at::kChar, at::kByte}) {
+  for (const auto dtype : {at::kInt, at::kShort, at::kChar, at::kByte, at::kBool}) {
     for (const auto& o : options) {
       for (const bool matrix : {false, true}) {
         if (matrix && o.top_k() > 1) continue;  // (a ConfusionMatrix has no top_k)
         std::vector<NarrowBatch> batches;
         for (int update = 0; update < 2; ++update) {
           const auto scores = at::randn({m, classes}, gen);
-          const int64_t low = dtype == at::kByte ? 0 : -2;
-          const auto wide = at::randint(low, classes + 2, {m}, gen, at::kLong);  // some out of range
+          const int64_t low = dtype == at::kByte || dtype == at::kBool ? 0 : -2;
+          const int64_t high = dtype == at::kBool ? 2 : classes + 2;  // some out of range
+          const auto wide = at::randint(low, high, {m}, gen, at::kLong);
           const auto weight = o.weighted() ? c10::optional<at::Tensor>(at::rand({m}, gen, at::kDouble)) : c10::nullopt;
           batches.push_back({scores, wide.to(dtype), scores, wide, weight});
         }
@@ -1314,7 +1315,51 @@ TEST(ClassificationKernels, MulticlassTargetsOfOtherIntegerDtypesCountAsInt64One
           if (matrix) return std::make_unique<ConfusionMatrix>(o);
           return std::make_unique<StatScores>(o);
         }, batches);
-        EXPECT_GT(want->bad_input_report().bad_updates, 0) << at::toString(dtype) << ", " << want->options_text();
+        if (dtype != at::kBool) {
+          EXPECT_GT(want->bad_input_report().bad_updates, 0) << at::toString(dtype) << ", " << want->options_text();
+        }
+      }
+    }
+  }
+}
+
+// Binary and multilabel labels and targets of another integer dtype are read as they are (the
+// device path bucketizes them in their dtype, bool as uint8; the CPU path casts them): on each path,
+// with labels and targets out of {0, 1} (the dtype's extremes too) and ignore_index values inside
+// the dtype, at its largest value and outside it, a metric counts as one fed them as int64, and
+// reports the same bad input.
+TEST(ClassificationKernels, BinaryAndMultilabelLabelsOfOtherIntegerDtypesCountAsInt64Ones) {
+  auto gen = testing::generator(32);
+  const int64_t n = 24, labels = 3;
+  for (const auto dtype : {at::kInt, at::kShort, at::kChar, at::kByte, at::kBool}) {
+    const auto range = AT_DISPATCH_INTEGRAL_TYPES(dtype == at::kBool ? at::kByte : dtype, "range", [] {
+      return std::pair<int64_t, int64_t>{std::numeric_limits<scalar_t>::lowest(), std::numeric_limits<scalar_t>::max()};
+    });
+    const int64_t lowest = range.first, high = dtype == at::kBool ? 1 : range.second;
+    for (const auto& base : {Opts::binary(), Opts::multilabel(labels)}) {
+      for (const auto& o : {Opts(base).average(Average::None), Opts(base).ignore_index(1).weighted(true),
+                            Opts(base).ignore_index(-1), Opts(base).ignore_index(high),
+                            Opts(base).ignore_index(300).weighted(true),
+                            Opts(base).ignore_index(0).multidim_average(MultidimAverage::Samplewise)}) {
+        for (const bool scores : {false, true}) {
+          std::vector<NarrowBatch> batches;
+          for (int update = 0; update < 2; ++update) {
+            // (with an extra dimension, which samplewise needs)
+            const auto shape = base.task() == Task::Binary ? std::vector<int64_t>{n, 2} : std::vector<int64_t>{n, labels, 2};
+            const auto draw = [&] {
+              auto wide = at::randint(std::max<int64_t>(lowest, -1), std::min<int64_t>(high, 2) + 1, shape, gen, at::kLong);
+              wide.view({-1})[0] = high, wide.view({-1})[1] = lowest;
+              return wide;
+            };
+            const auto wide_preds = scores ? at::rand(shape, gen) : draw();
+            const auto wide_target = draw();
+            const auto narrow = [&](const at::Tensor& t) { return t.to(dtype); };
+            const auto weight = o.weighted() ? c10::optional<at::Tensor>(at::rand({n}, gen, at::kDouble)) : c10::nullopt;
+            batches.push_back({scores ? wide_preds : narrow(wide_preds), narrow(wide_target), wide_preds, wide_target,
+                               weight});
+          }
+          expect_narrow_counts_as_wide([&] { return std::make_unique<StatScores>(o); }, batches);
+        }
       }
     }
   }

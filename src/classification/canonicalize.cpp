@@ -34,16 +34,27 @@ at::Tensor labels_of(const at::Tensor& labels, int64_t not_a_label) {
   return whole.masked_fill_(whole.to(labels.scalar_type()).ne(labels), not_a_label);
 }
 
-// Multiclass targets of a signed integer dtype or uint8 are read as they are where there are
-// num_classes: the device path's clamp widens them into its int64 class rows (a cast would be an op
-// more), and the CPU path casts them itself (counts.cpp). PyTorch 2's uint16, uint32 and uint64 do
-// not promote with int64 (the clamp refuses them), so they are made int64 first, as bool targets,
-// float labels and (the device path compares them with the ignore_index as they are) targets
-// without num_classes are.
-bool keeps_integer_target(const ClassificationOptions& o, const at::Tensor& target) {
-  const auto dtype = target.scalar_type();
-  const bool widens = dtype == at::kByte || dtype == at::kChar || dtype == at::kShort || dtype == at::kInt;
-  return o.task() == Task::Multiclass && o.num_classes() != kUnknownClasses && widens;
+// Labels of uint8, a signed integer dtype or bool are read as they are by the device path's ops
+// that take them (a cast would be an op more): binary and multilabel predictions and targets by
+// bucketize, in their dtype (bool as uint8, a view of the same bytes: bucketize refuses bool);
+// multiclass targets, where there are num_classes, by the clamp that widens them into its int64
+// class rows. The CPU path casts them itself (counts.cpp). PyTorch 2's uint16, uint32 and uint64
+// neither ops take, so they are made int64 first, as float labels, multiclass label predictions
+// and (the device path compares them with the ignore_index as they are) multiclass targets without
+// num_classes are.
+bool read_as_they_are(const at::Tensor& labels) {
+  const auto dtype = labels.scalar_type();
+  return dtype == at::kByte || dtype == at::kChar || dtype == at::kShort || dtype == at::kInt ||
+         dtype == at::kLong || dtype == at::kBool;
+}
+
+at::Tensor labels_read_as_they_are(const at::Tensor& labels, int64_t not_a_label) {
+  if (!read_as_they_are(labels)) return labels_of(labels, not_a_label);
+  return labels.scalar_type() == at::kBool ? labels.view(at::kByte) : labels;
+}
+
+bool keeps_integer_target(const ClassificationOptions& o) {
+  return o.task() != Task::Multiclass || o.num_classes() != kUnknownClasses;
 }
 
 // (N, L, ...) -> (N, L, X): the extra dimensions flattened where they are, after the labels (a
@@ -165,20 +176,21 @@ ClassificationBatch canonicalize(const std::string& metric, const Classification
   const bool multiclass_labels = o.task() == Task::Multiclass && preds.dim() == target.dim();
   batch.scores = is_input_floating(preds.scalar_type()) && !multiclass_labels;
   if (batch.scores) batch.score_dtype = preds.scalar_type();
+  // scores keep their dtype, half-precision too: bucketize, max and the sort read them as they are
+  // (binary and multilabel ones are thresholded in it; the CPU path widens them itself, counts.cpp)
   auto p = preds;
-  // half-precision scores: float32 for the binary and multilabel ops (they threshold in the scores'
-  // dtype, batch.score_dtype); multiclass ones keep theirs (max and sort order them as float32
-  // would; the CPU path casts them itself, counts.cpp)
-  if (batch.scores && is_half_precision(p.scalar_type()) && o.task() != Task::Multiclass) p = p.to(at::kFloat);
-  if (!batch.scores) p = labels_of(p, kNotAPrediction);
+  if (!batch.scores) {
+    p = o.task() == Task::Multiclass ? labels_of(p, kNotAPrediction) : labels_read_as_they_are(p, kNotAPrediction);
+  }
+  const auto t = keeps_integer_target(o) ? labels_read_as_they_are(target, kNotATarget) : labels_of(target, kNotATarget);
   if (o.task() == Task::Multilabel) {
     batch.preds = labels_then_rest(p);
-    batch.target = labels_then_rest(labels_of(target, kNotATarget));
+    batch.target = labels_then_rest(t);
   } else {
     // multiclass scores keep their extra dimensions, classes last: a view (the ATen path reads them so)
     const bool multiclass_scores = o.task() == Task::Multiclass && !multiclass_labels;
     batch.preds = multiclass_scores ? (p.dim() == 2 ? p : p.movedim(1, -1)) : flat(p);
-    batch.target = flat(keeps_integer_target(o, target) ? target : labels_of(target, kNotATarget));
+    batch.target = flat(t);
   }
   if (weight) batch.weight = canonical_weight(o, *weight, target);
   batch.samples = target.size(0);

@@ -96,18 +96,20 @@ namespace {
 at::Tensor labels_last(const at::Tensor& t) { return t.dim() < 3 ? t : t.movedim(1, -1).reshape({-1, t.size(1)}); }
 
 // The batch as the CPU kernels read it, contiguous: binary (M,), multiclass (M, C) scores or (M,)
-// labels, multilabel (M, L) rows, int64 targets, float32 scores, a weight per row or per entry (one
-// per sample repeated over its rows or binary entries).
+// labels, multilabel (M, L) rows, int64 labels and targets, float32 or float64 scores, a weight per
+// row or per entry (one per sample repeated over its rows or binary entries).
 ClassificationBatch cpu_rows(const ClassificationBatch& batch, const ClassificationOptions& options) {
   auto rows = batch;
-  // (multiclass scores keep a half-precision dtype and targets an integer one: canonicalize.cpp)
+  // (scores keep their dtype, labels and targets an integer one: canonicalize.cpp)
   const bool multilabel = options.task() == Task::Multilabel;
   const auto& preds = multilabel                ? labels_last(batch.preds)
                       : batch.preds.dim() > 2 ? batch.preds.reshape({-1, batch.preds.size(-1)})
                                               : batch.preds;
-  rows.preds = is_half_precision(preds.scalar_type()) ? preds.to(at::kFloat).contiguous() : preds.contiguous();
+  auto dtype = is_half_precision(preds.scalar_type()) ? at::kFloat : preds.scalar_type();
+  if (!batch.scores) dtype = at::kLong;
+  rows.preds = preds.to(dtype).contiguous();
   const auto& target = multilabel ? labels_last(batch.target) : batch.target;
-  rows.target = target.scalar_type() == at::kLong ? target.contiguous() : target.to(at::kLong).contiguous();
+  rows.target = target.to(at::kLong).contiguous();
   if (!batch.weight) return rows;
   const auto& w = *batch.weight;
   const int64_t samples = w.size(0), per_sample = rows.target.size(0) / std::max<int64_t>(samples, 1);

@@ -1,7 +1,8 @@
 // Binary and multilabel counting on the ATen path. Each entry (a score or label, its target, its
 // weight) falls into a few buckets (bucketize), and the combination of its buckets, the entry's
-// code, says all that an update needs of it. A table, made once per state, score dtype and weight
-// dtype (and device: a move drops the scratch), gives each code its pieces (put_update.h): the cell
+// code, says all that an update needs of it. Each input is bucketized in its own dtype (half-precision
+// scores, integer labels and targets too: no cast). A table, made once per state and inputs' dtypes
+// (and device: a move drops the scratch), gives each code its pieces (put_update.h): the cell
 // it counts in (tn, fp, fn or tp of its label) under each reading of the scores, the spare slot
 // where it is dropped; the tally's place for each kind of bad input it has, the spare slot for each
 // it has not; and two more columns (three with a kept matrix, below): bad_updates' place where the
@@ -29,6 +30,7 @@
 // tail to the count buffer: three put_s.
 
 #include <ATen/ATen.h>
+#include <ATen/Dispatch.h>
 
 #include <cmath>
 #include <limits>
@@ -44,8 +46,8 @@ namespace metrics::detail {
 namespace {
 
 // The state's scratch tensors (MetricState::scratch): the update's buffers, made for a batch shape
-// (kKey); the bucket bounds and the table, made for a score dtype and a weight dtype (kTableKey); the
-// readings' weights.
+// (kKey); the bucket bounds and the table, made for the predictions', targets' and weights' dtypes
+// (kTableKey); the readings' weights.
 enum Scratch {
   kKey = 200, kTableKey, kScoreBounds, kTargetBounds, kWeightBounds, kTable, kScoreBuckets, kTargetBuckets,
   kWeightBuckets, kCodes, kLooked, kIndex, kValues, kLabels, kReadings, kReadingsA, kReadingsB, kScoresCopy,
@@ -85,25 +87,29 @@ Predictions predictions(const ClassificationBatch& b, const ClassificationOption
   return {true, c, of({below_zero, c.probability, c.logit, 1.0, std::numeric_limits<double>::infinity()}, false)};
 }
 
-// Targets: below 0, 0, 1, above, and ignore_index on its own; as int64, exact at any ignore_index
-// (a bucket counts the bounds at or below a target).
+// Targets: below 0, 0, 1, above, and ignore_index on its own; in the targets' integer dtype, exact
+// at any ignore_index (a bucket counts the bounds at or below a target; a bound outside the dtype,
+// an ignore_index no target of it can be, splits none of its values and is left out).
 struct TargetBuckets {
   std::vector<int64_t> bounds;
   int64_t count() const { return static_cast<int64_t>(bounds.size()) + 1; }
-  // A target in bucket i (bucket 0 is empty where the first bound is the smallest int64).
+  // A target in bucket i (bucket 0 is empty where the first bound is the dtype's smallest value).
   int64_t representative(int64_t i) const {
     if (i > 0) return bounds[static_cast<size_t>(i - 1)];
     return bounds.front() == std::numeric_limits<int64_t>::min() ? bounds.front() : bounds.front() - 1;
   }
 };
 
-TargetBuckets target_buckets(const ClassificationOptions& o) {
+TargetBuckets target_buckets(const ClassificationOptions& o, at::ScalarType dtype) {
   std::set<int64_t> bounds{0, 1, 2};
   if (const auto ignore = o.ignore_index()) {
     bounds.insert(*ignore);
     if (*ignore < std::numeric_limits<int64_t>::max()) bounds.insert(*ignore + 1);
   }
-  return {{bounds.begin(), bounds.end()}};
+  const auto [lowest, largest] = AT_DISPATCH_INTEGRAL_TYPES(dtype, "target_buckets", [] {
+    return std::pair<int64_t, int64_t>{std::numeric_limits<scalar_t>::lowest(), std::numeric_limits<scalar_t>::max()};
+  });
+  return {{bounds.lower_bound(lowest), bounds.upper_bound(largest)}};
 }
 
 // Weights (of their dtype, float64 or float32): negative, finite and not negative, +inf or NaN; one
@@ -231,13 +237,13 @@ at::Tensor cell_places(const MetricState& state, const Grid& g, const Classifica
   return upload(places, longs).view({g.rows, g.labels, 1, 1});
 }
 
-// The bounds and the table, made for a score dtype and a weight dtype (or none).
+// The bounds and the table, made for the predictions', targets' and weights' (or no weights') dtypes.
 void make_table(MetricState& state, const ClassificationBatch& b, const ClassificationOptions& o, const Predictions& p,
                 const TargetBuckets& targets, const Buckets& weights, const Columns& col, bool adds_places) {
   const auto longs = b.target.options().dtype(at::kLong);
   const int64_t codes = p.buckets.count() * targets.count() * weights.count();
   state.scratch(kScoreBounds) = upload(p.buckets.bounds, b.preds.options());
-  state.scratch(kTargetBounds) = upload(targets.bounds, longs);
+  state.scratch(kTargetBounds) = upload(targets.bounds, b.target.options());
   state.scratch(kWeightBounds) = b.weight ? upload(weights.bounds, b.weight->options()) : at::Tensor();
   const auto rows = upload(table(state, o, p, targets, weights, col), longs).view({codes, col.count()});
   state.scratch(kTable) = adds_places ? rows : rows.narrow(1, 0, col.cell_flags()).contiguous();
@@ -260,6 +266,7 @@ Buffers buffers(MetricState& state, const ClassificationBatch& b, const Classifi
                                  g.rest,
                                  t.dim(),
                                  static_cast<int64_t>(b.preds.scalar_type()),
+                                 static_cast<int64_t>(t.scalar_type()),
                                  weight_dims,
                                  weights,
                                  weight_dtype_key(b),
@@ -333,10 +340,10 @@ void count_entries_on_aten(MetricState& state, const ClassificationBatch& b, con
   const bool adds_places = t.dim() > 1 || samplewise(o);  // the cells' positions add labels or samples
   const Columns col{b.weight ? 3 : 2, layout_of(state) == CountLayout::PerClassAndKeptMatrix ? 2 : 1};
   const auto p = predictions(b, o);
-  const auto targets = target_buckets(o);
+  const auto targets = target_buckets(o, t.scalar_type());
   const auto weights = weight_buckets(b.weight);
-  const std::vector<int64_t> table_key{static_cast<int64_t>(b.score_dtype), static_cast<int64_t>(b.preds.scalar_type()),
-                                       b.scores, weight_dtype_key(b)};
+  const std::vector<int64_t> table_key{static_cast<int64_t>(b.preds.scalar_type()), b.scores,
+                                       static_cast<int64_t>(t.scalar_type()), weight_dtype_key(b)};
   make_for_key(state, kTableKey, table_key, [&] { make_table(state, b, o, p, targets, weights, col, adds_places); });
   const Layout layout{g.entries(), adds_places ? col.pieces() : col.cell_flags(), col.readings};
   auto buf = buffers(state, b, o, col, layout, g, adds_places);

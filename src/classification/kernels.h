@@ -1,6 +1,8 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
 #include <c10/util/Optional.h>
 
 #include <array>
@@ -20,15 +22,17 @@ struct ClassificationBatch {
   /// Binary (M,); multiclass scores (M, C) or labels (M,); multilabel (N, L), or (N, L, X) with
   /// extra dimensions (flattened in place, after the labels). Multiclass scores with extra
   /// dimensions stay (N, ..., C), a view with the classes moved last (its M = N * ... rows,
-  /// sample-major, uncopied). Scores are float32 or float64 (float16/bfloat16 widened exactly to
-  /// float32), labels int64.
+  /// sample-major, uncopied). Scores of any floating input dtype, as they came; binary and
+  /// multilabel labels int64, int32, int16, int8 or uint8 (bool as uint8), multiclass ones int64.
+  /// (The CPU path's rows widen them: half-precision scores to float32, labels to int64.)
   at::Tensor preds;
-  /// Binary and multiclass (M,); multilabel as its predictions; int64.
+  /// Binary and multiclass (M,); multilabel as its predictions; of the labels' integer dtypes (int64
+  /// where multiclass has no num_classes).
   at::Tensor target;
   /// float64 or float32: (N,) one per sample, or one per entry, shaped as the target.
   c10::optional<at::Tensor> weight;
   bool scores = false;
-  /// The dtype the scores came in, before widening: binary predictions are made as in it.
+  /// The dtype the scores came in (the CPU path's rows widen them): predictions are made as in it.
   at::ScalarType score_dtype = at::kFloat;
   /// N: the rows are sample-major, M / N to a sample (what samplewise counts per sample).
   int64_t samples = 0;
@@ -47,11 +51,19 @@ inline bool samplewise(const ClassificationOptions& o) {
   return o.multidim_average() == MultidimAverage::Samplewise;
 }
 
-/// The negative number of `dtype` (float32 or float64) nearest 0: a value above it is not negative
+/// The negative number of `dtype` (a floating one) nearest 0: a value above it is not negative
 /// (-0.0 too).
 inline double negative_nearest_zero(at::ScalarType dtype) {
-  if (dtype == at::kFloat) return -static_cast<double>(std::numeric_limits<float>::denorm_min());
-  return -std::numeric_limits<double>::denorm_min();
+  switch (dtype) {
+    case at::kHalf:
+      return -static_cast<double>(std::numeric_limits<c10::Half>::denorm_min());
+    case at::kBFloat16:
+      return -static_cast<double>(std::numeric_limits<c10::BFloat16>::denorm_min());
+    case at::kFloat:
+      return -static_cast<double>(std::numeric_limits<float>::denorm_min());
+    default:
+      return -std::numeric_limits<double>::denorm_min();
+  }
 }
 
 /// The bounds of a good weight of `dtype` (float32 or float64): negative_nearest_zero (a good

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import launch_bench
+from test_inputs import UNSIGNED
 
 CONFIGS = launch_bench.configurations() + launch_bench.sweep_configurations()
 
@@ -50,21 +51,25 @@ def measured_clean(make, *inputs):
     return result
 
 
+BINARY_AND_MULTILABEL = [("Multilabel", dict(num_labels=100), (128, 100)), ("Binary", {}, (4096,))]
+
+
 @pytest.mark.parametrize("task, options, shape", [
     ("Multiclass", dict(num_classes=1000), (128, 1000)),
     ("Multiclass", dict(num_classes=1000, top_k=5, ignore_index=0), (128, 1000)),
-    ("Multilabel", dict(num_labels=100), (128, 100)),
-    ("Binary", {}, (4096,)),
+    *BINARY_AND_MULTILABEL,
 ])
 @pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("scores, target", [(torch.float16, torch.int64), (torch.bfloat16, torch.int64),
-                                            (torch.float32, torch.int32), (torch.float32, torch.uint8)])
-def test_other_score_and_target_dtypes_cost_a_cast_where_the_ops_need_one(task, options, shape, weighted, scores, target):
-    """Binary and multilabel half-precision scores (AMP's) are cast to float32, and integer targets
-    other than int64 to int64, an op each (README: what still passes the budget): the same collection
-    over float32 scores and int64 targets dispatches the same ops but those _to_copy. Multiclass
-    scores and targets are read as they are, the same ops, but that half-precision scores beside
-    float32 weights take an ne of their own (the weights are not checked in the scores' dtype)."""
+                                            (torch.float32, torch.int32), (torch.float32, torch.int8),
+                                            (torch.float32, torch.uint8), (torch.float32, torch.bool),
+                                            (torch.float16, torch.uint8)])
+def test_other_score_and_target_dtypes_are_read_as_they_are(task, options, shape, weighted, scores, target):
+    """Half-precision scores (AMP's) and integer targets other than int64 (bool as uint8, a view) are
+    read as they are, by bucketize (binary, multilabel) or by max, the sort and the clamp
+    (multiclass): the same ops as over float32 scores and int64 targets, but that multiclass
+    half-precision scores beside float32 weights take an ne of their own (the weights are not
+    checked in the scores' dtype)."""
     import nosync_metrics as nm
 
     make = launch_bench.collection(nm, task, weighted=weighted, **options)
@@ -72,15 +77,38 @@ def test_other_score_and_target_dtypes_cost_a_cast_where_the_ops_need_one(task, 
     weight = [((shape[0],), torch.float32)] if weighted else []
     canonical = measured_clean(make, (shape, torch.float32), (target_shape, torch.int64), *weight)
     other = measured_clean(make, (shape, scores), (target_shape, target), *weight)
-    half = scores != torch.float32
-    if task == "Multiclass":
-        extra = ["aten.ne.Tensor_out"] if half and weighted else []
-        assert sorted(other["ops"]) == sorted(canonical["ops"] + extra)
-        assert other["launching"] == [n + len(extra) for n in canonical["launching"]]
-    else:
-        casts = half + (target != torch.int64)
-        assert other["ops"] == ["aten._to_copy.default"] * casts + canonical["ops"]
-        assert other["launching"] == [n + casts for n in canonical["launching"]]
+    extra = ["aten.ne.Tensor_out"] if task == "Multiclass" and scores != torch.float32 and weighted else []
+    assert sorted(other["ops"]) == sorted(canonical["ops"] + extra)
+    assert other["launching"] == [n + len(extra) for n in canonical["launching"]]
+
+
+@pytest.mark.parametrize("task, options, shape", BINARY_AND_MULTILABEL)
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("labels", [torch.int32, torch.int16, torch.uint8, torch.bool])
+def test_binary_and_multilabel_labels_of_other_integer_dtypes_are_read_as_they_are(task, options, shape, weighted,
+                                                                                     labels):
+    """Binary and multilabel label predictions and targets of int32, int16, uint8 or bool (a uint8
+    view) are bucketized in their dtype: the same ops as int64 ones."""
+    import nosync_metrics as nm
+
+    make = launch_bench.collection(nm, task, weighted=weighted, **options)
+    weight = [((shape[0],), torch.float32)] if weighted else []
+    canonical = measured_clean(make, (shape, torch.int64), (shape, torch.int64), *weight)
+    other = measured_clean(make, (shape, labels), (shape, labels), *weight)
+    assert other["ops"] == canonical["ops"] and other["launching"] == canonical["launching"]
+
+
+@pytest.mark.skipif(not UNSIGNED, reason="uint16, uint32 and uint64 are PyTorch 2's (test-torch2.sh runs this)")
+@pytest.mark.parametrize("task, options, shape", BINARY_AND_MULTILABEL)
+@pytest.mark.parametrize("target", UNSIGNED)
+def test_pytorch2_unsigned_targets_cost_a_cast(task, options, shape, target):
+    """PyTorch 2's uint16, uint32 and uint64, which bucketize does not take, are made int64 first."""
+    import nosync_metrics as nm
+
+    make = launch_bench.collection(nm, task, **options)
+    canonical = measured_clean(make, (shape, torch.float32), (shape, torch.int64))
+    other = measured_clean(make, (shape, torch.float32), (shape, target))
+    assert other["ops"] == ["aten._to_copy.default"] + canonical["ops"]
 
 
 @pytest.mark.parametrize("top_k, options, bound", [(1, {"ignore_index": 0}, 131072), (3, {}, 52428)])
