@@ -1289,10 +1289,11 @@ std::unique_ptr<ClassificationMetric> expect_narrow_counts_as_wide(
   return want;
 }
 
-// Multiclass targets of another integer dtype are read as they are (the device path's clamp widens
-// them; the CPU path casts them): on each path, with targets out of range and ignored ones among
-// them, a metric counts as one fed the same targets as int64, and reports the same bad input.
-TEST(ClassificationKernels, MulticlassTargetsOfOtherIntegerDtypesCountAsInt64Ones) {
+// Multiclass labels and targets of another integer dtype are read as they are (the device path's
+// clamps widen them; the CPU path casts them): on each path, with labels and targets out of range
+// and ignored ones among them, a metric counts as one fed the same labels and targets as int64, and
+// reports the same bad input.
+TEST(ClassificationKernels, MulticlassLabelsOfOtherIntegerDtypesCountAsInt64Ones) {
   auto gen = testing::generator(30);
   const int64_t classes = 5, m = 40;
   const std::vector<Opts> options{Opts::multiclass(classes).average(Average::None),
@@ -1301,22 +1302,26 @@ TEST(ClassificationKernels, MulticlassTargetsOfOtherIntegerDtypesCountAsInt64One
   for (const auto dtype : {at::kInt, at::kShort, at::kChar, at::kByte, at::kBool}) {
     for (const auto& o : options) {
       for (const bool matrix : {false, true}) {
-        if (matrix && o.top_k() > 1) continue;  // (a ConfusionMatrix has no top_k)
-        std::vector<NarrowBatch> batches;
-        for (int update = 0; update < 2; ++update) {
-          const auto scores = at::randn({m, classes}, gen);
+        for (const bool labels : {false, true}) {
+          if ((matrix || labels) && o.top_k() > 1) continue;  // (a ConfusionMatrix, labels: no top_k)
           const int64_t low = dtype == at::kByte || dtype == at::kBool ? 0 : -2;
           const int64_t high = dtype == at::kBool ? 2 : classes + 2;  // some out of range
-          const auto wide = at::randint(low, high, {m}, gen, at::kLong);
-          const auto weight = o.weighted() ? c10::optional<at::Tensor>(at::rand({m}, gen, at::kDouble)) : c10::nullopt;
-          batches.push_back({scores, wide.to(dtype), scores, wide, weight});
-        }
-        const auto want = expect_narrow_counts_as_wide([&]() -> std::unique_ptr<ClassificationMetric> {
-          if (matrix) return std::make_unique<ConfusionMatrix>(o);
-          return std::make_unique<StatScores>(o);
-        }, batches);
-        if (dtype != at::kBool) {
-          EXPECT_GT(want->bad_input_report().bad_updates, 0) << at::toString(dtype) << ", " << want->options_text();
+          std::vector<NarrowBatch> batches;
+          for (int update = 0; update < 2; ++update) {
+            const auto scores = at::randn({m, classes}, gen);
+            const auto wide_labels = at::randint(low, high, {m}, gen, at::kLong);
+            const auto wide = at::randint(low, high, {m}, gen, at::kLong);
+            const auto weight = o.weighted() ? c10::optional<at::Tensor>(at::rand({m}, gen, at::kDouble)) : c10::nullopt;
+            batches.push_back({labels ? wide_labels.to(dtype) : scores, wide.to(dtype), labels ? wide_labels : scores,
+                               wide, weight});
+          }
+          const auto want = expect_narrow_counts_as_wide([&]() -> std::unique_ptr<ClassificationMetric> {
+            if (matrix) return std::make_unique<ConfusionMatrix>(o);
+            return std::make_unique<StatScores>(o);
+          }, batches);
+          if (dtype != at::kBool) {
+            EXPECT_GT(want->bad_input_report().bad_updates, 0) << at::toString(dtype) << ", " << want->options_text();
+          }
         }
       }
     }
@@ -1390,6 +1395,27 @@ TEST(ClassificationKernels, MulticlassHalfPrecisionScoresCountAsTheirFloat32Wide
   }
 }
 
+// Weights of `shape` with the `hostile` values among them, shuffled, in `dtype`.
+at::Tensor with_hostile_weights(at::Generator& gen, at::IntArrayRef shape, const at::Tensor& hostile,
+                                at::ScalarType dtype) {
+  auto weight = at::rand(shape, gen, at::kDouble);
+  weight.view({-1}).narrow(0, 0, hostile.numel()).copy_(hostile);
+  return weight.view({-1}).index({at::randperm(weight.numel(), gen)}).view(weight.sizes()).to(dtype);
+}
+
+// Each path's metrics ([0] the CPU path's, [1] the ATen path's) updated with `weight` (narrow) and
+// with its float64 widening (wide).
+template <class Metric>
+void update_narrow_and_wide(std::unique_ptr<Metric> (&narrow)[2], std::unique_ptr<Metric> (&wide)[2],
+                            const at::Tensor& preds, const at::Tensor& target, const at::Tensor& weight) {
+  for (const bool aten : {false, true}) {
+    std::unique_ptr<ForceAtenPath> force;
+    if (aten) force = std::make_unique<ForceAtenPath>();
+    narrow[aten]->update(preds, target, weight);
+    wide[aten]->update(preds, target, weight.to(at::kDouble));
+  }
+}
+
 // float32 weights reach the device path as they are (its float64 arithmetic widens them exactly):
 // on each path, every task counts them, bad ones (NaN, negative, the negative nearest 0, +inf) and
 // float32's extremes (its largest, its smallest, -0.0) included, exactly as their float64 widening.
@@ -1426,15 +1452,9 @@ TEST(ClassificationKernels, Float32WeightsCountAsTheirFloat64WideningOnEachPath)
             target = at::randint(2, shape, gen, at::kLong);
           }
           const bool per_entry = o.task() == Task::Multilabel && step % 2;
-          auto weight = per_entry ? at::rand({n, 4}, gen, at::kFloat) : at::rand({n}, gen, at::kFloat);
-          weight.view({-1}).narrow(0, 0, hostile.numel()).copy_(hostile);
-          weight = weight.view({-1}).index({at::randperm(weight.numel(), gen)}).view(weight.sizes());
-          for (const bool aten : {false, true}) {
-            std::unique_ptr<ForceAtenPath> force;
-            if (aten) force = std::make_unique<ForceAtenPath>();
-            narrow[aten]->update(preds, target, weight);
-            wide[aten]->update(preds, target, weight.to(at::kDouble));
-          }
+          const auto weight = with_hostile_weights(gen, per_entry ? at::IntArrayRef{n, 4} : at::IntArrayRef{n}, hostile,
+                                                   at::kFloat);
+          update_narrow_and_wide(narrow, wide, preds, target, weight);
         }
         for (const bool aten : {false, true}) {
           const auto where = ::testing::Message() << narrow[aten]->options_text() << " scores " << score_dtype
@@ -1452,6 +1472,48 @@ TEST(ClassificationKernels, Float32WeightsCountAsTheirFloat64WideningOnEachPath)
           if (o.task() == Task::Binary || (multiclass && !o.ignore_index())) {  // 4 bad weights in each of 4 updates
             EXPECT_EQ(narrow[aten]->bad_input_report().counts.back().second, 16) << where;
           }
+        }
+      }
+    }
+  }
+}
+
+// Binary and multilabel float16 and bfloat16 weights are read as they are (the device path
+// bucketizes them in their dtype; the CPU path widens them): on each path, bad ones (NaN, negative,
+// the dtype's negative nearest 0, +inf) and the dtype's extremes (its largest, its smallest, -0.0)
+// count exactly as their float64 widening, and the paths agree.
+TEST(ClassificationKernels, HalfPrecisionWeightsCountAsTheirFloat64WideningOnEachPath) {
+  auto gen = testing::generator(26);
+  const int64_t n = 40;
+  for (const auto dtype : {at::kHalf, at::kBFloat16}) {
+    const double smallest = dtype == at::kHalf ? std::numeric_limits<c10::Half>::denorm_min()
+                                               : std::numeric_limits<c10::BFloat16>::denorm_min();
+    const double largest =
+        dtype == at::kHalf ? std::numeric_limits<c10::Half>::max() : std::numeric_limits<c10::BFloat16>::max();
+    const auto hostile = at::tensor(std::vector<double>{kNaN, -1.0, -smallest, INFINITY, largest, smallest, -0.0, 0.0});
+    for (const auto& base : {Opts::binary(), Opts::multilabel(4), Opts::multilabel(4).ignore_index(0)}) {
+      const auto o = Opts(base).weighted(true);
+      std::unique_ptr<StatScores> narrow[2] = {std::make_unique<StatScores>(o), std::make_unique<StatScores>(o)},
+                                  wide[2] = {std::make_unique<StatScores>(o), std::make_unique<StatScores>(o)};
+      for (int step = 0; step < 4; ++step) {
+        const auto shape = o.task() == Task::Binary ? std::vector<int64_t>{n} : std::vector<int64_t>{n, 4};
+        const auto preds = at::rand(shape, gen), target = at::randint(2, shape, gen, at::kLong);
+        const bool per_entry = o.task() == Task::Multilabel && step % 2;
+        const auto weight =
+            with_hostile_weights(gen, per_entry ? at::IntArrayRef{n, 4} : at::IntArrayRef{n}, hostile, dtype);
+        update_narrow_and_wide(narrow, wide, preds, target, weight);
+      }
+      for (const bool aten : {false, true}) {
+        const auto where = ::testing::Message() << narrow[aten]->options_text() << " weights " << dtype
+                                                << (aten ? " on the ATen path" : "");
+        EXPECT_TRUE(states_equal(narrow[aten]->state_dict(), wide[aten]->state_dict())) << where;
+        EXPECT_TRUE(states_equal(narrow[aten]->state_dict(), narrow[false]->state_dict(), 1e-12)) << where;
+        EXPECT_EQ(narrow[aten]->bad_input_report().counts, wide[aten]->bad_input_report().counts) << where;
+        if (!o.ignore_index()) {
+          EXPECT_EQ(narrow[aten]->bad_input_report().bad_updates, 4) << where;
+        }
+        if (o.task() == Task::Binary) {  // 4 bad weights in each of 4 updates
+          EXPECT_EQ(narrow[aten]->bad_input_report().counts.back().second, 16) << where;
         }
       }
     }

@@ -34,27 +34,23 @@ at::Tensor labels_of(const at::Tensor& labels, int64_t not_a_label) {
   return whole.masked_fill_(whole.to(labels.scalar_type()).ne(labels), not_a_label);
 }
 
-// Labels of uint8, a signed integer dtype or bool are read as they are by the device path's ops
-// that take them (a cast would be an op more): binary and multilabel predictions and targets by
-// bucketize, in their dtype (bool as uint8, a view of the same bytes: bucketize refuses bool);
-// multiclass targets, where there are num_classes, by the clamp that widens them into its int64
-// class rows. The CPU path casts them itself (counts.cpp). PyTorch 2's uint16, uint32 and uint64
-// neither ops take, so they are made int64 first, as float labels, multiclass label predictions
-// and (the device path compares them with the ignore_index as they are) multiclass targets without
-// num_classes are.
-bool read_as_they_are(const at::Tensor& labels) {
+// Labels (predictions and targets) of uint8, a signed integer dtype or bool are read as they are
+// by the device path's ops that take them (a cast would be an op more): binary and multilabel ones
+// by bucketize, in their dtype (bool as uint8, a view of the same bytes: bucketize refuses bool);
+// multiclass ones, where there are num_classes, by the clamps that widen them into the int64 class
+// rows. The CPU path casts them itself (counts.cpp). PyTorch 2's uint16, uint32 and uint64, which
+// neither op takes, are made int64 first, as float labels and (the device path compares them as
+// they are) multiclass labels without num_classes are.
+bool read_as_they_are(const ClassificationOptions& o, const at::Tensor& labels) {
   const auto dtype = labels.scalar_type();
-  return dtype == at::kByte || dtype == at::kChar || dtype == at::kShort || dtype == at::kInt ||
-         dtype == at::kLong || dtype == at::kBool;
+  const bool integer = dtype == at::kByte || dtype == at::kChar || dtype == at::kShort || dtype == at::kInt ||
+                       dtype == at::kLong || dtype == at::kBool;
+  return integer && (o.task() != Task::Multiclass || o.num_classes() != kUnknownClasses);
 }
 
-at::Tensor labels_read_as_they_are(const at::Tensor& labels, int64_t not_a_label) {
-  if (!read_as_they_are(labels)) return labels_of(labels, not_a_label);
+at::Tensor labels_to_read(const ClassificationOptions& o, const at::Tensor& labels, int64_t not_a_label) {
+  if (!read_as_they_are(o, labels)) return labels_of(labels, not_a_label);
   return labels.scalar_type() == at::kBool ? labels.view(at::kByte) : labels;
-}
-
-bool keeps_integer_target(const ClassificationOptions& o) {
-  return o.task() != Task::Multiclass || o.num_classes() != kUnknownClasses;
 }
 
 // (N, L, ...) -> (N, L, X): the extra dimensions flattened where they are, after the labels (a
@@ -104,8 +100,11 @@ void check_weight_shape(const std::string& metric, const at::Tensor& weight, con
 
 at::Tensor canonical_weight(const ClassificationOptions& o, const at::Tensor& weight, const at::Tensor& target) {
   // float32 weights stay as they are: the ATen path's float64 arithmetic widens them exactly, as
-  // it goes (the CPU path widens them first)
-  const bool kept = weight.scalar_type() == at::kDouble || weight.scalar_type() == at::kFloat;
+  // it goes (the CPU path widens them first); binary and multilabel half-precision ones too (they
+  // are bucketized in their dtype)
+  const auto dtype = weight.scalar_type();
+  const bool kept = dtype == at::kDouble || dtype == at::kFloat ||
+                    (o.task() != Task::Multiclass && is_half_precision(dtype));
   const auto w = kept ? weight : weight.to(at::kDouble);
   if (w.sizes() == target.sizes()) return o.task() == Task::Multilabel ? labels_then_rest(w) : flat(w);
   return w;  // one per sample, (N,): each path spreads it over the sample's entries or rows
@@ -178,11 +177,8 @@ ClassificationBatch canonicalize(const std::string& metric, const Classification
   if (batch.scores) batch.score_dtype = preds.scalar_type();
   // scores keep their dtype, half-precision too: bucketize, max and the sort read them as they are
   // (binary and multilabel ones are thresholded in it; the CPU path widens them itself, counts.cpp)
-  auto p = preds;
-  if (!batch.scores) {
-    p = o.task() == Task::Multiclass ? labels_of(p, kNotAPrediction) : labels_read_as_they_are(p, kNotAPrediction);
-  }
-  const auto t = keeps_integer_target(o) ? labels_read_as_they_are(target, kNotATarget) : labels_of(target, kNotATarget);
+  const auto p = batch.scores ? preds : labels_to_read(o, preds, kNotAPrediction);
+  const auto t = labels_to_read(o, target, kNotATarget);
   if (o.task() == Task::Multilabel) {
     batch.preds = labels_then_rest(p);
     batch.target = labels_then_rest(t);

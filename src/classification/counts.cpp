@@ -96,8 +96,8 @@ namespace {
 at::Tensor labels_last(const at::Tensor& t) { return t.dim() < 3 ? t : t.movedim(1, -1).reshape({-1, t.size(1)}); }
 
 // The batch as the CPU kernels read it, contiguous: binary (M,), multiclass (M, C) scores or (M,)
-// labels, multilabel (M, L) rows, int64 labels and targets, float32 or float64 scores, a weight per
-// row or per entry (one per sample repeated over its rows or binary entries).
+// labels, multilabel (M, L) rows, int64 labels and targets, float32 or float64 scores, a float32 or
+// float64 weight per row or per entry (one per sample repeated over its rows or binary entries).
 ClassificationBatch cpu_rows(const ClassificationBatch& batch, const ClassificationOptions& options) {
   auto rows = batch;
   // (scores keep their dtype, labels and targets an integer one: canonicalize.cpp)
@@ -115,7 +115,7 @@ ClassificationBatch cpu_rows(const ClassificationBatch& batch, const Classificat
   const int64_t samples = w.size(0), per_sample = rows.target.size(0) / std::max<int64_t>(samples, 1);
   const bool spread = batch.weight_per_sample() && per_sample > 1;
   const auto& weight = spread ? w.view({samples, 1}).expand({samples, per_sample}).reshape({-1}) : labels_last(w);
-  rows.weight = weight.contiguous();
+  rows.weight = (is_half_precision(w.scalar_type()) ? weight.to(at::kFloat) : weight).contiguous();
   return rows;
 }
 

@@ -22,14 +22,14 @@ struct ClassificationBatch {
   /// Binary (M,); multiclass scores (M, C) or labels (M,); multilabel (N, L), or (N, L, X) with
   /// extra dimensions (flattened in place, after the labels). Multiclass scores with extra
   /// dimensions stay (N, ..., C), a view with the classes moved last (its M = N * ... rows,
-  /// sample-major, uncopied). Scores of any floating input dtype, as they came; binary and
-  /// multilabel labels int64, int32, int16, int8 or uint8 (bool as uint8), multiclass ones int64.
-  /// (The CPU path's rows widen them: half-precision scores to float32, labels to int64.)
+  /// sample-major, uncopied). Scores of any floating input dtype, as they came; labels int64, int32,
+  /// int16, int8 or uint8 (bool as uint8; int64 where multiclass has no num_classes). (The CPU
+  /// path's rows widen them: half-precision scores to float32, labels to int64.)
   at::Tensor preds;
-  /// Binary and multiclass (M,); multilabel as its predictions; of the labels' integer dtypes (int64
-  /// where multiclass has no num_classes).
+  /// Binary and multiclass (M,); multilabel as its predictions; labels, as the predictions' are.
   at::Tensor target;
-  /// float64 or float32: (N,) one per sample, or one per entry, shaped as the target.
+  /// float64 or float32 (binary and multilabel: float16 and bfloat16 too): (N,) one per sample, or
+  /// one per entry, shaped as the target.
   c10::optional<at::Tensor> weight;
   bool scores = false;
   /// The dtype the scores came in (the CPU path's rows widen them): predictions are made as in it.
@@ -66,12 +66,22 @@ inline double negative_nearest_zero(at::ScalarType dtype) {
   }
 }
 
-/// The bounds of a good weight of `dtype` (float32 or float64): negative_nearest_zero (a good
-/// weight is above it) and the largest finite one.
+/// The bounds of a good weight of `dtype` (a floating one): negative_nearest_zero (a good weight is
+/// above it) and the largest finite one.
 inline std::pair<double, double> good_weight_bounds(at::ScalarType dtype) {
-  const double largest =
-      dtype == at::kFloat ? std::numeric_limits<float>::max() : std::numeric_limits<double>::max();
-  return {negative_nearest_zero(dtype), largest};
+  const auto largest = [dtype]() -> double {
+    switch (dtype) {
+      case at::kHalf:
+        return std::numeric_limits<c10::Half>::max();
+      case at::kBFloat16:
+        return std::numeric_limits<c10::BFloat16>::max();
+      case at::kFloat:
+        return std::numeric_limits<float>::max();
+      default:
+        return std::numeric_limits<double>::max();
+    }
+  };
+  return {negative_nearest_zero(dtype), largest()};
 }
 
 /// A batch's weight dtype, or -1 without a weight: part of the keys the ATen paths' buffers are made for.
