@@ -1416,104 +1416,76 @@ void update_narrow_and_wide(std::unique_ptr<Metric> (&narrow)[2], std::unique_pt
   }
 }
 
-// float32 weights reach the device path as they are (its float64 arithmetic widens them exactly):
-// on each path, every task counts them, bad ones (NaN, negative, the negative nearest 0, +inf) and
-// float32's extremes (its largest, its smallest, -0.0) included, exactly as their float64 widening.
-TEST(ClassificationKernels, Float32WeightsCountAsTheirFloat64WideningOnEachPath) {
-  auto gen = testing::generator(25);
-  using Limits = std::numeric_limits<float>;
-  const auto hostile = at::tensor(std::vector<float>{Limits::quiet_NaN(), -1.0f, -Limits::denorm_min(),
-                                                     Limits::infinity(), Limits::max(), Limits::denorm_min(), -0.0f,
-                                                     0.0f});
-  const int64_t n = 40;
-  // multiclass scores in float64 check float32 weights beside their NaN check on the ATen path, in
-  // float32 a float64 weight apart
-  for (const auto& base : {Opts::binary(), Opts::multilabel(4), Opts::multiclass(5), Opts::multiclass(5).top_k(2),
-                           Opts::multiclass(5).top_k(2).ignore_index(1),
-                           Opts::multiclass(kUnknownClasses).average(Average::Micro)}) {
-    const auto o = Opts(base).weighted(true);
-    const bool multiclass = o.task() == Task::Multiclass;
-    for (const auto score_dtype : {at::kFloat, at::kDouble}) {
-      for (int matrix = 0; matrix < (multiclass && o.num_classes() > 0 ? 2 : 1); ++matrix) {
-        auto make = [&]() -> std::unique_ptr<ClassificationMetric> {
-          if (matrix) return std::make_unique<ConfusionMatrix>(o);
-          return std::make_unique<StatScores>(o);
-        };
-        std::unique_ptr<ClassificationMetric> narrow[2] = {make(), make()}, wide[2] = {make(), make()};  // [aten]
-        for (int step = 0; step < 4; ++step) {
-          at::Tensor preds, target;
-          if (multiclass) {  // with a NaN score and targets out of range
-            preds = at::randn({n, 5}, gen, score_dtype);
-            preds[step][step % 5] = std::numeric_limits<double>::quiet_NaN();
-            target = at::randint(-1, 6, {n}, gen, at::kLong);
-          } else {
-            const auto shape = o.task() == Task::Binary ? std::vector<int64_t>{n} : std::vector<int64_t>{n, 4};
-            preds = at::rand(shape, gen, score_dtype);
-            target = at::randint(2, shape, gen, at::kLong);
-          }
-          const bool per_entry = o.task() == Task::Multilabel && step % 2;
-          const auto weight = with_hostile_weights(gen, per_entry ? at::IntArrayRef{n, 4} : at::IntArrayRef{n}, hostile,
-                                                   at::kFloat);
-          update_narrow_and_wide(narrow, wide, preds, target, weight);
-        }
-        for (const bool aten : {false, true}) {
-          const auto where = ::testing::Message() << narrow[aten]->options_text() << " scores " << score_dtype
-                                                  << (aten ? " on the ATen path" : "");
-          EXPECT_TRUE(states_equal(narrow[aten]->state_dict(), wide[aten]->state_dict())) << where;
-          // across the paths tn aside: the ATen path's takes the kept weights' total less each row's
-          // classes, which loses the small weights beside float32's largest
-          const auto counts = narrow[aten]->stat_counts(), cpu_counts = narrow[false]->stat_counts();
-          EXPECT_TRUE(at::equal(counts.tp, cpu_counts.tp) && at::equal(counts.fp, cpu_counts.fp) &&
-                      at::equal(counts.fn, cpu_counts.fn))
-              << where;
-          EXPECT_EQ(narrow[aten]->bad_input_report().bad_updates, 4) << where;
-          EXPECT_EQ(narrow[aten]->bad_input_report().counts, wide[aten]->bad_input_report().counts) << where;
-          EXPECT_EQ(narrow[aten]->bad_input_report().counts, narrow[false]->bad_input_report().counts) << where;
-          if (o.task() == Task::Binary || (multiclass && !o.ignore_index())) {  // 4 bad weights in each of 4 updates
-            EXPECT_EQ(narrow[aten]->bad_input_report().counts.back().second, 16) << where;
-          }
-        }
-      }
-    }
+// A floating dtype's smallest positive and largest finite values.
+std::pair<double, double> extremes(at::ScalarType dtype) {
+  switch (dtype) {
+    case at::kHalf:
+      return {std::numeric_limits<c10::Half>::denorm_min(), std::numeric_limits<c10::Half>::max()};
+    case at::kBFloat16:
+      return {std::numeric_limits<c10::BFloat16>::denorm_min(), std::numeric_limits<c10::BFloat16>::max()};
+    default:
+      return {std::numeric_limits<float>::denorm_min(), std::numeric_limits<float>::max()};
   }
 }
 
-// Binary and multilabel float16 and bfloat16 weights are read as they are (the device path
-// bucketizes them in their dtype; the CPU path widens them): on each path, bad ones (NaN, negative,
-// the dtype's negative nearest 0, +inf) and the dtype's extremes (its largest, its smallest, -0.0)
-// count exactly as their float64 widening, and the paths agree.
-TEST(ClassificationKernels, HalfPrecisionWeightsCountAsTheirFloat64WideningOnEachPath) {
-  auto gen = testing::generator(26);
+// float32, float16 and bfloat16 weights reach the device path as they are (its float64 arithmetic
+// widens them exactly; binary and multilabel ones are bucketized in their dtype): on each path, every
+// task counts them, bad ones (NaN, negative, the dtype's negative nearest 0, +inf) and the dtype's
+// extremes (its largest, its smallest, -0.0) included, exactly as their float64 widening, beside
+// scores of each dtype.
+TEST(ClassificationKernels, NarrowWeightsCountAsTheirFloat64WideningOnEachPath) {
+  auto gen = testing::generator(25);
   const int64_t n = 40;
-  for (const auto dtype : {at::kHalf, at::kBFloat16}) {
-    const double smallest = dtype == at::kHalf ? std::numeric_limits<c10::Half>::denorm_min()
-                                               : std::numeric_limits<c10::BFloat16>::denorm_min();
-    const double largest =
-        dtype == at::kHalf ? std::numeric_limits<c10::Half>::max() : std::numeric_limits<c10::BFloat16>::max();
+  for (const auto weight_dtype : {at::kFloat, at::kHalf, at::kBFloat16}) {
+    const auto [smallest, largest] = extremes(weight_dtype);
     const auto hostile = at::tensor(std::vector<double>{kNaN, -1.0, -smallest, INFINITY, largest, smallest, -0.0, 0.0});
-    for (const auto& base : {Opts::binary(), Opts::multilabel(4), Opts::multilabel(4).ignore_index(0)}) {
+    // multiclass scores of a dtype that holds the weights check them beside their NaN check on the
+    // ATen path, others a float64 weight apart
+    for (const auto& base : {Opts::binary(), Opts::multilabel(4), Opts::multiclass(5), Opts::multiclass(5).top_k(2),
+                             Opts::multiclass(5).top_k(2).ignore_index(1),
+                             Opts::multiclass(kUnknownClasses).average(Average::Micro)}) {
       const auto o = Opts(base).weighted(true);
-      std::unique_ptr<StatScores> narrow[2] = {std::make_unique<StatScores>(o), std::make_unique<StatScores>(o)},
-                                  wide[2] = {std::make_unique<StatScores>(o), std::make_unique<StatScores>(o)};
-      for (int step = 0; step < 4; ++step) {
-        const auto shape = o.task() == Task::Binary ? std::vector<int64_t>{n} : std::vector<int64_t>{n, 4};
-        const auto preds = at::rand(shape, gen), target = at::randint(2, shape, gen, at::kLong);
-        const bool per_entry = o.task() == Task::Multilabel && step % 2;
-        const auto weight =
-            with_hostile_weights(gen, per_entry ? at::IntArrayRef{n, 4} : at::IntArrayRef{n}, hostile, dtype);
-        update_narrow_and_wide(narrow, wide, preds, target, weight);
-      }
-      for (const bool aten : {false, true}) {
-        const auto where = ::testing::Message() << narrow[aten]->options_text() << " weights " << dtype
-                                                << (aten ? " on the ATen path" : "");
-        EXPECT_TRUE(states_equal(narrow[aten]->state_dict(), wide[aten]->state_dict())) << where;
-        EXPECT_TRUE(states_equal(narrow[aten]->state_dict(), narrow[false]->state_dict(), 1e-12)) << where;
-        EXPECT_EQ(narrow[aten]->bad_input_report().counts, wide[aten]->bad_input_report().counts) << where;
-        if (!o.ignore_index()) {
-          EXPECT_EQ(narrow[aten]->bad_input_report().bad_updates, 4) << where;
-        }
-        if (o.task() == Task::Binary) {  // 4 bad weights in each of 4 updates
-          EXPECT_EQ(narrow[aten]->bad_input_report().counts.back().second, 16) << where;
+      const bool multiclass = o.task() == Task::Multiclass;
+      for (const auto score_dtype : {at::kFloat, at::kDouble, at::kHalf}) {
+        for (int matrix = 0; matrix < (multiclass && o.num_classes() > 0 ? 2 : 1); ++matrix) {
+          auto make = [&]() -> std::unique_ptr<ClassificationMetric> {
+            if (matrix) return std::make_unique<ConfusionMatrix>(o);
+            return std::make_unique<StatScores>(o);
+          };
+          std::unique_ptr<ClassificationMetric> narrow[2] = {make(), make()}, wide[2] = {make(), make()};  // [aten]
+          for (int step = 0; step < 4; ++step) {
+            at::Tensor preds, target;
+            if (multiclass) {  // with a NaN score and targets out of range
+              preds = at::randn({n, 5}, gen).to(score_dtype);
+              preds[step][step % 5] = kNaN;
+              target = at::randint(-1, 6, {n}, gen, at::kLong);
+            } else {
+              const auto shape = o.task() == Task::Binary ? std::vector<int64_t>{n} : std::vector<int64_t>{n, 4};
+              preds = at::rand(shape, gen).to(score_dtype);
+              target = at::randint(2, shape, gen, at::kLong);
+            }
+            const bool per_entry = o.task() == Task::Multilabel && step % 2;
+            const auto weight = with_hostile_weights(gen, per_entry ? at::IntArrayRef{n, 4} : at::IntArrayRef{n},
+                                                     hostile, weight_dtype);
+            update_narrow_and_wide(narrow, wide, preds, target, weight);
+          }
+          for (const bool aten : {false, true}) {
+            const auto where = ::testing::Message() << narrow[aten]->options_text() << " scores " << score_dtype
+                                                    << " weights " << weight_dtype << (aten ? " on the ATen path" : "");
+            EXPECT_TRUE(states_equal(narrow[aten]->state_dict(), wide[aten]->state_dict())) << where;
+            // across the paths tn aside: the ATen path's takes the kept weights' total less each row's
+            // classes, which loses the small weights beside float32's largest
+            const auto counts = narrow[aten]->stat_counts(), cpu_counts = narrow[false]->stat_counts();
+            EXPECT_TRUE(at::equal(counts.tp, cpu_counts.tp) && at::equal(counts.fp, cpu_counts.fp) &&
+                        at::equal(counts.fn, cpu_counts.fn))
+                << where;
+            EXPECT_EQ(narrow[aten]->bad_input_report().bad_updates, 4) << where;
+            EXPECT_EQ(narrow[aten]->bad_input_report().counts, wide[aten]->bad_input_report().counts) << where;
+            EXPECT_EQ(narrow[aten]->bad_input_report().counts, narrow[false]->bad_input_report().counts) << where;
+            if (o.task() == Task::Binary || (multiclass && !o.ignore_index())) {  // 4 bad weights in each of 4 updates
+              EXPECT_EQ(narrow[aten]->bad_input_report().counts.back().second, 16) << where;
+            }
+          }
         }
       }
     }

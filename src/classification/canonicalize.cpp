@@ -98,16 +98,11 @@ void check_weight_shape(const std::string& metric, const at::Tensor& weight, con
                       target.sizes());
 }
 
+// Weights keep their dtype: the ATen path's float64 arithmetic widens float32 and half-precision
+// ones exactly, as it goes (the CPU path widens them first).
 at::Tensor canonical_weight(const ClassificationOptions& o, const at::Tensor& weight, const at::Tensor& target) {
-  // float32 weights stay as they are: the ATen path's float64 arithmetic widens them exactly, as
-  // it goes (the CPU path widens them first); binary and multilabel half-precision ones too (they
-  // are bucketized in their dtype)
-  const auto dtype = weight.scalar_type();
-  const bool kept = dtype == at::kDouble || dtype == at::kFloat ||
-                    (o.task() != Task::Multiclass && is_half_precision(dtype));
-  const auto w = kept ? weight : weight.to(at::kDouble);
-  if (w.sizes() == target.sizes()) return o.task() == Task::Multilabel ? labels_then_rest(w) : flat(w);
-  return w;  // one per sample, (N,): each path spreads it over the sample's entries or rows
+  if (weight.sizes() == target.sizes()) return o.task() == Task::Multilabel ? labels_then_rest(weight) : flat(weight);
+  return weight;  // one per sample, (N,): each path spreads it over the sample's entries or rows
 }
 
 void check_shapes(const std::string& metric, const ClassificationOptions& o, const at::Tensor& preds,
