@@ -1331,8 +1331,11 @@ TEST(ClassificationKernels, MulticlassLabelsOfOtherIntegerDtypesCountAsInt64Ones
 // Binary and multilabel labels and targets of another integer dtype are read as they are (the
 // device path bucketizes them in their dtype, bool as uint8; the CPU path casts them): on each path,
 // with labels and targets out of {0, 1} (the dtype's extremes too) and ignore_index values inside
-// the dtype, at its largest value and outside it, a metric counts as one fed them as int64, and
-// reports the same bad input.
+// the dtype, at its extremes and just outside them, a metric counts as one fed them as int64, and
+// reports the same bad input. Each state reads the dtypes in turn: one update's targets are int64
+// (past the dtype's extremes), another's predictions int64 labels or float16 scores; the first two
+// updates' targets are strided (copied first, in their dtype). Without the targets' dtype in the
+// table's key or the buffers' key, it fails.
 TEST(ClassificationKernels, BinaryAndMultilabelLabelsOfOtherIntegerDtypesCountAsInt64Ones) {
   auto gen = testing::generator(32);
   const int64_t n = 24, labels = 3;
@@ -1344,24 +1347,28 @@ TEST(ClassificationKernels, BinaryAndMultilabelLabelsOfOtherIntegerDtypesCountAs
     for (const auto& base : {Opts::binary(), Opts::multilabel(labels)}) {
       for (const auto& o : {Opts(base).average(Average::None), Opts(base).ignore_index(1).weighted(true),
                             Opts(base).ignore_index(-1), Opts(base).ignore_index(high),
-                            Opts(base).ignore_index(300).weighted(true),
+                            Opts(base).ignore_index(high + 1).weighted(true), Opts(base).ignore_index(lowest),
+                            Opts(base).ignore_index(lowest - 1),
                             Opts(base).ignore_index(0).multidim_average(MultidimAverage::Samplewise)}) {
         for (const bool scores : {false, true}) {
           std::vector<NarrowBatch> batches;
-          for (int update = 0; update < 2; ++update) {
+          for (int update = 0; update < 3; ++update) {
             // (with an extra dimension, which samplewise needs)
             const auto shape = base.task() == Task::Binary ? std::vector<int64_t>{n, 2} : std::vector<int64_t>{n, labels, 2};
-            const auto draw = [&] {
+            // int64 labels go past the dtype's extremes, to its ignore_index too
+            const auto draw = [&](bool int64) {
               auto wide = at::randint(std::max<int64_t>(lowest, -1), std::min<int64_t>(high, 2) + 1, shape, gen, at::kLong);
-              wide.view({-1})[0] = high, wide.view({-1})[1] = lowest;
-              return wide;
+              auto flat = wide.view({-1});
+              flat[0] = high, flat[1] = lowest;
+              if (int64) flat[2] = high + 1, flat[3] = lowest - 1, flat[4] = o.ignore_index().value_or(0);
+              return wide.to(int64 ? at::kLong : dtype);
             };
-            const auto wide_preds = scores ? at::rand(shape, gen) : draw();
-            const auto wide_target = draw();
-            const auto narrow = [&](const at::Tensor& t) { return t.to(dtype); };
+            // update 1 switches the targets' dtype alone, update 2 the predictions'
+            const auto preds = scores ? at::rand(shape, gen).to(update == 2 ? at::kHalf : at::kFloat) : draw(update == 2);
+            auto target = draw(update == 1);
+            if (update < 2) target = target.transpose(0, -1).contiguous().transpose(0, -1);  // strided, copied
             const auto weight = o.weighted() ? c10::optional<at::Tensor>(at::rand({n}, gen, at::kDouble)) : c10::nullopt;
-            batches.push_back({scores ? wide_preds : narrow(wide_preds), narrow(wide_target), wide_preds, wide_target,
-                               weight});
+            batches.push_back({preds, target, scores ? preds : preds.to(at::kLong), target.to(at::kLong), weight});
           }
           expect_narrow_counts_as_wide([&] { return std::make_unique<StatScores>(o); }, batches);
         }
@@ -1446,7 +1453,7 @@ TEST(ClassificationKernels, NarrowWeightsCountAsTheirFloat64WideningOnEachPath) 
                              Opts::multiclass(kUnknownClasses).average(Average::Micro)}) {
       const auto o = Opts(base).weighted(true);
       const bool multiclass = o.task() == Task::Multiclass;
-      for (const auto score_dtype : {at::kFloat, at::kDouble, at::kHalf}) {
+      for (const auto score_dtype : {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16}) {
         for (int matrix = 0; matrix < (multiclass && o.num_classes() > 0 ? 2 : 1); ++matrix) {
           auto make = [&]() -> std::unique_ptr<ClassificationMetric> {
             if (matrix) return std::make_unique<ConfusionMatrix>(o);

@@ -112,8 +112,8 @@ TargetBuckets target_buckets(const ClassificationOptions& o, at::ScalarType dtyp
   return {{bounds.lower_bound(lowest), bounds.upper_bound(largest)}};
 }
 
-// Weights (of their dtype, float64 or float32): negative, finite and not negative, +inf or NaN; one
-// bucket where there are none.
+// Weights (of their floating dtype): negative, finite and not negative, +inf or NaN; one bucket where
+// there are none.
 Buckets weight_buckets(const c10::optional<at::Tensor>& weight) {
   if (!weight) return {{}, true};
   const auto [below, largest] = good_weight_bounds(weight->scalar_type());

@@ -28,8 +28,8 @@ struct ClassificationBatch {
   at::Tensor preds;
   /// Binary and multiclass (M,); multilabel as its predictions; labels, as the predictions' are.
   at::Tensor target;
-  /// float64 or float32 (binary and multilabel: float16 and bfloat16 too): (N,) one per sample, or
-  /// one per entry, shaped as the target.
+  /// Of any floating input dtype, as they came: (N,) one per sample, or one per entry, shaped as the
+  /// target.
   c10::optional<at::Tensor> weight;
   bool scores = false;
   /// The dtype the scores came in (the CPU path's rows widen them): predictions are made as in it.

@@ -17,7 +17,7 @@
 // clamp) with themselves as they are, and the scores with themselves (NaN), and one the class rows
 // (RowLayout: written by the max or sort and one clamp, or by the labels' clamp and the target's,
 // the labels checked there too) with each other (float64 weights beside float32 scores, weights
-// beside half-precision scores, and weights beside labels, take an ne of their own). One
+// beside float16 scores, and weights beside labels, take an ne of their own). One
 // reduction over each block's first four gives D_i = dropped or the i-th best missed, D_k =
 // dropped, and the values follow from D alone, with no masking op:
 //   integer counts: a piece is A + B * wrong where kept; the target is at most one of the k best,
@@ -65,7 +65,6 @@
 #include <utility>
 #include <vector>
 
-#include "../input_dtypes.h"
 #include "../meta_kernels.h"
 #include "kernels.h"
 #include "put_update.h"
@@ -464,12 +463,11 @@ std::vector<double> tally_sums(const ValuesLayout& v) {
 }
 
 // Whether the weights are checked with the scores, by the ne that finds NaN scores: where the
-// scores' dtype holds every weight exactly, and is not a half-precision one (the CPU's clamp takes
-// none in PyTorch 1.13).
+// scores' dtype holds every weight exactly, and is not float16 (PyTorch 1.13's CPU clamp takes no
+// float16).
 bool checks_weights_with_scores(const ClassificationBatch& b) {
   const auto scores = b.preds.scalar_type();
-  return b.weight && b.scores && !is_half_precision(scores) &&
-         at::promoteTypes(scores, b.weight->scalar_type()) == scores;
+  return b.weight && b.scores && scores != at::kHalf && at::promoteTypes(scores, b.weight->scalar_type()) == scores;
 }
 
 struct Buffers {
