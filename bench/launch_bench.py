@@ -334,6 +334,15 @@ def collection_configs(nm):
         ("multilabel L=100 macro weighted, scores + weight (128,)",
          collection(nm, "Multilabel", num_labels=100, weighted=True),
          lambda: (meta(128, 100), meta(128, 100, dtype=torch.int64), meta(128))),
+        # AMP's float16 scores and uint8 masks are read in their dtype, as float32 scores and int64 targets
+        ("binary, float16 scores + uint8 target (4096,)", collection(nm, "Binary"),
+         lambda: (meta(4096, dtype=torch.float16), meta(4096, dtype=torch.uint8))),
+        ("multilabel L=100 macro weighted, float16 scores + weight (128,)",
+         collection(nm, "Multilabel", num_labels=100, weighted=True),
+         lambda: (meta(128, 100, dtype=torch.float16), meta(128, 100, dtype=torch.int64), meta(128))),
+        ("multiclass C=21 macro ignore_index=255, segmentation float16 scores + uint8 target (8, 21, 64, 64)",
+         collection(nm, "Multiclass", num_classes=21, ignore_index=255),
+         lambda: (meta(8, 21, 64, 64, dtype=torch.float16), meta(8, 64, 64, dtype=torch.uint8))),
     ]
     # samplewise: the state gains a row per sample, written in place where the last update's end, so
     # no replay; the ops are the same otherwise
