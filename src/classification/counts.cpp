@@ -105,17 +105,21 @@ ClassificationBatch cpu_rows(const ClassificationBatch& batch, const Classificat
   const auto& preds = multilabel                ? labels_last(batch.preds)
                       : batch.preds.dim() > 2 ? batch.preds.reshape({-1, batch.preds.size(-1)})
                                               : batch.preds;
-  auto dtype = is_half_precision(preds.scalar_type()) ? at::kFloat : preds.scalar_type();
-  if (!batch.scores) dtype = at::kLong;
-  rows.preds = preds.to(dtype).contiguous();
-  const auto& target = multilabel ? labels_last(batch.target) : batch.target;
-  rows.target = target.to(at::kLong).contiguous();
+  // (a cast only where the dtype changes: each ATen call costs a dispatch even as a no-op)
+  const auto contiguous_as = [](const at::Tensor& t, at::ScalarType dtype) {
+    return (t.scalar_type() == dtype ? t : t.to(dtype)).contiguous();
+  };
+  const auto half_widened = [&](const at::Tensor& t) {
+    return contiguous_as(t, is_half_precision(t.scalar_type()) ? at::kFloat : t.scalar_type());
+  };
+  rows.preds = batch.scores ? half_widened(preds) : contiguous_as(preds, at::kLong);
+  rows.target = contiguous_as(multilabel ? labels_last(batch.target) : batch.target, at::kLong);
   if (!batch.weight) return rows;
   const auto& w = *batch.weight;
   const int64_t samples = w.size(0), per_sample = rows.target.size(0) / std::max<int64_t>(samples, 1);
   const bool spread = batch.weight_per_sample() && per_sample > 1;
   const auto& weight = spread ? w.view({samples, 1}).expand({samples, per_sample}).reshape({-1}) : labels_last(w);
-  rows.weight = (is_half_precision(w.scalar_type()) ? weight.to(at::kFloat) : weight).contiguous();
+  rows.weight = half_widened(weight);
   return rows;
 }
 
