@@ -51,37 +51,28 @@ inline bool samplewise(const ClassificationOptions& o) {
   return o.multidim_average() == MultidimAverage::Samplewise;
 }
 
-/// The negative number of `dtype` (a floating one) nearest 0: a value above it is not negative
-/// (-0.0 too).
-inline double negative_nearest_zero(at::ScalarType dtype) {
+/// The smallest positive and the largest finite value of `dtype` (a floating one).
+inline std::pair<double, double> floating_extremes(at::ScalarType dtype) {
   switch (dtype) {
     case at::kHalf:
-      return -static_cast<double>(std::numeric_limits<c10::Half>::denorm_min());
+      return {std::numeric_limits<c10::Half>::denorm_min(), std::numeric_limits<c10::Half>::max()};
     case at::kBFloat16:
-      return -static_cast<double>(std::numeric_limits<c10::BFloat16>::denorm_min());
+      return {std::numeric_limits<c10::BFloat16>::denorm_min(), std::numeric_limits<c10::BFloat16>::max()};
     case at::kFloat:
-      return -static_cast<double>(std::numeric_limits<float>::denorm_min());
+      return {std::numeric_limits<float>::denorm_min(), std::numeric_limits<float>::max()};
     default:
-      return -std::numeric_limits<double>::denorm_min();
+      return {std::numeric_limits<double>::denorm_min(), std::numeric_limits<double>::max()};
   }
 }
+
+/// The negative number of `dtype` (a floating one) nearest 0: a value above it is not negative
+/// (-0.0 too).
+inline double negative_nearest_zero(at::ScalarType dtype) { return -floating_extremes(dtype).first; }
 
 /// The bounds of a good weight of `dtype` (a floating one): negative_nearest_zero (a good weight is
 /// above it) and the largest finite one.
 inline std::pair<double, double> good_weight_bounds(at::ScalarType dtype) {
-  const auto largest = [dtype]() -> double {
-    switch (dtype) {
-      case at::kHalf:
-        return std::numeric_limits<c10::Half>::max();
-      case at::kBFloat16:
-        return std::numeric_limits<c10::BFloat16>::max();
-      case at::kFloat:
-        return std::numeric_limits<float>::max();
-      default:
-        return std::numeric_limits<double>::max();
-    }
-  };
-  return {negative_nearest_zero(dtype), largest()};
+  return {negative_nearest_zero(dtype), floating_extremes(dtype).second};
 }
 
 /// A batch's weight dtype, or -1 without a weight: part of the keys the ATen paths' buffers are made for.
