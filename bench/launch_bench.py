@@ -343,6 +343,12 @@ def collection_configs(nm):
         ("multiclass C=21 macro ignore_index=255, segmentation float16 scores + uint8 target (8, 21, 64, 64)",
          collection(nm, "Multiclass", num_classes=21, ignore_index=255),
          lambda: (meta(8, 21, 64, 64, dtype=torch.float16), meta(8, 64, 64, dtype=torch.uint8))),
+        # a channels_last model's scores and masks, labels last in memory: read in that order, no copy
+        ("multilabel L=5 macro weighted ignore_index=255, channels_last segmentation float16 scores + uint8 "
+         "target + weight (8, 5, 64, 64)",
+         collection(nm, "Multilabel", num_labels=5, weighted=True, ignore_index=255),
+         lambda: (meta(8, 5, 64, 64, dtype=torch.float16).contiguous(memory_format=torch.channels_last),
+                  meta(8, 5, 64, 64, dtype=torch.uint8).contiguous(memory_format=torch.channels_last), meta(8))),
     ]
     # samplewise: the state gains a row per sample, written in place where the last update's end, so
     # no replay; the ops are the same otherwise

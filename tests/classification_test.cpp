@@ -858,6 +858,9 @@ std::pair<std::vector<int64_t>, std::vector<int64_t>> extra_dimension_shapes(con
   return {preds, target};
 }
 
+// The same tensor laid out with dimension 1 (labels or classes) last in memory, as channels_last.
+at::Tensor labels_last(const at::Tensor& t) { return t.movedim(1, -1).contiguous().movedim(-1, 1); }
+
 // Those entries as rows: labels or classes (dimension 1) last, every other dimension flattened.
 at::Tensor as_rows(const at::Tensor& t, bool with_classes) {
   return with_classes ? t.movedim(1, -1).reshape({-1, t.size(1)}) : t.reshape({-1});
@@ -868,7 +871,8 @@ at::Tensor as_rows(const at::Tensor& t, bool with_classes) {
 // spread over the sample's entries there, not copied): both paths keep the state of a metric fed
 // the same entries as rows, (N * X, L or C), with a weight per sample repeated over its rows;
 // samplewise (ATen path alone), each sample counts as a metric fed its rows alone. Contiguous and
-// transposed extra dimensions; bad targets, scores and weights among them (their tally too).
+// transposed extra dimensions, and labels or classes last in memory (channels_last: every input so,
+// or the scores alone); bad targets, scores and weights among them (their tally too).
 TEST(ClassificationKernels, ExtraDimensionsCountAsTheirRows) {
   auto gen = testing::generator(31);
   for (const auto& base : {Opts::binary(), Opts::multilabel(5, 0.6), Opts::multiclass(5), Opts::multiclass(5).top_k(2)}) {
@@ -898,11 +902,14 @@ TEST(ClassificationKernels, ExtraDimensionsCountAsTheirRows) {
           if (trial == 2) target.view({-1})[0] = multiclass ? 7 : 2, preds.view({-1})[1] = NAN;
           if (trial == 3 && extra.size() == 2) preds = preds.transpose(-1, -2).contiguous().transpose(-1, -2);
           if (trial >= 4 && extra.size() < 2) preds = preds.transpose(0, -1).contiguous().transpose(0, -1);
+          if (trial >= 4 && extra.size() == 2) preds = labels_last(preds);
+          if (trial == 4 && extra.size() == 2) target = labels_last(target);
           c10::optional<at::Tensor> weight;
           const auto dtype = trial % 2 ? at::kFloat : at::kDouble;
           if (std::string(weights) == "sample") weight = at::rand({n}, gen, dtype);
           if (std::string(weights) == "entry") weight = at::rand(target_shape, gen, dtype);
           if (weight && trial == 4) weight->view({-1})[0] = -1.0;
+          if (trial == 4 && extra.size() == 2 && std::string(weights) == "entry") weight = labels_last(*weight);
           const int64_t per_sample = target.numel() / n / (multiclass || binary ? 1 : 5);
           c10::optional<at::Tensor> row_weight;
           if (std::string(weights) == "sample") row_weight = weight->repeat_interleave(per_sample);
@@ -925,11 +932,13 @@ TEST(ClassificationKernels, ExtraDimensionsCountAsTheirRows) {
     }
     // samplewise: sample i's counts, those of a metric fed its rows alone
     const auto o = Opts(base).ignore_index(-1).average(Average::None).multidim_average(MultidimAverage::Samplewise);
-    StatScores samplewise(o);
+    StatScores samplewise(o), laid_out_labels_last(o);
     const auto [preds_shape, target_shape] = shapes(4, {3, 4});
     const auto [preds, target] = draw(preds_shape, target_shape, true);
     samplewise.update(preds, target);
+    laid_out_labels_last.update(labels_last(preds), labels_last(target));
     const auto each = samplewise.compute();
+    ASSERT_TRUE(states_equal(laid_out_labels_last.state_dict(), samplewise.state_dict())) << samplewise.options_text();
     for (int64_t i = 0; i < 4; ++i) {
       StatScores one(Opts(base).ignore_index(-1).average(Average::None));
       const auto p = preds[i].unsqueeze(0), t = target[i].unsqueeze(0);

@@ -192,16 +192,49 @@ struct Layout {
 
 // The entries as [rows, labels, rest]: a sample's row, its labels (binary: 1), and the rest of its
 // entries under each label (its extra dimensions, flattened in place; 1 where there are none). A
-// weight per sample spreads over its row, and samplewise counts are per row.
+// weight per sample spreads over its row, and samplewise counts are per row. The update's buffers
+// hold them in that order, or as [rows, rest, labels] where more of the inputs lie so in memory
+// (channels_last multilabel entries): bucketize reads an input laid out as its buffer in place.
 struct Grid {
   int64_t rows, labels, rest;
+  bool labels_last;
   int64_t entries() const { return rows * labels * rest; }
+  // the buffers' dimensions, then `more`
+  std::vector<int64_t> dims(std::initializer_list<int64_t> more = {}) const {
+    std::vector<int64_t> d{rows, labels_last ? rest : labels, labels_last ? labels : rest};
+    d.insert(d.end(), more);
+    return d;
+  }
+  // an input, [rows, labels, rest] (binary: (M,), multilabel without extra dimensions: [rows, labels]),
+  // in the buffers' order
+  at::Tensor ordered(const at::Tensor& input) const {
+    return labels_last && input.dim() == 3 ? input.transpose(1, 2) : input;
+  }
+  // where a cell's position adds its label: [samples, labels, 1] in the buffers' order (samples: 1,
+  // or the rows)
+  std::vector<int64_t> label_dims(int64_t samples) const {
+    return labels_last ? std::vector<int64_t>{samples, 1, labels, 1} : std::vector<int64_t>{samples, labels, 1, 1};
+  }
 };
+
+// Whether `input`, [rows, labels, rest], lies labels last in memory and not as it is.
+bool lies_labels_last(const at::Tensor& input) {
+  return input.dim() == 3 && !input.is_contiguous() && input.transpose(1, 2).is_contiguous();
+}
 
 Grid grid_of(const ClassificationBatch& b) {
   const auto& t = b.target;
-  if (t.dim() == 1) return {b.samples, 1, t.size(0) / b.samples};  // binary: (N * X,) entries
-  return {t.size(0), t.size(1), t.dim() == 3 ? t.size(2) : 1};
+  if (t.dim() == 1) return {b.samples, 1, t.size(0) / b.samples, false};  // binary: (N * X,) entries
+  if (t.dim() == 2) return {t.size(0), t.size(1), 1, false};
+  // how many inputs each order reads in place (a weight per sample, (N,), either)
+  std::vector<at::Tensor> entries{b.preds, t};
+  if (b.weight && !b.weight_per_sample()) entries.push_back(*b.weight);
+  int64_t labels_last = 0, as_they_are = 0;
+  for (const auto& input : entries) {
+    labels_last += lies_labels_last(input);
+    as_they_are += input.is_contiguous();
+  }
+  return {t.size(0), t.size(1), t.size(2), labels_last > as_they_are};
 }
 
 struct Buffers {
@@ -226,15 +259,15 @@ const at::Tensor& read_as_laid_out(const at::Tensor& input, const at::Tensor& ro
 }
 
 // What a kept cell's position adds to its row's place, [1, L, 1, 1]: its label; samplewise
-// [N, L, 1, 1]: its label and its sample's row.
+// [N, L, 1, 1]: its label and its sample's row (labels last: [1 or N, 1, L, 1]).
 at::Tensor cell_places(const MetricState& state, const Grid& g, const ClassificationOptions& o,
                        const at::TensorOptions& longs) {
-  if (!samplewise(o)) return at::arange(g.labels, longs).view({1, g.labels, 1, 1});
+  if (!samplewise(o)) return at::arange(g.labels, longs).view(g.label_dims(1));
   std::vector<int64_t> places;
   for (int64_t row = 0; row < g.rows; ++row) {
     for (int64_t label = 0; label < g.labels; ++label) places.push_back(row * state.row_width() + label);
   }
-  return upload(places, longs).view({g.rows, g.labels, 1, 1});
+  return upload(places, longs).view(g.label_dims(g.rows));
 }
 
 // The bounds and the table, made for the predictions', targets' and weights' (or no weights') dtypes.
@@ -271,21 +304,22 @@ Buffers buffers(MetricState& state, const ClassificationBatch& b, const Classifi
                                  weights,
                                  weight_dtype_key(b),
                                  samples,
-                                 b.preds.is_contiguous(),
-                                 t.is_contiguous(),
-                                 b.weight && b.weight->is_contiguous()};
+                                 g.labels_last,
+                                 g.ordered(b.preds).is_contiguous(),
+                                 g.ordered(t).is_contiguous(),
+                                 b.weight && g.ordered(*b.weight).is_contiguous()};
   make_for_key(state, kKey, key, [&] {
     const auto longs = t.options().dtype(at::kLong);
     const auto counts = longs.dtype(state.count_dtype());
     const auto spare = state.scratch_offset(0);
-    state.scratch(kScoreBuckets) = at::empty(b.preds.sizes(), longs);
-    state.scratch(kTargetBuckets) = at::empty(t.sizes(), longs);
-    state.scratch(kWeightBuckets) = b.weight ? at::empty(b.weight->sizes(), longs) : at::Tensor();
-    state.scratch(kCodes) = at::empty(t.sizes(), longs);
-    state.scratch(kScoresCopy) = copy_room(b.preds);
-    state.scratch(kTargetsCopy) = copy_room(t);
-    state.scratch(kWeightsCopy) = b.weight ? copy_room(*b.weight) : at::Tensor();
-    state.scratch(kLooked) = adds_places ? at::empty({g.rows, g.labels, g.rest, col.count()}, longs) : at::Tensor();
+    state.scratch(kScoreBuckets) = at::empty(g.ordered(b.preds).sizes(), longs);
+    state.scratch(kTargetBuckets) = at::empty(g.ordered(t).sizes(), longs);
+    state.scratch(kWeightBuckets) = b.weight ? at::empty(g.ordered(*b.weight).sizes(), longs) : at::Tensor();
+    state.scratch(kCodes) = at::empty(g.ordered(t).sizes(), longs);
+    state.scratch(kScoresCopy) = copy_room(g.ordered(b.preds));
+    state.scratch(kTargetsCopy) = copy_room(g.ordered(t));
+    state.scratch(kWeightsCopy) = b.weight ? copy_room(g.ordered(*b.weight)) : at::Tensor();
+    state.scratch(kLooked) = adds_places ? at::empty(g.dims({col.count()}), longs) : at::Tensor();
     auto tail = tail_positions(state, spare);
     tail.resize(layout.tail_length(), 0);  // I's (and I''s), written by each update
     auto positions = at::empty({layout.length()}, longs);
@@ -349,20 +383,20 @@ void count_entries_on_aten(MetricState& state, const ClassificationBatch& b, con
   auto buf = buffers(state, b, o, col, layout, g, adds_places);
 
   // each entry's code: its score's bucket + its target's (+ its weight's), in mixed radix
-  at::bucketize_out(buf.scores, read_as_laid_out(b.preds, buf.scores_copy), state.scratch(kScoreBounds), false,
-                    p.buckets.right);
-  at::bucketize_out(buf.targets, read_as_laid_out(t, buf.targets_copy), state.scratch(kTargetBounds), false,
+  at::bucketize_out(buf.scores, read_as_laid_out(g.ordered(b.preds), buf.scores_copy), state.scratch(kScoreBounds),
+                    false, p.buckets.right);
+  at::bucketize_out(buf.targets, read_as_laid_out(g.ordered(t), buf.targets_copy), state.scratch(kTargetBounds), false,
                     /*right=*/true);
   at::add_out(buf.codes, buf.scores, buf.targets, p.buckets.count());
   if (b.weight) {
-    at::bucketize_out(buf.weights, read_as_laid_out(*b.weight, buf.weights_copy), state.scratch(kWeightBounds), false,
-                      weights.right);
+    at::bucketize_out(buf.weights, read_as_laid_out(g.ordered(*b.weight), buf.weights_copy),
+                      state.scratch(kWeightBounds), false, weights.right);
     // (a row's weight, or each entry's)
     buf.codes.view({g.rows, -1}).add_(buf.weights.view({g.rows, -1}), p.buckets.count() * targets.count());
   }
 
   // the codes' pieces: positions (plus the label or the sample, for a cell) and flags
-  auto head = buf.index.narrow(0, 0, layout.tail()).view({g.rows, g.labels, g.rest, layout.width});
+  auto head = buf.index.narrow(0, 0, layout.tail()).view(g.dims({layout.width}));
   at::Tensor flags;
   if (adds_places) {
     auto looked = buf.looked.view({g.entries(), col.count()});
@@ -383,9 +417,9 @@ void count_entries_on_aten(MetricState& state, const ClassificationBatch& b, con
   // the cells' values: [I, 1 - I] (, [I', 1 - I']), times the weight (labels without weights keep
   // theirs: I is 1)
   auto cells = buf.values.narrow(0, 0, layout.tail())
-                   .view({g.rows, g.labels, g.rest, layout.width})
+                   .view(g.dims({layout.width}))
                    .narrow(3, 0, col.cells())
-                   .view({g.rows, g.labels, g.rest, col.readings, 2});
+                   .view(g.dims({col.readings, 2}));
   const auto inside = buf.index.narrow(0, layout.tail() + 3, col.readings).view({col.readings, 1});
   const auto& a = state.scratch(kReadingsA);
   const auto& bb = state.scratch(kReadingsB);
@@ -394,9 +428,9 @@ void count_entries_on_aten(MetricState& state, const ClassificationBatch& b, con
   } else {
     auto readings = buf.readings;
     if (b.scores) at::addcmul_out(readings, a, bb, inside);
-    const auto w = b.weight_per_sample() ? b.weight->view({g.rows, 1, 1, 1, 1})
-                                        : b.weight->view({g.rows, g.labels, g.rest, 1, 1});
-    at::mul_out(cells, w.expand({g.rows, g.labels, g.rest, 1, 1}), readings);
+    const auto w =
+        b.weight_per_sample() ? b.weight->view({g.rows, 1, 1, 1, 1}) : g.ordered(*b.weight).view(g.dims({1, 1}));
+    at::mul_out(cells, w.expand(g.dims({1, 1})), readings);
   }
   add_pieces(state, b, o, buf, layout, col);
 }

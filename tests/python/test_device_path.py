@@ -206,6 +206,41 @@ def test_extra_dimensions_are_read_where_they_lie(task, options, shape, rows, we
     assert extra["launching"] == expected and max(expected) <= 12
 
 
+@pytest.mark.parametrize("weight, options", [
+    *((weight, options) for weight in (None, "sample", "entry") for options in (dict(), dict(ignore_index=255))),
+    (None, dict(multidim_average="samplewise")),  # (which counts without weights)
+])
+def test_multilabel_entries_laid_out_labels_last_are_read_in_place(weight, options):
+    """Multilabel (N, L, H, W) inputs in channels_last (labels last in memory), as a channels_last
+    model and its masks give them, are read in that order: the ops of contiguous inputs, no copy.
+    With the scores alone so, one of the two is copied, either way round."""
+    import nosync_metrics as nm
+
+    make = launch_bench.collection(nm, "Multilabel", num_labels=5, weighted=weight is not None, **options)
+    grows = options.get("multidim_average") == "samplewise"
+
+    def measured(preds_format, target_format):
+        def inputs():
+            preds = launch_bench.meta(8, 5, 16, 16).contiguous(memory_format=preds_format)
+            target = launch_bench.meta(8, 5, 16, 16, dtype=torch.uint8).contiguous(memory_format=target_format)
+            weights = {"sample": launch_bench.meta(8), "entry": launch_bench.meta(8, 5, 16, 16), None: None}[weight]
+            if weight == "entry":
+                weights = weights.contiguous(memory_format=target_format)
+            return (preds, target) + ((weights,) if weights is not None else ())
+        result = launch_bench.measure(launch_bench.Config("channels_last", make, inputs, 12, grows=grows))
+        assert result["error"] is None and result["syncs"] == [0, 0]
+        assert grows or result["first_difference"] is None
+        return result
+
+    copies = lambda result: sum(op == "aten.copy_.default" for op in result["ops"])  # noqa: E731
+    contiguous = measured(torch.contiguous_format, torch.contiguous_format)
+    labels_last = measured(torch.channels_last, torch.channels_last)
+    assert labels_last["ops"] == contiguous["ops"] and copies(labels_last) == 0
+    assert max(labels_last["launching"]) <= 12
+    scores_alone = measured(torch.channels_last, torch.contiguous_format)
+    assert scores_alone["launching"] == [n + 1 for n in contiguous["launching"]] and copies(scores_alone) == 1
+
+
 @pytest.mark.parametrize("task, options, preds, target, weight, count, copies", [
     ("Multiclass", dict(num_classes=21, top_k=3, ignore_index=255), (4, 21, 32, 32), (4, 32, 32), None, 13, 1),
     ("Multiclass", dict(num_classes=21, top_k=3), (4, 21, 32, 32), (4, 32, 32), (4, 32, 32), 13, 1),
