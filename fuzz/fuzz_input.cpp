@@ -126,6 +126,9 @@ at::Tensor Source::lay_out(const at::Tensor& t) {
     case 3:
       if (dims >= 1 && t.size(0) > 1) return t.narrow(0, 0, 1).expand(t.sizes());  // stride 0
       break;
+    case 4:  // dimension 1 (labels, classes) last in memory, as channels_last
+      if (dims >= 3) return t.movedim(1, -1).contiguous().movedim(-1, 1);
+      break;
     default:
       break;
   }
