@@ -71,15 +71,22 @@ struct MatrixCounter {
 
 bool bad_weight(double w) { return !(w >= 0.0 && w <= std::numeric_limits<double>::max()); }  // NaN, < 0 or inf
 
+// The weights as the scalar loops read them, float32 or float64 (cpu_rows widens half-precision
+// ones), each widened to float64 as it is read: no float64 copy of them; none: null.
+template <typename weight_t>
+const weight_t* weights_of(const ClassificationBatch& batch) {
+  return batch.weight ? batch.weight->data_ptr<weight_t>() : nullptr;
+}
+
 // Rows of a multiclass batch. predict(m, t) returns the predicted class of row m (t is the
 // target, -1 when out of range), or -1 for an invalid prediction.
-template <typename count_t, typename Counter, typename Predict>
+template <typename count_t, typename weight_t, typename Counter, typename Predict>
 BadInputCounts count_rows(const ClassificationBatch& batch, const ClassificationOptions& o, Counter& counter,
                           Predict predict) {
   BadInputCounts bad;
   const auto rows = batch.target.numel();
   const auto* target = batch.target.data_ptr<int64_t>();
-  const double* weight = batch.weight ? batch.weight->data_ptr<double>() : nullptr;
+  const auto* weight = weights_of<weight_t>(batch);
   const int64_t classes = o.num_classes();
   const bool has_ignore = o.ignore_index().has_value();
   const int64_t ignore = o.ignore_index().value_or(0);
@@ -99,12 +106,12 @@ BadInputCounts count_rows(const ClassificationBatch& batch, const Classification
   return bad;
 }
 
-template <typename count_t, typename Counter>
+template <typename count_t, typename weight_t, typename Counter>
 BadInputCounts count_multiclass(const ClassificationBatch& batch, const ClassificationOptions& o, Counter& counter) {
   const int64_t classes = o.num_classes();
   if (!batch.scores) {
     const auto* labels = batch.preds.data_ptr<int64_t>();
-    return count_rows<count_t>(batch, o, counter, [&](int64_t m, int64_t) {
+    return count_rows<count_t, weight_t>(batch, o, counter, [&](int64_t m, int64_t) {
       const int64_t p = labels[m];
       return p >= 0 && p < classes ? p : int64_t{-1};
     });
@@ -112,7 +119,7 @@ BadInputCounts count_multiclass(const ClassificationBatch& batch, const Classifi
   return AT_DISPATCH_FLOATING_TYPES(batch.preds.scalar_type(), "count_multiclass", [&] {
     const auto* scores = batch.preds.data_ptr<scalar_t>();
     const int64_t k = o.top_k();
-    return count_rows<count_t>(batch, o, counter, [&](int64_t m, int64_t t) {
+    return count_rows<count_t, weight_t>(batch, o, counter, [&](int64_t m, int64_t t) {
       const scalar_t* row = scores + m * classes;
       const int64_t top = first_argmax(row, classes);
       if (top >= 0 && k > 1 && t >= 0 && in_top_k(row, classes, t, k)) return t;
@@ -124,13 +131,13 @@ BadInputCounts count_multiclass(const ClassificationBatch& batch, const Classifi
 // num_classes unknown (kUnknownClasses): one class, labels compared as they are. A kept row adds
 // its weight to tp if right, else to fp and fn, and takes it from tn (TorchMetrics' micro branch
 // with num_classes 1). Only NaN scores and bad weights are bad input.
-template <typename count_t>
+template <typename count_t, typename weight_t>
 BadInputCounts count_unknown_classes(const ClassificationBatch& batch, const ClassificationOptions& o,
                                      CountSink& sink) {
   BadInputCounts bad;
   const auto rows = batch.target.numel();
   const auto* target = batch.target.data_ptr<int64_t>();
-  const double* weight = batch.weight ? batch.weight->data_ptr<double>() : nullptr;
+  const auto* weight = weights_of<weight_t>(batch);
   const bool has_ignore = o.ignore_index().has_value();
   const int64_t ignore = o.ignore_index().value_or(0);
   count_t right = 0, wrong = 0;
@@ -187,8 +194,8 @@ inline void add_cells(count_t& tp, count_t& fp, count_t& tn, count_t& fn, const 
   fn += e.fn;
 }
 
-template <typename count_t, typename T>
-inline Entry<count_t> judge(int64_t t, T x, T threshold, const double* weight, int64_t w_index, bool has_ignore,
+template <typename count_t, typename T, typename weight_t>
+inline Entry<count_t> judge(int64_t t, T x, T threshold, const weight_t* weight, int64_t w_index, bool has_ignore,
                             int64_t ignore) {
   const bool valid = !(has_ignore && t == ignore);
   const bool target_ok = t == 0 || t == 1;
@@ -355,7 +362,7 @@ bool count_clean_weighted_entries(const ClassificationBatch& batch, const Classi
 // Binary (L = 1) and multilabel entries: each (row, label) is a binary prediction of its label.
 // Branch-free, with the four cells as separate sums: binary into registers, multilabel into
 // label-contiguous state arrays the compiler can vectorize over.
-template <typename count_t, typename T>
+template <typename count_t, typename T, typename weight_t>
 BadInputCounts count_entries(const ClassificationBatch& batch, const ClassificationOptions& o, CountSink& sink) {
   if constexpr (std::is_same_v<count_t, int64_t> && std::is_same_v<T, float>) {
     if (count_clean_entries(batch, o, sink)) return {};
@@ -365,7 +372,7 @@ BadInputCounts count_entries(const ClassificationBatch& batch, const Classificat
   const int64_t rows = entries / labels;
   const int64_t* __restrict target = batch.target.data_ptr<int64_t>();
   const T* __restrict preds = batch.preds.data_ptr<T>();
-  const double* weight = batch.weight ? batch.weight->data_ptr<double>() : nullptr;
+  const auto* weight = weights_of<weight_t>(batch);
   const bool per_entry_weight = batch.weight && batch.weight->numel() == entries;
   const bool has_ignore = o.ignore_index().has_value();
   const int64_t ignore = o.ignore_index().value_or(0);
@@ -413,31 +420,30 @@ BadInputCounts count_entries(const ClassificationBatch& batch, const Classificat
   return {bad_targets, bad_predictions, bad_weights};
 }
 
-template <typename count_t>
+template <typename count_t, typename weight_t>
 BadInputCounts count_typed(const ClassificationBatch& batch, const ClassificationOptions& o, CountSink& sink) {
   if (o.task() != Task::Multiclass) {
-    if (!batch.scores) return count_entries<count_t, int64_t>(batch, o, sink);
+    if (!batch.scores) return count_entries<count_t, int64_t, weight_t>(batch, o, sink);
     return AT_DISPATCH_FLOATING_TYPES(batch.preds.scalar_type(), "count_entries",
-                                      [&] { return count_entries<count_t, scalar_t>(batch, o, sink); });
+                                      [&] { return count_entries<count_t, scalar_t, weight_t>(batch, o, sink); });
   }
-  if (o.num_classes() == kUnknownClasses) return count_unknown_classes<count_t>(batch, o, sink);
+  if (o.num_classes() == kUnknownClasses) return count_unknown_classes<count_t, weight_t>(batch, o, sink);
   if (sink.layout == Layout::Matrix) {
     MatrixCounter<count_t> counter{sink.matrix.data_ptr<count_t>(), o.num_classes()};
-    return count_multiclass<count_t>(batch, o, counter);
+    return count_multiclass<count_t, weight_t>(batch, o, counter);
   }
   PerClassCounter<count_t> counter{sink.tp.data_ptr<count_t>(), sink.fp.data_ptr<count_t>(),
                                    sink.tn.data_ptr<count_t>(), sink.fn.data_ptr<count_t>(), o.num_classes()};
-  return count_multiclass<count_t>(batch, o, counter);
+  return count_multiclass<count_t, weight_t>(batch, o, counter);
 }
 
 }  // namespace
 
 BadInputCounts count(const ClassificationBatch& batch, const ClassificationOptions& options, CountSink& sink) {
-  if (!options.weighted()) return count_typed<int64_t>(batch, options, sink);
+  if (!options.weighted()) return count_typed<int64_t, double>(batch, options, sink);  // (no weights)
   if (count_clean_weighted_entries(batch, options, sink)) return {};
-  auto widened = batch;  // the scalar loops read float64 weights
-  if (batch.weight) widened.weight = batch.weight->to(at::kDouble);
-  return count_typed<double>(widened, options, sink);
+  if (batch.weight && batch.weight->scalar_type() == at::kFloat) return count_typed<double, float>(batch, options, sink);
+  return count_typed<double, double>(batch, options, sink);
 }
 
 }  // namespace metrics::detail::cpu
