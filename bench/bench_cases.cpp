@@ -134,6 +134,23 @@ void add_weighted_collections(std::vector<Case>& cases) {
   }
 }
 
+// The binary and multilabel collections again over targets with the ignore_index among them (a
+// twentieth of them -1, as padding or a mask's border), against the same floor.
+void add_ignoring_collections(std::vector<Case>& cases) {
+  const auto ignoring = [](Inputs in) {
+    in.target = in.target.masked_fill(at::rand(in.target.sizes()) < 0.05, -1);
+    return in;
+  };
+  const auto macro = Average::Macro;
+  for (const auto& [task, o, in] :
+       {std::tuple{"binary", Opts::binary().ignore_index(-1), ignoring(binary_input())},
+        {"multilabel", Opts::multilabel(100).average(macro).ignore_index(-1), ignoring(multilabel_input())}}) {
+    const auto group = std::string(task) + " collection ignore_index";
+    cases.push_back(naive_classification(group, o, in));
+    cases.push_back(nosync_classification(group, o, in, /*aten_path=*/false));
+  }
+}
+
 // What a live SyncCounter costs per observed op: 100 small in-place adds.
 void add_counter_cost(std::vector<Case>& cases) {
   const auto x = at::zeros({8});
@@ -166,6 +183,7 @@ std::vector<Case> all_cases() {
   add_classification(cases, "binary", Opts::binary(), binary_input());
   add_classification(cases, "multilabel", Opts::multilabel(100).average(macro), multilabel_input());
   add_weighted_collections(cases);
+  add_ignoring_collections(cases);
   add_counter_cost(cases);
   return cases;
 }

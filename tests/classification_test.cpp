@@ -609,44 +609,68 @@ TEST(Classification, AnEmptyBatchCountsAnUpdateAndNothingElse) {
 TEST(ClassificationKernels, CountLabelsMatchesBruteForceOnEveryWidthAndIsa) {
   auto gen = testing::generator(21);
   const float thresholds[2] = {0.5f, 0.3f};
+  using detail::cpu::Ignore;
+  // an ignore_index whose low 32 bits are 1's: a target of 1 is not it
+  const std::optional<Ignore> ignores[] = {std::nullopt, Ignore{-1, true}, Ignore{-1, false}, Ignore{255, true},
+                                           Ignore{(int64_t{1} << 32) + 1, false}};
   for (auto isa : vector_isas()) {
     const int64_t lanes = detail::cpu::label_lanes(isa);
     for (int64_t rows : {0, 1, 7, 8, 9, 31, 33, 100}) {
       for (int64_t stride : {lanes, int64_t{3}, int64_t{17}, int64_t{100}}) {
         for (int64_t width : {int64_t{0}, int64_t{1}, std::min(stride, lanes) - 1, std::min(stride, lanes)}) {
           for (int trial = 0; trial < 14; ++trial) {
-            // odd trials count under thresholds[0] alone: the sums' [1] stay 0
-            const auto counted = trial % 2 ? Thresholds::First : Thresholds::Both;
-            const auto [preds, target] = kernel_batch(rows, stride, width, trial / 2, gen);
-            std::vector<int64_t> sums(5 * lanes, 0), expected(5 * lanes, 0);
-            const auto at = [&](std::vector<int64_t>& v) {
-              int64_t* p = v.data();
-              return detail::cpu::LabelSums{p, {p + lanes, p + 2 * lanes}, {p + 3 * lanes, p + 4 * lanes}};
-            };
-            const auto scan = detail::cpu::count_labels(preds.data_ptr<float>(), target.data_ptr<int64_t>(), rows,
-                                                        stride, width, thresholds, isa, at(sums), counted);
-            bool clean = true, logits = false;
-            const auto e = at(expected);
-            for (int64_t r = 0; r < rows; ++r) {
-              for (int64_t l = 0; l < width; ++l) {
-                const float x = preds[r][l].item<float>();
-                const int64_t t = target[r][l].item<int64_t>();
-                clean = clean && (t == 0 || t == 1) && std::isfinite(x);
-                logits = logits || x < 0 || x > 1;
-                e.positives[l] += t;
-                for (int k = 0; k < (counted == Thresholds::Both ? 2 : 1); ++k) {
-                  e.predicted[k][l] += x > thresholds[k];
-                  e.both[k][l] += (x > thresholds[k]) * t;
+            for (const auto& ignore : ignores) {
+              // odd trials count under thresholds[0] alone: the sums' [1] stay 0
+              const auto counted = trial % 2 ? Thresholds::First : Thresholds::Both;
+              auto [preds, target] = kernel_batch(rows, stride, width, trial / 2, gen);
+              if (ignore && rows > 0) {
+                // a fifth of the targets ignored, and (for some trials) the scores of a few of them
+                // out of [0, 1] or NaN, which the range judges only where it judges every score
+                target.masked_fill_(at::rand({rows, stride}, gen) < 0.2, ignore->index);
+                const auto ignored = target.eq(ignore->index);
+                const float odd_scores[] = {5.0f, NAN, -0.5f};
+                if (trial >= 8) preds.masked_fill_(ignored & (at::rand({rows, stride}, gen) < 0.3), odd_scores[trial % 3]);
+              }
+              std::vector<int64_t> sums(6 * lanes, 0), expected(6 * lanes, 0);
+              const auto at = [&](std::vector<int64_t>& v) {
+                int64_t* p = v.data();
+                return detail::cpu::LabelSums{
+                    p, p + lanes, {p + 2 * lanes, p + 3 * lanes}, {p + 4 * lanes, p + 5 * lanes}};
+              };
+              const auto scan = detail::cpu::count_labels(preds.data_ptr<float>(), target.data_ptr<int64_t>(), rows,
+                                                          stride, width, thresholds, isa, at(sums), ignore, counted);
+              bool clean = true, logits = false;
+              const auto e = at(expected);
+              for (int64_t r = 0; r < rows; ++r) {
+                for (int64_t l = 0; l < width; ++l) {
+                  const float x = preds[r][l].item<float>();
+                  const int64_t t = target[r][l].item<int64_t>();
+                  if (ignore && t == ignore->index) {
+                    e.ignored[l] += 1;
+                    if (!ignore->judges_every_score) continue;
+                    clean = clean && std::isfinite(x);
+                    logits = logits || x < 0 || x > 1;
+                    continue;
+                  }
+                  clean = clean && (t == 0 || t == 1) && std::isfinite(x);
+                  logits = logits || x < 0 || x > 1;
+                  e.positives[l] += t;
+                  for (int k = 0; k < (counted == Thresholds::Both ? 2 : 1); ++k) {
+                    e.predicted[k][l] += x > thresholds[k];
+                    e.both[k][l] += (x > thresholds[k]) * t;
+                  }
                 }
               }
+              const auto where = ::testing::Message()
+                                 << "isa=" << static_cast<int>(isa) << " rows=" << rows << " stride=" << stride
+                                 << " width=" << width << " trial=" << trial << " counted=" << static_cast<int>(counted)
+                                 << " ignore=" << (ignore ? ignore->index : 0) << "/"
+                                 << (ignore && ignore->judges_every_score);
+              EXPECT_EQ(scan.clean, clean) << where;
+              if (!clean) continue;
+              EXPECT_EQ(scan.logits, logits) << where;
+              EXPECT_EQ(sums, expected) << where;
             }
-            const auto where = ::testing::Message() << "isa=" << static_cast<int>(isa) << " rows=" << rows
-                                                    << " stride=" << stride << " width=" << width << " trial=" << trial
-                                                    << " counted=" << static_cast<int>(counted);
-            EXPECT_EQ(scan.clean, clean) << where;
-            if (!clean) continue;
-            EXPECT_EQ(scan.logits, logits) << where;
-            EXPECT_EQ(sums, expected) << where;
           }
         }
       }

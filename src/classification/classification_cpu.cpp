@@ -245,10 +245,10 @@ struct Cells {
 // The sums count_labels adds to, per label, zeroed, in storage kept between updates.
 class LabelScratch {
  public:
-  explicit LabelScratch(int64_t labels) : storage_(buffer()), labels_(labels) { storage_.assign(5 * labels, 0); }
+  explicit LabelScratch(int64_t labels) : storage_(buffer()), labels_(labels) { storage_.assign(6 * labels, 0); }
   LabelSums at(int64_t first) {
     int64_t* p = storage_.data() + first;
-    return {p, {p + labels_, p + 2 * labels_}, {p + 3 * labels_, p + 4 * labels_}};
+    return {p, p + labels_, {p + 2 * labels_, p + 3 * labels_}, {p + 4 * labels_, p + 5 * labels_}};
   }
 
  private:
@@ -260,26 +260,29 @@ class LabelScratch {
   int64_t labels_;
 };
 
-// Every label's cells from the sums under the threshold the batch chose.
-void add_labels(CountSink& sink, const LabelSums& sums, int64_t labels, int64_t kept, bool logits) {
+// Every label's cells from the sums under the threshold the batch chose: its entries of `rows`
+// rows but the ignored ones are kept.
+void add_labels(CountSink& sink, const LabelSums& sums, int64_t labels, int64_t rows, bool logits) {
   Cells cells(sink);
   for (int64_t l = 0; l < labels; ++l) {
-    cells.add(l, kept, sums.positives[l], sums.predicted[logits][l], sums.both[logits][l]);
+    cells.add(l, rows - sums.ignored[l], sums.positives[l], sums.predicted[logits][l], sums.both[logits][l]);
   }
 }
 
 // The entries as rows of `lanes` columns; the columns' sums add up to the one label's.
 bool count_clean_binary(const float* preds, const int64_t* target, int64_t entries, const float (&thresholds)[2],
-                        Isa isa, CountSink& sink) {
+                        Isa isa, const std::optional<Ignore>& ignore, CountSink& sink) {
   const int64_t lanes = label_lanes(isa);
   const int64_t whole = entries / lanes * lanes;
   LabelScratch scratch(lanes);
   const auto sums = scratch.at(0);
-  const auto rows = count_labels(preds, target, entries / lanes, lanes, lanes, thresholds, isa, sums);
-  const auto tail = count_labels(preds + whole, target + whole, 1, lanes, entries - whole, thresholds, isa, sums);
+  const auto rows = count_labels(preds, target, entries / lanes, lanes, lanes, thresholds, isa, sums, ignore);
+  const auto tail =
+      count_labels(preds + whole, target + whole, 1, lanes, entries - whole, thresholds, isa, sums, ignore);
   if (!rows.clean || !tail.clean) return false;
   for (int64_t l = 1; l < lanes; ++l) {
     sums.positives[0] += sums.positives[l];
+    sums.ignored[0] += sums.ignored[l];
     for (int k = 0; k < 2; ++k) sums.predicted[k][0] += sums.predicted[k][l], sums.both[k][0] += sums.both[k][l];
   }
   add_labels(sink, sums, 1, entries, rows.logits || tail.logits);
@@ -292,19 +295,20 @@ bool count_clean_binary(const float* preds, const int64_t* target, int64_t entri
 // of probabilities (rare: no score of the first block outside [0, 1]) sends the batch to the
 // scalar loop.
 bool count_clean_multilabel(const float* preds, const int64_t* target, int64_t rows, int64_t labels,
-                            const float (&thresholds)[2], Isa isa, CountSink& sink) {
+                            const float (&thresholds)[2], Isa isa, const std::optional<Ignore>& ignore,
+                            CountSink& sink) {
   const int64_t lanes = label_lanes(isa);
   LabelScratch scratch(labels);
   const auto first_block = count_labels(preds, target, rows, labels, std::min(lanes, labels), thresholds, isa,
-                                        scratch.at(0));
+                                        scratch.at(0), ignore);
   if (!first_block.clean) return false;
   const int chosen = first_block.logits ? 1 : 0;
   const float chosen_threshold[2] = {thresholds[chosen], thresholds[chosen]};
   for (int64_t first = lanes; first < labels; first += lanes) {
     const auto all = scratch.at(first);
-    const LabelSums sums{all.positives, {all.predicted[chosen], nullptr}, {all.both[chosen], nullptr}};
+    const LabelSums sums{all.positives, all.ignored, {all.predicted[chosen], nullptr}, {all.both[chosen], nullptr}};
     const auto scan = count_labels(preds + first, target + first, rows, labels, std::min(lanes, labels - first),
-                                   chosen_threshold, isa, sums, Thresholds::First);
+                                   chosen_threshold, isa, sums, ignore, Thresholds::First);
     if (!scan.clean || (scan.logits && !first_block.logits)) return false;
   }
   add_labels(sink, scratch.at(0), labels, rows, first_block.logits);
@@ -312,16 +316,16 @@ bool count_clean_multilabel(const float* preds, const int64_t* target, int64_t r
 }
 
 // Whether the vector kernels may count a batch: they count clean batches alone, where every
-// target is 0 or 1, and so none the ignore_index, unless it is 0 or 1.
+// target is 0 or 1 (unweighted: or the ignore_index), so none where the ignore_index is 0 or 1.
 bool vector_kernels_count(const ClassificationOptions& o, Isa isa) {
   const auto ignore = o.ignore_index();
   return isa != Isa::Scalar && !(ignore && (*ignore == 0 || *ignore == 1));
 }
 
 // Unweighted float32 scores, with the vector kernels: a clean batch (finite scores, every target
-// 0 or 1, so none is the ignore_index) has no bad entry, and each label's four cells follow from
-// three counts. Any other batch, and a clean one whose logits show only past the first block of
-// labels, returns false with the state untouched, for the scalar loop.
+// 0, 1 or the ignore_index) has no bad entry, and each label's four cells follow from four
+// counts. Any other batch, and a clean one whose logits show only past the first block of labels,
+// returns false with the state untouched, for the scalar loop.
 bool count_clean_entries(const ClassificationBatch& batch, const ClassificationOptions& o, CountSink& sink) {
   const Isa isa = best_isa();
   if (!vector_kernels_count(o, isa)) return false;
@@ -329,9 +333,11 @@ bool count_clean_entries(const ClassificationBatch& batch, const ClassificationO
   const auto* target = batch.target.data_ptr<int64_t>();
   const int64_t entries = batch.target.numel();
   const float thresholds[2] = {score_threshold<float>(batch, o, false), score_threshold<float>(batch, o, true)};
-  if (o.task() == Task::Binary) return count_clean_binary(preds, target, entries, thresholds, isa, sink);
+  std::optional<Ignore> ignore;
+  if (o.ignore_index()) ignore = Ignore{*o.ignore_index(), !sink.judges_kept_scores};
+  if (o.task() == Task::Binary) return count_clean_binary(preds, target, entries, thresholds, isa, ignore, sink);
   const int64_t labels = o.num_classes();
-  return count_clean_multilabel(preds, target, entries / labels, labels, thresholds, isa, sink);
+  return count_clean_multilabel(preds, target, entries / labels, labels, thresholds, isa, ignore, sink);
 }
 
 // Weighted binary and multilabel float32 scores, with the vector kernels (weighted_entry_counts.h),

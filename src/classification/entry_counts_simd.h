@@ -4,10 +4,11 @@
 // scores and int64 targets. One pass counts each label under both thresholds the batch may need
 // (TorchMetrics decides per batch whether scores are probabilities or logits), or under the one
 // already chosen, and finds the scores' range, which decides it. They count clean batches only
-// (finite scores, targets 0 or 1) and say when a batch is not; the scalar loop in
-// classification_cpu.cpp judges those entry by entry.
+// (finite scores, targets 0 or 1, or the ignore_index) and say when a batch is not; the scalar
+// loop in classification_cpu.cpp judges those entry by entry.
 
 #include <cstdint>
+#include <optional>
 
 #include "../cpu_isa.h"
 
@@ -16,13 +17,23 @@ namespace metrics::detail::cpu {
 /// The most labels one count_labels call takes: the lanes of one vector, 16 (AVX-512) or 8 (AVX2).
 int64_t label_lanes(Isa isa);
 
-/// Per-label sums count_labels adds to: entries whose target is 1; and, for thresholds[0] and
-/// thresholds[1] (the probability and the logit threshold; where one is counted alone, the one
-/// chosen), entries scored above it and entries that are both (the true positives).
+/// Per-label sums count_labels adds to: entries whose target is 1; entries whose target is the
+/// ignore_index, which no other sum counts; and, for thresholds[0] and thresholds[1] (the
+/// probability and the logit threshold; where one is counted alone, the one chosen), entries
+/// scored above it and entries that are both (the true positives).
 struct LabelSums {
   int64_t* positives;
+  int64_t* ignored;
   int64_t* predicted[2];
   int64_t* both[2];
+};
+
+/// An ignore_index (neither 0 nor 1) and whether its entries' scores take part in the scores'
+/// range, which decides whether they are logits: TorchMetrics' binary metrics judge every score,
+/// its BinaryConfusionMatrix the ones ignore_index keeps.
+struct Ignore {
+  int64_t index;
+  bool judges_every_score;
 };
 
 /// Which thresholds count_labels counts under: both, or thresholds[0] alone (into the sums' [0]),
@@ -40,9 +51,10 @@ struct LabelScan {
 /// target + r * stride; width <= label_lanes(isa). A score counts as predicted when it is greater
 /// than the threshold: thresholds[0] (probabilities) or thresholds[1] (logits); `counted` says
 /// whether both are counted or thresholds[0] alone, which the caller sets to the threshold it chose
-/// (sums.predicted[1] and sums.both[1] untouched).
+/// (sums.predicted[1] and sums.both[1] untouched). Entries whose target is `ignore`'s index count
+/// in sums.ignored alone.
 LabelScan count_labels(const float* preds, const int64_t* target, int64_t rows, int64_t stride, int64_t width,
                        const float (&thresholds)[2], Isa isa, const LabelSums& sums,
-                       Thresholds counted = Thresholds::Both);
+                       const std::optional<Ignore>& ignore, Thresholds counted = Thresholds::Both);
 
 }  // namespace metrics::detail::cpu
