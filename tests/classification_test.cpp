@@ -690,7 +690,7 @@ struct WeightedKernelBatch {
 WeightedKernelBatch weighted_kernel_batch(int64_t rows, int64_t labels, bool per_entry, int trial,
                                           const float (&cutoffs)[2], at::Generator& gen) {
   const std::vector<int64_t> weights = per_entry ? std::vector<int64_t>{rows, labels} : std::vector<int64_t>{rows};
-  WeightedKernelBatch b{trial % 2 ? at::randn({rows, labels}, gen) * 3 : at::rand({rows, labels}, gen),
+  WeightedKernelBatch b{trial % 2 && trial < 13 ? at::randn({rows, labels}, gen) * 3 : at::rand({rows, labels}, gen),
                         at::randint(2, {rows, labels}, gen, at::kLong),
                         at::randint(1024, weights, gen, at::kFloat).div_(1024)};
   auto w = b.weight.view({-1});
@@ -741,6 +741,13 @@ WeightedKernelBatch weighted_kernel_batch(int64_t rows, int64_t labels, bool per
     case 12:  // a NaN past the first scores of probabilities (the last entry)
       scores[-1] = NAN;
       break;
+    case 13:  // a fifth of the targets the ignore_index (-1; the first), its score 5: logits where
+              // every score is judged (13), not where the kept ones are (14, with a NaN in the last)
+    case 14:
+      b.target.masked_fill_(at::rand({rows, labels}, gen) < 0.2, -1);
+      b.target.view({-1})[0] = -1, scores[0] = 5.0f;
+      if (trial == 14) b.target.view({-1})[-1] = -1, scores[-1] = NAN;
+      break;
   }
   return b;
 }
@@ -749,7 +756,7 @@ WeightedKernelBatch weighted_kernel_batch(int64_t rows, int64_t labels, bool per
 // cells summed in long double (exact here): equal bit for bit where the weights sum exactly (float32
 // weights' kernels derive three cells by subtraction, exact there), within a direct sum's rounding
 // elsewhere; batches the kernels do not count (a bad target, score or weight) leave the cells as
-// they were. Widths below, at and above a block (AVX-512: 16 labels; AVX2: 8, and within its
+// they were; targets of the ignore_index count nowhere (the general kernel). Widths below, at and above a block (AVX-512: 16 labels; AVX2: 8, and within its
 // second half of 64-bit lanes: 5 and 6), last blocks of half the lanes (AVX2: 4, 12, 17, 100 labels;
 // AVX-512: 8, 17, 24, 37, 100) and binary entries that end in one (4100; 1032); cutoffs of either
 // sign, -0.0 and infinite ones (AVX2 compares the scores' bits where the cutoff's sign is clear, the
@@ -767,8 +774,12 @@ TEST(ClassificationKernels, WeightedCountsMatchExactSumsOnEveryWidthAndIsa) {
   for (auto isa : vector_isas()) {
     for (const auto& thresholds : cutoff_pairs) {
       for (const auto& [rows, labels, per_entry] : shapes) {
-        for (int trial = 0; trial < 13; ++trial) {
+        for (int trial = 0; trial < 15; ++trial) {
           const auto b = weighted_kernel_batch(rows, labels, per_entry, trial, thresholds, gen);
+          const std::optional<detail::cpu::Ignore> ignore =
+              trial >= 13 ? std::optional(detail::cpu::Ignore{-1, trial == 13}) : std::nullopt;
+          const auto kept = ignore ? b.target != -1 : at::ones_like(b.target, at::kBool);
+          const auto judged = ignore && !ignore->judges_every_score ? b.preds.masked_select(kept) : b.preds;
           const auto where = ::testing::Message() << "isa=" << static_cast<int>(isa) << " cutoffs=" << thresholds[0]
                                                   << "," << thresholds[1] << " rows=" << rows
                                                   << " labels=" << labels << " per_entry=" << per_entry
@@ -778,10 +789,11 @@ TEST(ClassificationKernels, WeightedCountsMatchExactSumsOnEveryWidthAndIsa) {
           const auto preds = b.preds.accessor<float, 2>();
           const auto target = b.target.accessor<int64_t, 2>();
           const auto weight = w_entries.accessor<double, 2>();
-          const bool logits = ((b.preds < 0) | (b.preds > 1)).any().item<bool>();
+          const bool logits = ((judged < 0) | (judged > 1)).any().item<bool>();
           std::vector<long double> expected(4 * labels, 0.5L);  // tp, fp, tn, fn
           for (int64_t r = 0; r < rows; ++r) {
             for (int64_t l = 0; l < labels; ++l) {
+              if (ignore && target[r][l] == ignore->index) continue;
               const bool positive = target[r][l] == 1, predicted = preds[r][l] > thresholds[logits ? 1 : 0];
               expected[(positive ? (predicted ? 0 : 3) : (predicted ? 1 : 2)) * labels + l] += weight[r][l];
             }
@@ -790,7 +802,7 @@ TEST(ClassificationKernels, WeightedCountsMatchExactSumsOnEveryWidthAndIsa) {
           double* cells = got.data();
           const detail::cpu::WeightedEntries entries{
               b.preds.data_ptr<float>(), b.target.data_ptr<int64_t>(), b.weight.data_ptr(),
-              b.weight.scalar_type() == at::kFloat, rows, labels, per_entry};
+              b.weight.scalar_type() == at::kFloat, rows, labels, per_entry, ignore};
           using detail::cpu::Counted;
           const auto counted = detail::cpu::count_weighted_entries(
               entries, thresholds, isa, {cells, cells + labels, cells + 2 * labels, cells + 3 * labels});
@@ -798,11 +810,11 @@ TEST(ClassificationKernels, WeightedCountsMatchExactSumsOnEveryWidthAndIsa) {
           // scores, all among the first, are no logits); the general kernel for a wrong guess and
           // float64 weights; either for weights whose sums may round (4 to 6: the test of exactness
           // reads their exponents, which some of these pass)
-          if (trial >= 8) {
+          if (trial >= 8 && trial < 13) {
             ASSERT_EQ(counted, Counted::None) << where;
           } else if (trial < 3 || (trial == 3 && !logits)) {
             ASSERT_EQ(counted, Counted::Derived) << where;
-          } else if (trial == 3 || trial == 7) {
+          } else if (trial == 3 || trial == 7 || trial >= 13) {
             ASSERT_EQ(counted, Counted::General) << where;
           } else {
             ASSERT_NE(counted, Counted::None) << where;

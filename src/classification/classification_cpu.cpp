@@ -322,6 +322,12 @@ bool vector_kernels_count(const ClassificationOptions& o, Isa isa) {
   return isa != Isa::Scalar && !(ignore && (*ignore == 0 || *ignore == 1));
 }
 
+// The ignore_index as the vector kernels take it: the kept matrix's reading judges the kept scores.
+std::optional<Ignore> ignore_of(const ClassificationOptions& o, const CountSink& sink) {
+  if (!o.ignore_index()) return std::nullopt;
+  return Ignore{*o.ignore_index(), !sink.judges_kept_scores};
+}
+
 // Unweighted float32 scores, with the vector kernels: a clean batch (finite scores, every target
 // 0, 1 or the ignore_index) has no bad entry, and each label's four cells follow from four
 // counts. Any other batch, and a clean one whose logits show only past the first block of labels,
@@ -333,8 +339,7 @@ bool count_clean_entries(const ClassificationBatch& batch, const ClassificationO
   const auto* target = batch.target.data_ptr<int64_t>();
   const int64_t entries = batch.target.numel();
   const float thresholds[2] = {score_threshold<float>(batch, o, false), score_threshold<float>(batch, o, true)};
-  std::optional<Ignore> ignore;
-  if (o.ignore_index()) ignore = Ignore{*o.ignore_index(), !sink.judges_kept_scores};
+  const auto ignore = ignore_of(o, sink);
   if (o.task() == Task::Binary) return count_clean_binary(preds, target, entries, thresholds, isa, ignore, sink);
   const int64_t labels = o.num_classes();
   return count_clean_multilabel(preds, target, entries / labels, labels, thresholds, isa, ignore, sink);
@@ -358,7 +363,8 @@ bool count_clean_weighted_entries(const ClassificationBatch& batch, const Classi
                                    weight && weight->scalar_type() == at::kFloat,
                                    entries / labels,
                                    labels,
-                                   weight && weight->numel() == entries};
+                                   weight && weight->numel() == entries,
+                                   ignore_of(o, sink)};
   const float thresholds[2] = {score_threshold<float>(batch, o, false), score_threshold<float>(batch, o, true)};
   const WeightedCells cells{sink.tp.data_ptr<double>(), sink.fp.data_ptr<double>(), sink.tn.data_ptr<double>(),
                             sink.fn.data_ptr<double>()};

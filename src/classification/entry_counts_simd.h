@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "../cpu_isa.h"
+#include "ignore.h"
 
 namespace metrics::detail::cpu {
 
@@ -26,14 +27,6 @@ struct LabelSums {
   int64_t* ignored;
   int64_t* predicted[2];
   int64_t* both[2];
-};
-
-/// An ignore_index (neither 0 nor 1) and whether its entries' scores take part in the scores'
-/// range, which decides whether they are logits: TorchMetrics' binary metrics judge every score,
-/// its BinaryConfusionMatrix the ones ignore_index keeps.
-struct Ignore {
-  int64_t index;
-  bool judges_every_score;
 };
 
 /// Which thresholds count_labels counts under: both, or thresholds[0] alone (into the sums' [0]),

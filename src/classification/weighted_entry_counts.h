@@ -1,24 +1,28 @@
 #pragma once
 
 // Vector kernels of the weighted binary and multilabel CPU path, for float32 scores, int64
-// targets and float32 or float64 weights (one per row or one per entry, or none: 1 each). A pass finds
-// whether the batch is clean (finite scores, targets 0 or 1, weights finite and not negative)
-// and whether its scores are logits (one outside [0, 1]); a clean batch is then counted in one
-// more pass, each entry's weight into the one cell it falls in (summed directly, as the scalar
-// loop in classification_cpu.cpp does). Float32 weights take one pass instead, three
-// sums per label and the weights' total, from which the cells follow by subtraction: only where
-// every such sum is exact in float64 (the weights' exponents close enough for the number of
-// weights a sum takes: within 22 of each other for 128 rows), so that the cells are the same
-// exact sums. Any other batch is left to the scalar loop.
+// targets and float32 or float64 weights (one per row or one per entry, or none: 1 each). A pass
+// finds whether the batch is clean (finite scores, targets 0 or 1 or the ignore_index, weights
+// finite and not negative) and whether its scores are logits (one outside [0, 1]); a clean batch
+// is then counted in one more pass, each entry's weight into the one cell it falls in (summed
+// directly, as the scalar loop in classification_cpu.cpp does; an ignored entry's in none).
+// Float32 weights take one pass instead, three sums per label and the weights' total, from which
+// the cells follow by subtraction: only where every such sum is exact in float64 (the weights'
+// exponents close enough for the number of weights a sum takes: within 22 of each other for 128
+// rows), so that the cells are the same exact sums, and no target is the ignore_index. Any other
+// batch is left to the scalar loop.
 
 #include <cstdint>
+#include <optional>
 
 #include "../cpu_isa.h"
+#include "ignore.h"
 
 namespace metrics::detail::cpu {
 
 /// `rows` rows of `labels` entries, row-major; `weight`: one per row, one per entry
-/// (`per_entry`), or null (1 each), float32 (`float_weight`) or float64.
+/// (`per_entry`), or null (1 each), float32 (`float_weight`) or float64; the ignore_index its
+/// targets may hold.
 struct WeightedEntries {
   const float* preds;
   const int64_t* target;
@@ -26,6 +30,7 @@ struct WeightedEntries {
   bool float_weight;
   int64_t rows, labels;
   bool per_entry;
+  std::optional<Ignore> ignore;
 };
 
 /// Each label's four cells, float64 arrays of `labels` values.

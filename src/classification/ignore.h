@@ -1,0 +1,16 @@
+#pragma once
+
+#include <cstdint>
+
+namespace metrics::detail::cpu {
+
+/// An ignore_index, as the vector kernels take it (never 0 or 1: they would count its entries),
+/// and whether its entries' scores take part in the scores' range, which decides whether they are
+/// logits: TorchMetrics' binary metrics judge every score, its BinaryConfusionMatrix the ones
+/// ignore_index keeps. An ignored entry counts in no cell and is never bad input.
+struct Ignore {
+  int64_t index;
+  bool judges_every_score;
+};
+
+}  // namespace metrics::detail::cpu
