@@ -285,7 +285,7 @@ std::vector<StreamSpec> stream_specs() {
       {"MultilabelDirty", Opts::multilabel(4).validate_args(false).weighted(true), false, false, true, true},
       // the weighted vector kernels (weighted_entry_counts.h): full blocks of 16 lanes and the rest,
       // float32 and float64 weights, per row and per entry, and none; an ignore_index no target
-      // takes (clean batches) and one some do (the scalar loop)
+      // takes (clean batches) and one some do (the general kernel)
       {"BinaryWeightedLong", Opts::binary().weighted(true), false, false, false, false, false, 100, true},
       {"BinaryWeightedLongLogits", Opts::binary(0.3).weighted(true), false, false, true, false, false, 100},
       {"BinaryWeightedLongIgnore", Opts::binary().ignore_index(-1).weighted(true), false, false, false, false, false,

@@ -629,7 +629,9 @@ TEST(ClassificationKernels, CountLabelsMatchesBruteForceOnEveryWidthAndIsa) {
                 target.masked_fill_(at::rand({rows, stride}, gen) < 0.2, ignore->index);
                 const auto ignored = target.eq(ignore->index);
                 const float odd_scores[] = {5.0f, NAN, -0.5f};
-                if (trial >= 8) preds.masked_fill_(ignored & (at::rand({rows, stride}, gen) < 0.3), odd_scores[trial % 3]);
+                if (trial < 2 || trial >= 8) {  // (trials 0, 1: an otherwise clean batch of probabilities)
+                  preds.masked_fill_(ignored & (at::rand({rows, stride}, gen) < 0.3), odd_scores[trial % 3]);
+                }
               }
               std::vector<int64_t> sums(6 * lanes, 0), expected(6 * lanes, 0);
               const auto at = [&](std::vector<int64_t>& v) {
@@ -748,6 +750,10 @@ WeightedKernelBatch weighted_kernel_batch(int64_t rows, int64_t labels, bool per
       b.target.view({-1})[0] = -1, scores[0] = 5.0f;
       if (trial == 14) b.target.view({-1})[-1] = -1, scores[-1] = NAN;
       break;
+    case 15:  // an ignore_index whose low 32 bits are 1's, among float64 weights
+      b.target.masked_fill_(at::rand({rows, labels}, gen) < 0.2, (int64_t{1} << 32) + 1);
+      b.weight = b.weight.to(at::kDouble);
+      break;
   }
   return b;
 }
@@ -756,11 +762,11 @@ WeightedKernelBatch weighted_kernel_batch(int64_t rows, int64_t labels, bool per
 // cells summed in long double (exact here): equal bit for bit where the weights sum exactly (float32
 // weights' kernels derive three cells by subtraction, exact there), within a direct sum's rounding
 // elsewhere; batches the kernels do not count (a bad target, score or weight) leave the cells as
-// they were; targets of the ignore_index count nowhere (the general kernel). Widths below, at and above a block (AVX-512: 16 labels; AVX2: 8, and within its
-// second half of 64-bit lanes: 5 and 6), last blocks of half the lanes (AVX2: 4, 12, 17, 100 labels;
-// AVX-512: 8, 17, 24, 37, 100) and binary entries that end in one (4100; 1032); cutoffs of either
-// sign, -0.0 and infinite ones (AVX2 compares the scores' bits where the cutoff's sign is clear, the
-// floats elsewhere).
+// they were; targets of the ignore_index count nowhere (the general kernel). Widths below, at and
+// above a block (AVX-512: 16 labels; AVX2: 8, and within its second half of 64-bit lanes: 5 and 6),
+// last blocks of half the lanes (AVX2: 4, 12, 17, 100 labels; AVX-512: 8, 17, 24, 37, 100) and
+// binary entries that end in one (4100; 1032); cutoffs of either sign, -0.0 and infinite ones
+// (AVX2 compares the scores' bits where the cutoff's sign is clear, the floats elsewhere).
 TEST(ClassificationKernels, WeightedCountsMatchExactSumsOnEveryWidthAndIsa) {
   auto gen = testing::generator(23);
   constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -774,11 +780,13 @@ TEST(ClassificationKernels, WeightedCountsMatchExactSumsOnEveryWidthAndIsa) {
   for (auto isa : vector_isas()) {
     for (const auto& thresholds : cutoff_pairs) {
       for (const auto& [rows, labels, per_entry] : shapes) {
-        for (int trial = 0; trial < 15; ++trial) {
+        for (int trial = 0; trial < 16; ++trial) {
           const auto b = weighted_kernel_batch(rows, labels, per_entry, trial, thresholds, gen);
           const std::optional<detail::cpu::Ignore> ignore =
-              trial >= 13 ? std::optional(detail::cpu::Ignore{-1, trial == 13}) : std::nullopt;
-          const auto kept = ignore ? b.target != -1 : at::ones_like(b.target, at::kBool);
+              trial < 13   ? std::nullopt
+              : trial < 15 ? std::optional(detail::cpu::Ignore{-1, trial == 13})
+                           : std::optional(detail::cpu::Ignore{(int64_t{1} << 32) + 1, true});
+          const auto kept = ignore ? b.target != ignore->index : at::ones_like(b.target, at::kBool);
           const auto judged = ignore && !ignore->judges_every_score ? b.preds.masked_select(kept) : b.preds;
           const auto where = ::testing::Message() << "isa=" << static_cast<int>(isa) << " cutoffs=" << thresholds[0]
                                                   << "," << thresholds[1] << " rows=" << rows
@@ -864,10 +872,18 @@ TEST(ClassificationKernels, CpuAndAtenPathsAgreeOnBinaryAndMultilabelStreams) {
             // a bad entry in the last entry alone (with 37 labels, past the kernels' first block)
             if (trial == 10 && n > 0) flat_t[-1] = 2;
             if (trial == 11 && n > 0) flat_p[-1] = NAN;
+            // a fifth of the targets the ignore_index, their scores (trials 0, 1) out of [0, 1] or
+            // NaN: which every reading judges but the kept matrix's (the vector kernels' masks)
+            if (ignore && *ignore != 1) {
+              const auto ignored = at::rand(shape, gen) < 0.2;
+              target.masked_fill_(ignored, *ignore);
+              if (trial < 2 && preds.is_floating_point()) preds.masked_fill_(ignored, trial == 0 ? 5.0 : kNaN);
+            }
             if (trial == 4) preds = preds.to(at::kDouble);
+            // weights clean (the weighted vector kernels) in the later trials, float32 in the odd ones
             c10::optional<at::Tensor> weight;
-            if (weighted) weight = at::rand({n}, gen, at::kDouble);
-            if (weighted && n > 2) (*weight)[1] = kNaN, (*weight)[2] = -1.0;
+            if (weighted) weight = at::rand({n}, gen, trial % 2 ? at::kFloat : at::kDouble);
+            if (weighted && n > 2 && trial < 6) (*weight)[1] = kNaN, (*weight)[2] = -1.0;
             cpu.update(preds, target, weight);
             {
               ForceAtenPath force;
@@ -945,7 +961,8 @@ TEST(ClassificationKernels, ExtraDimensionsCountAsTheirRows) {
           if (std::string(weights) == "sample") weight = at::rand({n}, gen, dtype);
           if (std::string(weights) == "entry") weight = at::rand(target_shape, gen, dtype);
           if (weight && trial == 4) weight->view({-1})[0] = -1.0;
-          if (trial == 4 && extra.size() == 2 && std::string(weights) == "entry") weight = labels_last(*weight);
+          // (trial 5: the scores and a weight per entry so, the target copied into their order)
+          if (trial >= 4 && extra.size() == 2 && std::string(weights) == "entry") weight = labels_last(*weight);
           const int64_t per_sample = target.numel() / n / (multiclass || binary ? 1 : 5);
           c10::optional<at::Tensor> row_weight;
           if (std::string(weights) == "sample") row_weight = weight->repeat_interleave(per_sample);

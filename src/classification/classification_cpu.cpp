@@ -316,7 +316,7 @@ bool count_clean_multilabel(const float* preds, const int64_t* target, int64_t r
 }
 
 // Whether the vector kernels may count a batch: they count clean batches alone, where every
-// target is 0 or 1 (unweighted: or the ignore_index), so none where the ignore_index is 0 or 1.
+// target is 0 or 1 or the ignore_index, so none where the ignore_index is 0 or 1.
 bool vector_kernels_count(const ClassificationOptions& o, Isa isa) {
   const auto ignore = o.ignore_index();
   return isa != Isa::Scalar && !(ignore && (*ignore == 0 || *ignore == 1));
@@ -328,8 +328,9 @@ std::optional<Ignore> ignore_of(const ClassificationOptions& o, const CountSink&
   return Ignore{*o.ignore_index(), !sink.judges_kept_scores};
 }
 
-// Unweighted float32 scores, with the vector kernels: a clean batch (finite scores, every target
-// 0, 1 or the ignore_index) has no bad entry, and each label's four cells follow from four
+// Unweighted float32 scores, with the vector kernels: a clean batch (every target 0, 1 or the
+// ignore_index, and finite scores: those it keeps, or every one where every one is judged) has no
+// bad entry, and each label's four cells follow from four
 // counts. Any other batch, and a clean one whose logits show only past the first block of labels,
 // returns false with the state untouched, for the scalar loop.
 bool count_clean_entries(const ClassificationBatch& batch, const ClassificationOptions& o, CountSink& sink) {
@@ -345,9 +346,9 @@ bool count_clean_entries(const ClassificationBatch& batch, const ClassificationO
   return count_clean_multilabel(preds, target, entries / labels, labels, thresholds, isa, ignore, sink);
 }
 
-// Weighted binary and multilabel float32 scores, with the vector kernels (weighted_entry_counts.h),
-// which read float32 weights as they are: a clean batch (as above; weights finite and not
-// negative) is counted there, any other returns false, for the scalar loop.
+// Weighted binary and multilabel float32 scores, with the vector kernels (weighted_entry_counts.h):
+// a clean batch (as above; weights finite and not negative) is counted there, any other returns
+// false, for the scalar loop.
 bool count_clean_weighted_entries(const ClassificationBatch& batch, const ClassificationOptions& o, CountSink& sink) {
   const Isa isa = best_isa();
   if (o.task() == Task::Multiclass || !batch.scores || batch.preds.scalar_type() != at::kFloat ||

@@ -210,8 +210,8 @@ struct Grid {
   at::Tensor ordered(const at::Tensor& input) const {
     return labels_last && input.dim() == 3 ? input.transpose(1, 2) : input;
   }
-  // where a cell's position adds its label: [samples, labels, 1] in the buffers' order (samples: 1,
-  // or the rows)
+  // where a cell's position adds its label: [samples, labels, 1, 1], or labels last [samples, 1,
+  // labels, 1] (samples: 1, or the rows)
   std::vector<int64_t> label_dims(int64_t samples) const {
     return labels_last ? std::vector<int64_t>{samples, 1, labels, 1} : std::vector<int64_t>{samples, labels, 1, 1};
   }

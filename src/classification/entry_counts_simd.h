@@ -33,8 +33,9 @@ struct LabelSums {
 /// once the batch has shown which one it takes.
 enum class Thresholds { Both, First };
 
-/// What count_labels saw: whether every target was 0 or 1 and every score finite (if not, the
-/// sums mean nothing), and whether a score lies outside [0, 1] (the batch is then logits).
+/// What count_labels saw: whether every target was 0 or 1 (or the ignore_index) and every score
+/// judged finite (if not, the sums mean nothing), and whether a score judged lies outside [0, 1]
+/// (the batch is then logits); ignoring, the scores judged are the kept ones or every one (Ignore).
 struct LabelScan {
   bool clean = true;
   bool logits = false;

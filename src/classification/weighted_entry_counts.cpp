@@ -7,7 +7,6 @@
 #include <cstring>
 #include <limits>
 #include <numeric>
-#include <type_traits>
 #include <vector>
 
 // Plain loops, inlined into functions built for each instruction set, where the compiler
@@ -33,14 +32,12 @@ struct Scan {
 // Whether every weight is finite and not negative, from their bits: integer ORs, which the compiler
 // vectorizes (it left a float minimum lane by lane, a third of the weighted binary kernel's time).
 // A -0.0 counts as negative here, which sends the batch to the scalar loop, harmlessly.
-template <typename W>
-METRICS_ALWAYS_INLINE bool weights_clean(const W* weight, int64_t weights) {
-  using Bits = std::conditional_t<sizeof(W) == 4, uint32_t, uint64_t>;
-  constexpr Bits kSign = Bits{1} << (8 * sizeof(W) - 1);
-  constexpr Bits kExponent = (kSign - 1) & ~((Bits{1} << (std::numeric_limits<W>::digits - 1)) - 1);
-  Bits signs = 0, specials = 0;  // an exponent of all ones: infinite or NaN
+METRICS_ALWAYS_INLINE bool weights_clean(const double* weight, int64_t weights) {
+  constexpr uint64_t kSign = uint64_t{1} << 63;
+  constexpr uint64_t kExponent = uint64_t{0x7ff} << 52;
+  uint64_t signs = 0, specials = 0;  // an exponent of all ones: infinite or NaN
   for (int64_t i = 0; i < weights; ++i) {
-    Bits bits;
+    uint64_t bits;
     std::memcpy(&bits, weight + i, sizeof bits);
     signs |= bits;
     specials |= (bits & kExponent) == kExponent ? kSign : 0;
@@ -48,27 +45,23 @@ METRICS_ALWAYS_INLINE bool weights_clean(const W* weight, int64_t weights) {
   return ((signs | specials) & kSign) == 0;
 }
 
-// The ignore_index as the plain loops read it: a target no entry holds where there is none (0 is
-// a target; with an ignore_index 0 or 1 the kernels are not called).
-int64_t ignored_target(const WeightedEntries& b) { return b.ignore ? b.ignore->index : 0; }
-
 // The scores' range and sum and the targets' bits, each lane its own, then the lanes; the weights.
 // A sum is finite unless a score is NaN or infinite (or finite scores overflow it, which sends the
-// batch to the scalar loop, harmlessly). An ignored entry's target is no evidence, nor its score
-// where the range judges the kept ones (read as 0.5, inside [0, 1]).
-template <typename W>
-METRICS_ALWAYS_INLINE Scan scan(const WeightedEntries& b, const W* weight) {
+// batch to the scalar loop, harmlessly). Where it `ignores`, an ignored entry's target is no
+// evidence, nor its score where the range `judges_kept` ones (read as 0.5, inside [0, 1]). (Each
+// way its own loop: the selects left the one loop of all three scalar, twice the time.)
+template <bool ignores, bool judges_kept>
+METRICS_ALWAYS_INLINE Scan scan_as(const WeightedEntries& b, const double* weight) {
   constexpr float kInf = std::numeric_limits<float>::infinity();
   const int64_t entries = b.rows * b.labels, whole = entries / kLanes * kLanes;
-  const bool ignores = b.ignore.has_value(), judges_kept = ignores && !b.ignore->judges_every_score;
-  const int64_t ignore = ignored_target(b);
+  const int64_t ignore = ignores ? b.ignore->index : 0;
   float lo[kLanes], hi[kLanes], sum[kLanes] = {};
   uint64_t bits[kLanes] = {};
   std::fill(lo, lo + kLanes, kInf);
   std::fill(hi, hi + kLanes, -kInf);
   const auto add = [&](int64_t l, int64_t i) {
-    const bool ignored = ignores & (b.target[i] == ignore);
-    const float x = judges_kept & ignored ? 0.5f : b.preds[i];
+    const bool ignored = ignores && b.target[i] == ignore;
+    const float x = judges_kept && ignored ? 0.5f : b.preds[i];
     lo[l] = x < lo[l] ? x : lo[l];
     hi[l] = x > hi[l] ? x : hi[l];
     sum[l] += x;
@@ -94,24 +87,29 @@ WeightedCells from_label(const WeightedCells& cells, int64_t first) {
   return {cells.tp + first, cells.fp + first, cells.tn + first, cells.fn + first};
 }
 
-// What the count pass reads every entry by: the threshold the batch's scores chose, and the
-// ignore_index (`ignores`), whose entries weigh 0.
+METRICS_ALWAYS_INLINE Scan scan(const WeightedEntries& b, const double* weight) {
+  if (!b.ignore) return scan_as<false, false>(b, weight);
+  return b.ignore->judges_every_score ? scan_as<true, false>(b, weight) : scan_as<true, true>(b, weight);
+}
+
+// What the count pass reads every entry by: the threshold the batch's scores chose, and (where it
+// `ignores`) the ignore_index, whose entries weigh 0.
+template <bool kIgnores>
 struct Reading {
+  static constexpr bool ignores = kIgnores;
   float threshold;
-  bool ignores;
   int64_t ignore;
 };
 
 // `rows` rows of `width` (<= kLanes; kLanes fixed where `full`) entries, `stride` apart (the
 // weights too where there is one per entry), summed over the rows lane by lane, then the lanes from
 // `first_added` on added to `out`. The 0/1 factors make every product exact.
-template <Weights kind, bool full, typename W>
+template <Weights kind, bool full, typename W, typename R>
 METRICS_ALWAYS_INLINE void count_lanes(const float* preds, const int64_t* target, const W* weight, int64_t rows,
-                                       int64_t stride, int64_t width, const Reading& reading, const WeightedCells& out,
+                                       int64_t stride, int64_t width, const R& reading, const WeightedCells& out,
                                        int64_t first_added = 0) {
   const int64_t lanes = full ? kLanes : width;
   const float threshold = reading.threshold;
-  const bool ignores = reading.ignores;
   const int64_t ignore = reading.ignore;
   double tp[kLanes] = {}, fp[kLanes] = {}, tn[kLanes] = {}, fn[kLanes] = {};
   for (int64_t r = 0; r < rows; ++r) {
@@ -120,7 +118,7 @@ METRICS_ALWAYS_INLINE void count_lanes(const float* preds, const int64_t* target
     const double row_weight = kind == Weights::PerRow ? static_cast<double>(weight[r]) : 1.0;
     for (int64_t l = 0; l < lanes; ++l) {
       const double given = kind == Weights::PerEntry ? static_cast<double>(weight[r * stride + l]) : row_weight;
-      const double w = ignores & (t[l] == ignore) ? 0.0 : given;
+      const double w = R::ignores && t[l] == ignore ? 0.0 : given;
       const double positive = t[l] != 0 ? 1.0 : 0.0, predicted = p[l] > threshold ? 1.0 : 0.0;
       const double both = positive * predicted;
       tp[l] += w * both;
@@ -143,9 +141,9 @@ METRICS_ALWAYS_INLINE const W* weights_from(const W* weight, int64_t first) {
 // Multilabel labels from `first` on, fewer than kLanes, after full blocks: the last kLanes labels
 // as one full block, of which the lanes from `first` on are added. A block of fewer lanes is not
 // vectorized (its loop bound is not fixed): the last 4 of 100 labels took as long as 2.5 full blocks.
-template <Weights kind, typename W>
+template <Weights kind, typename W, typename R>
 METRICS_ALWAYS_INLINE void count_last_labels(const WeightedEntries& b, const W* weight, int64_t first,
-                                             const Reading& reading, const WeightedCells& cells) {
+                                             const R& reading, const WeightedCells& cells) {
   const int64_t last = b.labels - kLanes;
   count_lanes<kind, true>(b.preds + last, b.target + last, weights_from<kind>(weight, last), b.rows, b.labels,
                           kLanes, reading, from_label(cells, last), first - last);
@@ -153,8 +151,8 @@ METRICS_ALWAYS_INLINE void count_last_labels(const WeightedEntries& b, const W* 
 
 // Multilabel: blocks of kLanes labels over every row, into their cells. Binary: the entries as
 // rows of kLanes lanes (and a last, shorter row), then the lanes' sums into the one cell.
-template <Weights kind, typename W>
-METRICS_ALWAYS_INLINE void count_cells(const WeightedEntries& b, const W* weight, const Reading& reading,
+template <Weights kind, typename W, typename R>
+METRICS_ALWAYS_INLINE void count_cells(const WeightedEntries& b, const W* weight, const R& reading,
                                        const WeightedCells& cells) {
   if (b.labels > 1) {
     int64_t first = 0;
@@ -177,32 +175,44 @@ METRICS_ALWAYS_INLINE void count_cells(const WeightedEntries& b, const W* weight
   }
 }
 
-template <typename W>
-METRICS_ALWAYS_INLINE bool count(const WeightedEntries& b, const W* weight, const float (&thresholds)[2],
+METRICS_ALWAYS_INLINE bool count(const WeightedEntries& b, const double* weight, const float (&thresholds)[2],
                                  const WeightedCells& cells) {
   const auto s = scan(b, weight);
   if (!s.clean) return false;
-  const Reading reading{thresholds[s.logits ? 1 : 0], b.ignore.has_value(), ignored_target(b)};
-  if (weight == nullptr) {
-    count_cells<Weights::None>(b, weight, reading, cells);
-  } else if (b.per_entry || b.labels == 1) {
-    count_cells<Weights::PerEntry>(b, weight, reading, cells);
+  const float threshold = thresholds[s.logits ? 1 : 0];
+  const auto count_read = [&](const auto& reading) {
+    if (weight == nullptr) {
+      count_cells<Weights::None>(b, weight, reading, cells);
+    } else if (b.per_entry || b.labels == 1) {
+      count_cells<Weights::PerEntry>(b, weight, reading, cells);
+    } else {
+      count_cells<Weights::PerRow>(b, weight, reading, cells);
+    }
+  };
+  if (b.ignore) {
+    count_read(Reading<true>{threshold, b.ignore->index});
   } else {
-    count_cells<Weights::PerRow>(b, weight, reading, cells);
+    count_read(Reading<false>{threshold, 0});
   }
   return true;
 }
 
-// Float32 weights widened first, into float64 kept between calls: the loops that read them as they
-// are vectorized worse, at twice the time (a binary (4096,) batch: 21 us, widened 11).
+// Float32 weights as float64, into `out`.
+METRICS_ALWAYS_INLINE void widen_into(const float* weight, int64_t n, double* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = weight[i];
+}
+
+// Float32 weights widened first (on the stack where they fit): loops that read them as they are
+// vectorized worse, at twice the time (a binary (4096,) batch: 21 us, widened 11).
 METRICS_ALWAYS_INLINE bool count(const WeightedEntries& b, const float (&thresholds)[2], const WeightedCells& cells) {
   if (!b.float_weight || b.weight == nullptr) return count(b, static_cast<const double*>(b.weight), thresholds, cells);
-  thread_local std::vector<double> widened;
-  const auto* weight = static_cast<const float*>(b.weight);
+  constexpr int64_t kOnStack = 2048;
   const int64_t n = b.per_entry ? b.rows * b.labels : b.rows;
-  widened.resize(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) widened[static_cast<size_t>(i)] = weight[i];
-  return count(b, widened.data(), thresholds, cells);
+  double on_stack[kOnStack];
+  std::vector<double> on_heap(static_cast<size_t>(n > kOnStack ? n : 0));
+  double* widened = n > kOnStack ? on_heap.data() : on_stack;
+  widen_into(static_cast<const float*>(b.weight), n, widened);
+  return count(b, widened, thresholds, cells);
 }
 
 #ifdef METRICS_HAS_X86
@@ -239,7 +249,7 @@ bool sums_exact(const Exponents& e, int64_t summands) {
 
 // Each row's weight as float64, into `out`, and their total (summed in lanes, which exactness allows).
 METRICS_ALWAYS_INLINE double widen(const float* weight, int64_t rows, double* out) {
-  for (int64_t r = 0; r < rows; ++r) out[r] = weight[r];
+  widen_into(weight, rows, out);
   const int64_t whole = rows / kLanes * kLanes;
   double lanes[kLanes] = {};
   for (int64_t r = 0; r < whole; r += kLanes) {
