@@ -6,6 +6,8 @@
 #include <cmath>
 #include <limits>
 
+#include "low_halves_avx2.h"
+
 namespace metrics::detail::cpu {
 namespace {
 
@@ -13,9 +15,6 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 
 // Lane counters are int32: a kernel call counts at most this many rows, so that none overflows.
 constexpr int64_t kRowChunk = int64_t{1} << 30;
-
-// Whether targets may be an ignore_index, and whose scores the range judges then (Ignore).
-enum class Ignoring { None, JudgeEvery, JudgeKept };
 
 // Targets are clean when no bit but the lowest is set anywhere; scores, when their sum is finite:
 // it is NaN or infinite whenever a score is (and, harmlessly, when finite scores overflow it,
@@ -112,13 +111,6 @@ METRICS_TARGET_AVX2 float lane_fold(__m256 v, float (*fold)(float, float)) {
   float result = values[0];
   for (int l = 1; l < 8; ++l) result = fold(result, values[l]);
   return result;
-}
-
-// The low halves of two vectors of four 64-bit lanes, as eight 32-bit lanes in their order: a
-// shuffle leaves them in the order 0 1 4 5 2 3 6 7, a permute of 64-bit pairs restores it.
-METRICS_TARGET_AVX2 __m256i low_halves(__m256i a, __m256i b) {
-  const __m256 pairs = _mm256_shuffle_ps(_mm256_castsi256_ps(a), _mm256_castsi256_ps(b), _MM_SHUFFLE(2, 0, 2, 0));
-  return _mm256_permute4x64_epi64(_mm256_castps_si256(pairs), _MM_SHUFFLE(3, 1, 2, 0));
 }
 
 // As count_avx512, over 8 labels. Ignoring, an ignored entry's target is zeroed (for the sums and
@@ -218,9 +210,10 @@ LabelScan count_labels(const float* preds, const int64_t* target, int64_t rows, 
   TORCH_INTERNAL_ASSERT(!ignore || (ignore->index != 0 && ignore->index != 1));
   LabelScan scan;
   if (width == 0) return scan;  // nothing to read (an empty tensor's data pointer may be null)
-  const auto chunk = !ignore                       ? chunk_counter<Ignoring::None>(counted)
-                     : ignore->judges_every_score ? chunk_counter<Ignoring::JudgeEvery>(counted)
-                                                  : chunk_counter<Ignoring::JudgeKept>(counted);
+  const Ignoring ignoring = ignoring_of(ignore);
+  const auto chunk = ignoring == Ignoring::None         ? chunk_counter<Ignoring::None>(counted)
+                     : ignoring == Ignoring::JudgeEvery ? chunk_counter<Ignoring::JudgeEvery>(counted)
+                                                        : chunk_counter<Ignoring::JudgeKept>(counted);
   const int64_t ignore_index = ignore ? ignore->index : 0;
   for (int64_t start = 0; start < rows; start += kRowChunk) {
     const int64_t offset = start * stride;

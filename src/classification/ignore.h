@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 namespace metrics::detail::cpu {
 
@@ -12,5 +13,13 @@ struct Ignore {
   int64_t index;
   bool judges_every_score;
 };
+
+/// Whether targets may be an ignore_index, and whose scores the range judges then: a kernel's
+/// template argument.
+enum class Ignoring { None, JudgeEvery, JudgeKept };
+
+inline Ignoring ignoring_of(const std::optional<Ignore>& ignore) {
+  return !ignore ? Ignoring::None : ignore->judges_every_score ? Ignoring::JudgeEvery : Ignoring::JudgeKept;
+}
 
 }  // namespace metrics::detail::cpu

@@ -9,10 +9,12 @@
 #include <numeric>
 #include <vector>
 
+#include "low_halves_avx2.h"
+
 // Plain loops, inlined into functions built for each instruction set, where the compiler
 // vectorizes them: every reduction is exact (min, max, integer sums) or lane by lane (a block's
 // lanes are labels, or binary entries summed apart and joined at the end), so the compiler needs
-// to reorder no floating-point sum. The kernels for float32 weights (derived_cells) are written
+// to reorder no floating-point sum: the general kernel. The one-pass kernels (one_pass) are written
 // with intrinsics: they add under masks, which the compiler spelled as a blend and a multiply.
 #define METRICS_ALWAYS_INLINE inline __attribute__((always_inline))
 
@@ -202,40 +204,56 @@ METRICS_ALWAYS_INLINE bool count(const WeightedEntries& b, const double* weight,
   return true;
 }
 
+// Room for n float64 values: on the stack where they fit (an allocation per update took 2% of the
+// weighted multilabel collection's), else on the heap.
+class Scratch {
+ public:
+  explicit Scratch(int64_t n) : heap_(static_cast<size_t>(n > kOnStack ? n : 0)) {
+    data_ = n > kOnStack ? heap_.data() : stack_;
+  }
+  double* data() { return data_; }
+
+ private:
+  static constexpr int64_t kOnStack = 2048;
+  double stack_[kOnStack];
+  std::vector<double> heap_;
+  double* data_;
+};
+
 // Float32 weights as float64, into `out`.
 METRICS_ALWAYS_INLINE void widen_into(const float* weight, int64_t n, double* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = weight[i];
 }
 
-// Float32 weights widened first (on the stack where they fit): loops that read them as they are
-// vectorized worse, at twice the time (a binary (4096,) batch: 21 us, widened 11).
+// Float32 weights widened first: loops that read them as they are vectorized worse, at twice the
+// time (a binary (4096,) batch: 21 us, widened 11).
 METRICS_ALWAYS_INLINE bool count(const WeightedEntries& b, const float (&thresholds)[2], const WeightedCells& cells) {
   if (!b.float_weight || b.weight == nullptr) return count(b, static_cast<const double*>(b.weight), thresholds, cells);
-  constexpr int64_t kOnStack = 2048;
   const int64_t n = b.per_entry ? b.rows * b.labels : b.rows;
-  double on_stack[kOnStack];
-  std::vector<double> on_heap(static_cast<size_t>(n > kOnStack ? n : 0));
-  double* widened = n > kOnStack ? on_heap.data() : on_stack;
-  widen_into(static_cast<const float*>(b.weight), n, widened);
-  return count(b, widened, thresholds, cells);
+  Scratch widened(n);
+  widen_into(static_cast<const float*>(b.weight), n, widened.data());
+  return count(b, widened.data(), thresholds, cells);
 }
 
 #ifdef METRICS_HAS_X86
-// Float32 weights (binary entries, and multilabel rows with one weight each or one per entry): one
-// pass, and per label three sums (the weight where predicted, where positive, where both) and the
-// weights' total, from which the four cells follow by subtraction. A subtraction is exact where
-// every sum is: each weight is a multiple of the unit in the last place of the smallest
-// (2^(e_min - 23)), and n of them sum below n * 2^(e_max + 1), so float64's 53 bits hold every
-// partial sum when e_max - e_min + log2(n) <= 29 (weights within 2^22 of each other, n = 128); n
-// is the most weights one sum takes (the rows, or every binary entry, whose lanes are summed at
-// the end). The threshold is chosen up front from the first scores (one outside [0, 1] makes the
-// batch logits; inside, they are taken for probabilities) and the pass checks the guess with the
-// scores: probabilities have bits no greater than 1.0f's (which also rules out NaN, infinities
-// and negatives), logits a finite sum. A batch this does not count (unclean, sums that may round,
-// a wrong guess) goes to the general kernel, the cells untouched. Each instruction set has its
-// own three kernels (Avx512, Avx2: the weights' exponents, the guess, a block's sums); the rest is
-// shared.
-namespace derived_cells {
+// One pass over the entries, in blocks of labels (or of binary entries laid out as rows) whose sums
+// stay in registers, for any clean batch with weights. Per label, four sums of weights: the cells
+// themselves (each entry's weight into the one it falls in; an ignored entry's weight read as 0),
+// or, for float32 weights whose every sum is exact and no ignore_index, three sums (the weight
+// where predicted, where positive, where both) and the weights' total, from which the cells follow
+// by subtraction, which saves an add per entry where the weights are per row (the total is then the
+// rows'). A subtraction is exact where every sum is: each weight is a multiple of the unit in the
+// last place of the smallest (2^(e_min - 23)), and n of them sum below n * 2^(e_max + 1), so
+// float64's 53 bits hold every partial sum when e_max - e_min + log2(n) <= 29 (weights within 2^22
+// of each other, n = 128); n is the most weights one sum takes (the rows, or every binary entry,
+// whose lanes are summed at the end). The threshold is chosen up front from the first scores judged
+// (one outside [0, 1] makes the batch logits; inside, they are taken for probabilities) and the
+// pass checks the guess with the scores: probabilities have bits no greater than 1.0f's (which
+// also rules out NaN, infinities and negatives), logits a finite sum. A batch this does not count
+// (unclean, a wrong guess) goes to the general kernel, the cells untouched. Each instruction set
+// has its own three kernels (Avx512, Avx2: the weights' exponents, the guess, a block's sums); the
+// rest is shared.
+namespace one_pass {
 
 // The weights' biased exponents, read with the sign bit (so a negative weight or -0.0 has one
 // above 0xff, as infinities and NaN have 0xff): the largest, and the least of the nonzero weights'
@@ -244,41 +262,56 @@ struct Exponents {
   int64_t most, least;
 };
 
-// Whether the weights are clean (finite, not negative, not -0.0) and every sum of up to `summands`
-// of them is exact (see above; a subnormal weight's exponent is taken as 0, one below its own,
-// which only tightens the test).
+// Whether every sum of up to `summands` clean weights is exact (see above; a subnormal weight's
+// exponent is taken as 0, one below its own, which only tightens the test).
 bool sums_exact(const Exponents& e, int64_t summands) {
   const int64_t spare_bits = 29 - (e.most - std::min(e.least, e.most));
-  return e.most < 0xff && spare_bits >= 0 && summands <= (int64_t{1} << spare_bits);
+  return spare_bits >= 0 && summands <= (int64_t{1} << spare_bits);
 }
 
-// Each row's weight as float64, into `out`, and their total (summed in lanes, which exactness allows).
-METRICS_ALWAYS_INLINE double widen(const float* weight, int64_t rows, double* out) {
-  widen_into(weight, rows, out);
+// The total of float64 weights (summed in lanes, which exactness allows).
+METRICS_ALWAYS_INLINE double lane_total(const double* weight, int64_t rows) {
   const int64_t whole = rows / kLanes * kLanes;
   double lanes[kLanes] = {};
   for (int64_t r = 0; r < whole; r += kLanes) {
-    for (int64_t l = 0; l < kLanes; ++l) lanes[l] += out[r + l];
+    for (int64_t l = 0; l < kLanes; ++l) lanes[l] += weight[r + l];
   }
-  for (int64_t r = whole; r < rows; ++r) lanes[0] += out[r];
+  for (int64_t r = whole; r < rows; ++r) lanes[0] += weight[r];
   double total = 0;
   for (const double lane : lanes) total += lane;
   return total;
 }
 
-// Per label: the weight where predicted, where positive, where both, and (weights per entry) in all.
-struct LabelSums {
-  double *predicted, *positive, *both, *total;
-  LabelSums from(int64_t first) const {
-    return {predicted + first, positive + first, both + first, total ? total + first : nullptr};
+// How a block's weights come: float32, one per entry; float64, one per row (float32 ones widened
+// first); float64, one per entry.
+enum class BlockWeights { FloatEntries, DoubleRows, DoubleEntries };
+
+// What a block reads and sums (sum_block): its weights; the cells, or the derived sums (`cells`
+// false: predicted, positive, both, and the weights' total where they are per entry); whether
+// targets may be the ignore_index, and which scores the guess is checked against then.
+template <BlockWeights kWeights, bool kCells, Ignoring kIgnoring>
+struct Form {
+  static constexpr BlockWeights weights = kWeights;
+  static constexpr bool cells = kCells;
+  static constexpr Ignoring ignoring = kIgnoring;
+  static constexpr bool per_entry = kWeights != BlockWeights::DoubleRows;
+  static constexpr int sums = cells || per_entry ? 4 : 3;
+};
+
+// Per label, the four sums a Form names (cells: tp, fp, fn, tn; derived: predicted, positive, both,
+// total), each an array from the block's first label on.
+struct Sums {
+  double* of[4];
+  Sums from(int64_t first) const {
+    return {{of[0] + first, of[1] + first, of[2] + first, of[3] ? of[3] + first : nullptr}};
   }
 };
 
 // A block's sums (sum_block): `rows` rows of kFixedWidth labels, kLanes or kLanes / 2 (the lanes of
 // one half: its targets, weights and float64 sums alone), or of `width` (kFixedWidth 0: the other
-// lanes read as zeros and are not stored); each entry's weight (its row's, float64, or its own,
-// float32, where `per_entry`) into its label's sums; it returns whether the block is clean and its
-// scores are as `logits` guessed.
+// lanes read as zeros and are not stored); each entry's weight into its label's sums; it returns
+// whether the block is clean and its scores are as `logits` guessed. An ignored entry's weight
+// reads as 0, which leaves a cell's sum as it was.
 struct Avx512 {
   static constexpr int64_t kLanes = 16;
 
@@ -294,25 +327,53 @@ struct Avx512 {
     return {_mm512_reduce_max_epu32(high), _mm512_reduce_min_epu32(low)};
   }
 
-  // Whether the first (up to 16) scores show logits (one outside [0, 1], NaN included): the guess.
-  METRICS_TARGET_AVX512 static bool first_scores_logits(const float* preds, int64_t count) {
-    const auto lanes = static_cast<__mmask16>(count >= kLanes ? 0xFFFFu : (1u << count) - 1);
+  // Whether the first (up to 16) scores judged show logits (one outside [0, 1], NaN included): the
+  // guess. Those of ignored entries are not judged where the ignoring says so.
+  template <Ignoring ignoring>
+  METRICS_TARGET_AVX512 static bool first_scores_logits(const float* preds, const int64_t* target, int64_t count,
+                                                        int64_t ignore_index) {
+    auto lanes = static_cast<__mmask16>(count >= kLanes ? 0xFFFFu : (1u << count) - 1);
+    if constexpr (ignoring == Ignoring::JudgeKept) {
+      const __m512i ignore = _mm512_set1_epi64(ignore_index);
+      const auto low = static_cast<__mmask8>(lanes & 0xFF), high = static_cast<__mmask8>(lanes >> 8);
+      lanes = _mm512_kunpackb(_mm512_mask_cmpneq_epi64_mask(high, _mm512_maskz_loadu_epi64(high, target + 8), ignore),
+                              _mm512_mask_cmpneq_epi64_mask(low, _mm512_maskz_loadu_epi64(low, target), ignore));
+    }
     const __m512 x = _mm512_maskz_loadu_ps(lanes, preds);
     return (_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_NGE_UQ) |
             _mm512_cmp_ps_mask(x, _mm512_set1_ps(1.0f), _CMP_NLE_UQ)) != 0;
   }
 
-  template <int64_t kFixedWidth, bool logits, bool per_entry>
+  // A row's weights as float64, in two halves of 8 lanes (zeros past the block's).
+  template <bool plain, BlockWeights kind>
+  METRICS_TARGET_AVX512 static void row_weights(const void* weight, int64_t r, int64_t stride, __mmask16 lanes,
+                                                const __mmask8 (&halves)[2], __m512d (&w)[2]) {
+    if constexpr (kind == BlockWeights::DoubleRows) {
+      w[0] = w[1] = _mm512_set1_pd(static_cast<const double*>(weight)[r]);
+    } else if constexpr (kind == BlockWeights::FloatEntries) {
+      const float* entry = static_cast<const float*>(weight) + r * stride;
+      const __m512 wf = plain ? _mm512_loadu_ps(entry) : _mm512_maskz_loadu_ps(lanes, entry);
+      w[0] = _mm512_cvtps_pd(_mm512_castps512_ps256(wf));
+      w[1] = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(wf), 1)));
+    } else {
+      const double* entry = static_cast<const double*>(weight) + r * stride;
+      w[0] = plain ? _mm512_loadu_pd(entry) : _mm512_maskz_loadu_pd(halves[0], entry);
+      w[1] = plain ? _mm512_loadu_pd(entry + 8) : _mm512_maskz_loadu_pd(halves[1], entry + 8);
+    }
+  }
+
+  template <int64_t kFixedWidth, bool logits, typename F>
   METRICS_TARGET_AVX512 static bool sum_block(const float* preds, const int64_t* target, const void* weight,
                                               int64_t rows, int64_t stride, int64_t width, float threshold,
-                                              const LabelSums& out) {
+                                              int64_t ignore_index, const Sums& out) {
     constexpr bool plain = kFixedWidth == kLanes;  // plain loads, else masked (a half's lanes: the first 8)
     constexpr int kHalves = kFixedWidth == kLanes / 2 ? 1 : 2;
     const auto lanes = static_cast<__mmask16>(plain ? 0xFFFFu : (1u << (kFixedWidth ? kFixedWidth : width)) - 1);
     const __mmask8 halves[2] = {static_cast<__mmask8>(lanes & 0xFF), static_cast<__mmask8>(lanes >> 8)};
     const __m512 cut = _mm512_set1_ps(threshold);
+    const __m512i ignore = _mm512_set1_epi64(ignore_index);
     const __m512d zero = _mm512_setzero_pd();
-    __m512d predicted[2] = {zero, zero}, positive[2] = {zero, zero}, both[2] = {zero, zero}, total[2] = {zero, zero};
+    __m512d sums[4][2] = {{zero, zero}, {zero, zero}, {zero, zero}, {zero, zero}};
     __m512i bits = _mm512_setzero_si512(), largest = bits;
     __m512 sum = _mm512_setzero_ps();
 #pragma GCC unroll 2
@@ -320,22 +381,31 @@ struct Avx512 {
       const float* p = preds + r * stride;
       const int64_t* t = target + r * stride;
       const __m512 x = plain ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(lanes, p);
-      const __m512i t0 = plain ? _mm512_loadu_si512(t) : _mm512_maskz_loadu_epi64(halves[0], t);
-      const __m512i t1 = plain ? _mm512_loadu_si512(t + 8)
-                              : kHalves == 2 ? _mm512_maskz_loadu_epi64(halves[1], t + 8) : _mm512_setzero_si512();
-      bits = _mm512_ternarylogic_epi64(bits, t0, t1, 0xFE);  // bits | t0 | t1
+      const __m512i targets[2] = {plain ? _mm512_loadu_si512(t) : _mm512_maskz_loadu_epi64(halves[0], t),
+                                  plain          ? _mm512_loadu_si512(t + 8)
+                                  : kHalves == 2 ? _mm512_maskz_loadu_epi64(halves[1], t + 8)
+                                                 : _mm512_setzero_si512()};
       __m512d w[2];
-      if constexpr (per_entry) {
-        const float* entry = static_cast<const float*>(weight) + r * stride;
-        const __m512 wf = plain ? _mm512_loadu_ps(entry) : _mm512_maskz_loadu_ps(lanes, entry);
-        w[0] = _mm512_cvtps_pd(_mm512_castps512_ps256(wf));
-        w[1] = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(wf), 1)));
+      row_weights<plain, F::weights>(weight, r, stride, lanes, halves, w);
+      __mmask16 judged = lanes;  // the scores the guess is checked against
+      if constexpr (F::ignoring != Ignoring::None) {  // an ignored entry's weight 0, its target no evidence
+        __mmask8 kept[2];
+        for (int h = 0; h < 2; ++h) {
+          kept[h] = _mm512_cmpneq_epi64_mask(targets[h], ignore);
+          w[h] = _mm512_maskz_mov_pd(kept[h], w[h]);
+          bits = _mm512_mask_or_epi64(bits, kept[h], bits, targets[h]);
+        }
+        judged = _mm512_kunpackb(kept[1], kept[0]);
       } else {
-        w[0] = w[1] = _mm512_set1_pd(static_cast<const double*>(weight)[r]);
+        bits = _mm512_ternarylogic_epi64(bits, targets[0], targets[1], 0xFE);  // bits | t0 | t1
       }
       const __mmask16 yes = _mm512_cmp_ps_mask(x, cut, _CMP_GT_OQ);
       const __mmask8 yes_lanes[2] = {static_cast<__mmask8>(yes), static_cast<__mmask8>(_kshiftri_mask16(yes, 8))};
-      const __m512i targets[2] = {t0, t1};
+      __mmask8 no_lanes[2];  // (a compare of its own: AVX-512F has no NOT of an 8-bit mask)
+      if constexpr (F::cells) {
+        const __mmask16 no = _mm512_cmp_ps_mask(x, cut, _CMP_NGT_UQ);
+        no_lanes[0] = static_cast<__mmask8>(no), no_lanes[1] = static_cast<__mmask8>(_kshiftri_mask16(no, 8));
+      }
       for (int h = 0; h < kHalves; ++h) {
         // the weight where positive (+0.0 elsewhere; 0 - target is all ones where it is 1, and any
         // target but 0 and 1 fails `bits`): integer ops, which left the mask registers' ports to
@@ -343,22 +413,34 @@ struct Avx512 {
         const __m512i all_ones_where_positive = _mm512_sub_epi64(_mm512_setzero_si512(), targets[h]);
         const __m512d positive_weight =
             _mm512_castsi512_pd(_mm512_and_si512(all_ones_where_positive, _mm512_castpd_si512(w[h])));
-        predicted[h] = _mm512_mask_add_pd(predicted[h], yes_lanes[h], predicted[h], w[h]);
-        positive[h] = _mm512_add_pd(positive[h], positive_weight);
-        both[h] = _mm512_mask_add_pd(both[h], yes_lanes[h], both[h], positive_weight);
-        if constexpr (per_entry) total[h] = _mm512_add_pd(total[h], w[h]);
+        if constexpr (F::cells) {
+          const __m512d negative_weight =
+              _mm512_castsi512_pd(_mm512_andnot_si512(all_ones_where_positive, _mm512_castpd_si512(w[h])));
+          sums[0][h] = _mm512_mask_add_pd(sums[0][h], yes_lanes[h], sums[0][h], positive_weight);
+          sums[1][h] = _mm512_mask_add_pd(sums[1][h], yes_lanes[h], sums[1][h], negative_weight);
+          sums[2][h] = _mm512_mask_add_pd(sums[2][h], no_lanes[h], sums[2][h], positive_weight);
+          sums[3][h] = _mm512_mask_add_pd(sums[3][h], no_lanes[h], sums[3][h], negative_weight);
+        } else {
+          sums[0][h] = _mm512_mask_add_pd(sums[0][h], yes_lanes[h], sums[0][h], w[h]);
+          sums[1][h] = _mm512_add_pd(sums[1][h], positive_weight);
+          sums[2][h] = _mm512_mask_add_pd(sums[2][h], yes_lanes[h], sums[2][h], positive_weight);
+          if constexpr (F::per_entry) sums[3][h] = _mm512_add_pd(sums[3][h], w[h]);
+        }
       }
-      if constexpr (logits) {
+      if constexpr (F::ignoring == Ignoring::JudgeKept) {
+        if constexpr (logits) {
+          sum = _mm512_mask_add_ps(sum, judged, sum, x);
+        } else {
+          largest = _mm512_mask_max_epu32(largest, judged, largest, _mm512_castps_si512(x));
+        }
+      } else if constexpr (logits) {
         sum = _mm512_add_ps(sum, x);
       } else {
         largest = _mm512_max_epu32(largest, _mm512_castps_si512(x));
       }
     }
     for (int h = 0; h < kHalves; ++h) {
-      _mm512_mask_storeu_pd(out.predicted + 8 * h, halves[h], predicted[h]);
-      _mm512_mask_storeu_pd(out.positive + 8 * h, halves[h], positive[h]);
-      _mm512_mask_storeu_pd(out.both + 8 * h, halves[h], both[h]);
-      if constexpr (per_entry) _mm512_mask_storeu_pd(out.total + 8 * h, halves[h], total[h]);
+      for (int s = 0; s < F::sums; ++s) _mm512_mask_storeu_pd(out.of[s] + 8 * h, halves[h], sums[s][h]);
     }
     const bool targets_clean = _mm512_test_epi64_mask(bits, _mm512_set1_epi64(~int64_t{1})) == 0;
     const bool scores_as_guessed = logits ? std::isfinite(_mm512_reduce_add_ps(sum))
@@ -368,9 +450,10 @@ struct Avx512 {
 };
 
 // AVX2 has no mask registers: lanes are picked by all-ones masks, 32 bits each (scores, float32
-// weights: a block's 8 in one register) or 64 (targets, sums: in two), and a masked add is an add of
-// the weight ANDed with the mask (+0.0 elsewhere, which leaves a sum as it was). Blocks of 8 labels:
-// with 16, the sums alone would take 12 of the 16 registers, and the rest spilled.
+// weights: a block's 8 in one register) or 64 (targets, float64 weights, sums: in two), and a
+// masked add is an add of the weight ANDed with the mask (+0.0 elsewhere, which leaves a sum as it
+// was). Blocks of 8 labels: with 16, the sums alone would take 12 of the 16 registers, and the rest
+// spilled.
 struct Avx2 {
   static constexpr int64_t kLanes = 8;
 
@@ -398,24 +481,33 @@ struct Avx2 {
     return {*std::max_element(highs, highs + kLanes), *std::min_element(lows, lows + kLanes)};
   }
 
-  // The guess from the first (up to 8) scores.
-  METRICS_TARGET_AVX2 static bool first_scores_logits(const float* preds, int64_t count) {
-    const __m256 x = _mm256_maskload_ps(preds, first_lanes32(count));
+  // The guess from the first (up to 8) scores judged (an ignored entry's read as 0.0, no evidence).
+  template <Ignoring ignoring>
+  METRICS_TARGET_AVX2 static bool first_scores_logits(const float* preds, const int64_t* target, int64_t count,
+                                                      int64_t ignore_index) {
+    __m256 x = _mm256_maskload_ps(preds, first_lanes32(count));
+    if constexpr (ignoring == Ignoring::JudgeKept) {
+      const auto* t = reinterpret_cast<const long long*>(target);
+      const __m256i ignore = _mm256_set1_epi64x(ignore_index);
+      const __m256i skip = low_halves(_mm256_cmpeq_epi64(_mm256_maskload_epi64(t, first_lanes64(count)), ignore),
+                                      _mm256_cmpeq_epi64(_mm256_maskload_epi64(t + 4, first_lanes64(count - 4)), ignore));
+      x = _mm256_andnot_ps(_mm256_castsi256_ps(skip), x);
+    }
     return _mm256_movemask_ps(_mm256_or_ps(_mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_NGE_UQ),
                                            _mm256_cmp_ps(x, _mm256_set1_ps(1.0f), _CMP_NLE_UQ))) != 0;
   }
 
-  template <int64_t kFixedWidth, bool logits, bool per_entry>
+  template <int64_t kFixedWidth, bool logits, typename F>
   METRICS_TARGET_AVX2 static bool sum_block(const float* preds, const int64_t* target, const void* weight,
                                             int64_t rows, int64_t stride, int64_t width, float threshold,
-                                            const LabelSums& out) {
+                                            int64_t ignore_index, const Sums& out) {
     constexpr bool plain = kFixedWidth != 0;  // plain loads and stores, of one half or both
     constexpr int kHalves = kFixedWidth == kLanes / 2 ? 1 : 2;
     return std::signbit(threshold)
-               ? sum_rows<plain, kHalves, logits, per_entry, false>(preds, target, weight, rows, stride, width,
-                                                                   threshold, out)
-               : sum_rows<plain, kHalves, logits, per_entry, true>(preds, target, weight, rows, stride, width,
-                                                                  threshold, out);
+               ? sum_rows<plain, kHalves, logits, F, false>(preds, target, weight, rows, stride, width, threshold,
+                                                            ignore_index, out)
+               : sum_rows<plain, kHalves, logits, F, true>(preds, target, weight, rows, stride, width, threshold,
+                                                           ignore_index, out);
   }
 
   // A row's floats (scores, or weights per entry): 8, or the first 4 where there is one half, then zeros.
@@ -430,71 +522,109 @@ struct Avx2 {
     }
   }
 
-  // Whether each score of a half (4 lanes, one 64-bit mask each) is above the cutoff. A cutoff of
-  // +0.0 or more (`bits_compare`) compares the scores' bits, sign-extended, as integers, which order
-  // as the scores do where the cutoff's sign is clear (a negative score's are negative; a positive
-  // NaN's are above any cutoff's, which the checks turn away): the scores go straight into 64-bit
-  // lanes, where the float compare's masks took an extract and two widenings, shuffles, which
-  // fewer of the vector pipes run (6% of the weighted multilabel update with AVX2 kernels).
-  template <bool plain, int kHalves, bool bits_compare>
-  METRICS_TARGET_AVX2 static void above_cutoff(const float* p, const __m256i& lanes, const __m256& x, float cutoff,
-                                               __m256i (&yes)[2]) {
-    if constexpr (bits_compare) {
-      int32_t cutoff_bits;
-      std::memcpy(&cutoff_bits, &cutoff, sizeof cutoff_bits);
-      const __m256i cut = _mm256_set1_epi64x(cutoff_bits);
-      for (int h = 0; h < kHalves; ++h) {
-        const auto* half = reinterpret_cast<const int*>(p + 4 * h);
-        const __m128i score_bits = plain ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(half))
-                                        : _mm_maskload_epi32(half, h == 0 ? _mm256_castsi256_si128(lanes)
-                                                                          : _mm256_extracti128_si256(lanes, 1));
-        yes[h] = _mm256_cmpgt_epi64(_mm256_cvtepi32_epi64(score_bits), cut);
-      }
+  // A row's weights as float64, in two halves of 4 lanes (zeros past the block's; where there is one
+  // half, the second is not read).
+  template <bool plain, int kHalves, BlockWeights kind>
+  METRICS_TARGET_AVX2 static void row_weights(const void* weight, int64_t r, int64_t stride, const __m256i& lanes,
+                                              const __m256i (&halves)[2], __m256d (&w)[2]) {
+    if constexpr (kind == BlockWeights::DoubleRows) {
+      w[0] = w[1] = _mm256_set1_pd(static_cast<const double*>(weight)[r]);
+    } else if constexpr (kind == BlockWeights::FloatEntries) {
+      const __m256 wf = row_floats<plain, kHalves>(static_cast<const float*>(weight) + r * stride, lanes);
+      w[0] = _mm256_cvtps_pd(_mm256_castps256_ps128(wf));
+      w[1] = _mm256_cvtps_pd(_mm256_extractf128_ps(wf, 1));
     } else {
-      const __m256i above = _mm256_castps_si256(_mm256_cmp_ps(x, _mm256_set1_ps(cutoff), _CMP_GT_OQ));
-      yes[0] = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(above));
-      yes[1] = _mm256_cvtepi32_epi64(_mm256_extracti128_si256(above, 1));
+      const double* entry = static_cast<const double*>(weight) + r * stride;
+      for (int h = 0; h < kHalves; ++h) {
+        w[h] = plain ? _mm256_loadu_pd(entry + 4 * h) : _mm256_maskload_pd(entry + 4 * h, halves[h]);
+      }
+      if constexpr (kHalves == 1) w[1] = _mm256_setzero_pd();
     }
   }
 
-  template <bool plain, int kHalves, bool logits, bool per_entry, bool bits_compare>
+  // Whether each score of half h (4 lanes, one 64-bit mask each) is above the cutoff. A cutoff of
+  // +0.0 or more (`bits_compare`: `cut` holds its bits in each lane) compares the scores' bits,
+  // sign-extended, as integers, which order as the scores do where the cutoff's sign is clear (a
+  // negative score's are negative; a positive NaN's are above any cutoff's, which the checks turn
+  // away): the scores go straight into 64-bit lanes, where the float compare's masks (`above`, all
+  // ones in the 32-bit lanes of scores above it) took an extract and two widenings, shuffles,
+  // which fewer of the vector pipes run (6% of the weighted multilabel update with AVX2 kernels).
+  // (A half's mask made where it is used: both made up front left too few registers for the
+  // summed cells' eight sums, which spilled.)
+  template <bool plain, bool bits_compare>
+  METRICS_TARGET_AVX2 static __m256i above_cutoff(const float* p, int h, const __m256i& lanes, const __m256i& above,
+                                                  const __m256i& cut) {
+    if constexpr (bits_compare) {
+      const auto* half = reinterpret_cast<const int*>(p + 4 * h);
+      const __m128i score_bits = plain ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(half))
+                                      : _mm_maskload_epi32(half, h == 0 ? _mm256_castsi256_si128(lanes)
+                                                                        : _mm256_extracti128_si256(lanes, 1));
+      return _mm256_cmpgt_epi64(_mm256_cvtepi32_epi64(score_bits), cut);
+    } else {
+      return _mm256_cvtepi32_epi64(h == 0 ? _mm256_castsi256_si128(above) : _mm256_extracti128_si256(above, 1));
+    }
+  }
+
+  template <bool plain, int kHalves, bool logits, typename F, bool bits_compare>
   METRICS_TARGET_AVX2 static bool sum_rows(const float* preds, const int64_t* target, const void* weight,
                                            int64_t rows, int64_t stride, int64_t width, float threshold,
-                                           const LabelSums& out) {
+                                           int64_t ignore_index, const Sums& out) {
     const __m256i lanes = first_lanes32(plain ? kLanes : width);  // scores and float32 weights
     const __m256i halves[2] = {first_lanes64(plain ? 4 : width), first_lanes64(plain ? 4 : width - 4)};  // the rest
+    const __m256i ignore = _mm256_set1_epi64x(ignore_index);
+    int32_t cutoff_bits;
+    std::memcpy(&cutoff_bits, &threshold, sizeof cutoff_bits);
+    const __m256i cut_bits = _mm256_set1_epi64x(cutoff_bits);
+    const __m256 cut = _mm256_set1_ps(threshold);
     const __m256d zero = _mm256_setzero_pd();
-    __m256d predicted[2] = {zero, zero}, positive[2] = {zero, zero}, both[2] = {zero, zero}, total[2] = {zero, zero};
+    __m256d sums[4][2] = {{zero, zero}, {zero, zero}, {zero, zero}, {zero, zero}};
     __m256i bits = _mm256_setzero_si256(), largest = bits;
     __m256 sum = _mm256_setzero_ps();
 #pragma GCC unroll 2  // two rows a turn: the loop's own counting was a tenth of its instructions
     for (int64_t r = 0; r < rows; ++r) {
       const float* p = preds + r * stride;
       const auto* t = reinterpret_cast<const long long*>(target + r * stride);
-      const __m256 x = row_floats<plain, kHalves>(p, lanes);
-      __m256i yes[2];
-      above_cutoff<plain, kHalves, bits_compare>(p, lanes, x, threshold, yes);
+      __m256 x = row_floats<plain, kHalves>(p, lanes);
+      const __m256i above = bits_compare ? _mm256_setzero_si256() : _mm256_castps_si256(_mm256_cmp_ps(x, cut, _CMP_GT_OQ));
       __m256d w[2];
-      if constexpr (per_entry) {
-        const __m256 wf = row_floats<plain, kHalves>(static_cast<const float*>(weight) + r * stride, lanes);
-        w[0] = _mm256_cvtps_pd(_mm256_castps256_ps128(wf));
-        w[1] = _mm256_cvtps_pd(_mm256_extractf128_ps(wf, 1));
-      } else {
-        w[0] = w[1] = _mm256_set1_pd(static_cast<const double*>(weight)[r]);
-      }
+      row_weights<plain, kHalves, F::weights>(weight, r, stride, lanes, halves, w);
+      __m256i skip[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};  // all ones where ignored
       for (int h = 0; h < kHalves; ++h) {
-        const __m256i th = plain ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t + 4 * h))
-                                : _mm256_maskload_epi64(t + 4 * h, halves[h]);
+        // (each half's target loaded where it is used: loaded up front, they left too few registers
+        // for the sums, which spilled, at 1.5 times the time)
+        __m256i th = plain ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t + 4 * h))
+                           : _mm256_maskload_epi64(t + 4 * h, halves[h]);
+        if constexpr (F::ignoring != Ignoring::None) {
+          skip[h] = _mm256_cmpeq_epi64(th, ignore);
+          th = _mm256_andnot_si256(skip[h], th);
+          w[h] = _mm256_andnot_pd(_mm256_castsi256_pd(skip[h]), w[h]);
+        }
         bits = _mm256_or_si256(bits, th);
-        // a target of 1 shifted into the exponent reads as 2.0 (0 as +0.0), a factor of the fused
-        // multiply-adds below, which count twice the weight where positive: one op where a mask and
-        // an add took two; the sums are halved when stored
-        const __m256d twice_positive = _mm256_castsi256_pd(_mm256_slli_epi64(th, 62));
-        const __m256d predicted_weight = _mm256_and_pd(_mm256_castsi256_pd(yes[h]), w[h]);
-        predicted[h] = _mm256_add_pd(predicted[h], predicted_weight);
-        positive[h] = _mm256_fmadd_pd(twice_positive, w[h], positive[h]);
-        both[h] = _mm256_fmadd_pd(twice_positive, predicted_weight, both[h]);
-        if constexpr (per_entry) total[h] = _mm256_add_pd(total[h], w[h]);
+        const __m256i yes = above_cutoff<plain, bits_compare>(p, h, lanes, above, cut_bits);
+        if constexpr (F::cells) {
+          const __m256d all_ones_where_positive =
+              _mm256_castsi256_pd(_mm256_sub_epi64(_mm256_setzero_si256(), th));
+          const __m256d positive_weight = _mm256_and_pd(all_ones_where_positive, w[h]);
+          const __m256d negative_weight = _mm256_andnot_pd(all_ones_where_positive, w[h]);
+          const __m256d predicted = _mm256_castsi256_pd(yes);
+          sums[0][h] = _mm256_add_pd(sums[0][h], _mm256_and_pd(predicted, positive_weight));
+          sums[1][h] = _mm256_add_pd(sums[1][h], _mm256_and_pd(predicted, negative_weight));
+          sums[2][h] = _mm256_add_pd(sums[2][h], _mm256_andnot_pd(predicted, positive_weight));
+          sums[3][h] = _mm256_add_pd(sums[3][h], _mm256_andnot_pd(predicted, negative_weight));
+        } else {
+          // a target of 1 shifted into the exponent reads as 2.0 (0 as +0.0), a factor of the fused
+          // multiply-adds below, which count twice the weight where positive: one op where a mask
+          // and an add took two; the sums are halved when stored
+          const __m256d twice_positive = _mm256_castsi256_pd(_mm256_slli_epi64(th, 62));
+          const __m256d predicted_weight = _mm256_and_pd(_mm256_castsi256_pd(yes), w[h]);
+          sums[0][h] = _mm256_add_pd(sums[0][h], predicted_weight);
+          sums[1][h] = _mm256_fmadd_pd(twice_positive, w[h], sums[1][h]);
+          sums[2][h] = _mm256_fmadd_pd(twice_positive, predicted_weight, sums[2][h]);
+          if constexpr (F::per_entry) sums[3][h] = _mm256_add_pd(sums[3][h], w[h]);
+        }
+      }
+      if constexpr (F::ignoring == Ignoring::JudgeKept) {  // an ignored score read as 0.0
+        x = _mm256_andnot_ps(_mm256_castsi256_ps(low_halves(skip[0], skip[1])), x);
       }
       if constexpr (logits) {
         sum = _mm256_add_ps(sum, x);
@@ -503,15 +633,15 @@ struct Avx2 {
       }
     }
     // a plain block's sums by plain stores: a masked store is microcoded on AMD's cores
-    double* const to[4] = {out.predicted, out.positive, out.both, out.total};
     const __m256d half = _mm256_set1_pd(0.5);
     for (int h = 0; h < kHalves; ++h) {
-      const __m256d sums[4] = {predicted[h], _mm256_mul_pd(positive[h], half), _mm256_mul_pd(both[h], half), total[h]};
-      for (int s = 0; s < (per_entry ? 4 : 3); ++s) {
+      const __m256d stored[4] = {sums[0][h], F::cells ? sums[1][h] : _mm256_mul_pd(sums[1][h], half),
+                                 F::cells ? sums[2][h] : _mm256_mul_pd(sums[2][h], half), sums[3][h]};
+      for (int s = 0; s < F::sums; ++s) {
         if constexpr (plain) {
-          _mm256_storeu_pd(to[s] + 4 * h, sums[s]);
+          _mm256_storeu_pd(out.of[s] + 4 * h, stored[s]);
         } else {
-          _mm256_maskstore_pd(to[s] + 4 * h, halves[h], sums[s]);
+          _mm256_maskstore_pd(out.of[s] + 4 * h, halves[h], stored[s]);
         }
       }
     }
@@ -530,28 +660,32 @@ struct Avx2 {
 };
 
 // Kernels::sum_block for `rows` rows of `width` <= Kernels::kLanes entries from entry `first` on
-// (and its weight, where `per_entry`).
-template <typename Kernels, bool logits, bool per_entry>
+// (and its weight, where they are per entry).
+template <typename Kernels, bool logits, typename F>
 METRICS_ALWAYS_INLINE bool sum_lanes(const WeightedEntries& b, const void* weight, int64_t first, int64_t rows,
-                                     int64_t stride, int64_t width, float threshold, const LabelSums& out) {
+                                     int64_t stride, int64_t width, float threshold, const Sums& out) {
   constexpr int64_t kLanes = Kernels::kLanes;
-  const auto kernel = width == kLanes       ? Kernels::template sum_block<kLanes, logits, per_entry>
-                      : width == kLanes / 2 ? Kernels::template sum_block<kLanes / 2, logits, per_entry>
-                                            : Kernels::template sum_block<0, logits, per_entry>;
-  const void* weights = per_entry ? static_cast<const void*>(static_cast<const float*>(weight) + first) : weight;
-  return kernel(b.preds + first, b.target + first, weights, rows, stride, width, threshold, out);
+  const auto kernel = width == kLanes       ? Kernels::template sum_block<kLanes, logits, F>
+                      : width == kLanes / 2 ? Kernels::template sum_block<kLanes / 2, logits, F>
+                                            : Kernels::template sum_block<0, logits, F>;
+  const void* weights = weight;
+  if constexpr (F::weights == BlockWeights::FloatEntries) weights = static_cast<const float*>(weight) + first;
+  if constexpr (F::weights == BlockWeights::DoubleEntries) weights = static_cast<const double*>(weight) + first;
+  const int64_t ignore_index = b.ignore ? b.ignore->index : 0;
+  return kernel(b.preds + first, b.target + first, weights, rows, stride, width, threshold, ignore_index, out);
 }
 
-// Each label's cells from its sums and its weights' total, total_of(label) (a function, not a test
-// of a pointer in the loop, which kept the compiler from vectorizing it). The cells (the caller's
-// state) overlap neither each other nor the sums (our scratch), which GCC is told: it would need more
-// alias checks than it makes, and left the loop scalar, 4% of the weighted multilabel update.
-template <typename Total>
-METRICS_ALWAYS_INLINE void add_cells(const LabelSums& sums, Total total_of, int64_t labels,
-                                     const WeightedCells& cells) {
-  const double* __restrict predicted = sums.predicted;
-  const double* __restrict positive = sums.positive;
-  const double* __restrict both = sums.both;
+// Each label's cells from its sums: added, or derived (see above) with its weights' total,
+// total_of(label) (a function, not a test of a pointer in the loop, which kept the compiler from
+// vectorizing it). The cells (the caller's state) overlap neither each other nor the sums (our
+// scratch), which GCC is told: it would need more alias checks than it makes, and left the loop
+// scalar, 4% of the weighted multilabel update.
+template <bool cells_summed, typename Total>
+METRICS_ALWAYS_INLINE void add_cells(const Sums& sums, Total total_of, int64_t labels, const WeightedCells& cells) {
+  const double* __restrict s0 = sums.of[0];  // tp, or the weight where predicted
+  const double* __restrict s1 = sums.of[1];  // fp, or where positive
+  const double* __restrict s2 = sums.of[2];  // fn, or where both
+  const double* __restrict s3 = sums.of[3];  // tn (where the cells are summed)
   double* __restrict tp = cells.tp;
   double* __restrict fp = cells.fp;
   double* __restrict tn = cells.tn;
@@ -560,10 +694,14 @@ METRICS_ALWAYS_INLINE void add_cells(const LabelSums& sums, Total total_of, int6
 #pragma GCC ivdep
 #endif
   for (int64_t l = 0; l < labels; ++l) {
-    tp[l] += both[l];
-    fp[l] += predicted[l] - both[l];
-    fn[l] += positive[l] - both[l];
-    tn[l] += total_of(l) - predicted[l] - positive[l] + both[l];
+    if constexpr (cells_summed) {
+      tp[l] += s0[l], fp[l] += s1[l], fn[l] += s2[l], tn[l] += s3[l];
+    } else {
+      tp[l] += s2[l];
+      fp[l] += s0[l] - s2[l];
+      fn[l] += s1[l] - s2[l];
+      tn[l] += total_of(l) - s0[l] - s1[l] + s2[l];
+    }
   }
 }
 
@@ -571,9 +709,9 @@ METRICS_ALWAYS_INLINE void add_cells(const LabelSums& sums, Total total_of, int6
 // block of the last kLanes labels, or of the last kLanes / 2 where they hold them, which takes
 // fewer ops a row (either sums its earlier labels again, to the same values), or masked where there
 // are fewer than kLanes in all.
-template <typename Kernels, bool logits, bool per_entry>
+template <typename Kernels, bool logits, typename F>
 METRICS_ALWAYS_INLINE bool sum_labels(const WeightedEntries& b, const void* weight, float threshold,
-                                      const LabelSums& out) {
+                                      const Sums& out) {
   constexpr int64_t kLanes = Kernels::kLanes;
   for (int64_t first = 0; first < b.labels; first += kLanes) {
     const int64_t left = b.labels - first;
@@ -581,63 +719,44 @@ METRICS_ALWAYS_INLINE bool sum_labels(const WeightedEntries& b, const void* weig
                           : left <= kLanes / 2                 ? kLanes / 2
                                                                : kLanes;
     const int64_t start = std::min(first, b.labels - width);
-    if (!sum_lanes<Kernels, logits, per_entry>(b, weight, start, b.rows, b.labels, width, threshold,
-                                               out.from(start))) {
+    if (!sum_lanes<Kernels, logits, F>(b, weight, start, b.rows, b.labels, width, threshold, out.from(start))) {
       return false;
     }
   }
   return true;
 }
 
-template <typename Kernels>
-METRICS_ALWAYS_INLINE bool count_multilabel(const WeightedEntries& b, const float (&thresholds)[2],
+template <typename Kernels, bool logits, typename F>
+METRICS_ALWAYS_INLINE bool count_multilabel(const WeightedEntries& b, const void* weight, float threshold,
                                             const WeightedCells& cells) {
-  const auto* weight = static_cast<const float*>(b.weight);
-  if (b.rows == 0 || !sums_exact(Kernels::exponents(weight, b.per_entry ? b.rows * b.labels : b.rows), b.rows)) {
-    return false;
-  }
-  const bool logits = Kernels::first_scores_logits(b.preds, b.labels);
-  const float threshold = thresholds[logits ? 1 : 0];
   const int64_t labels = b.labels;
-  // the sums, then the rows' weights widened: on the stack where they fit (their two allocations took
-  // 2% of the weighted multilabel collection's update)
-  constexpr int64_t kOnStack = 2048;
-  const int64_t size = 4 * labels + (b.per_entry ? 0 : b.rows);
-  double on_stack[kOnStack];
-  std::vector<double> on_heap(static_cast<size_t>(size > kOnStack ? size : 0));
-  double* sums = size > kOnStack ? on_heap.data() : on_stack;
-  const LabelSums out{sums, sums + labels, sums + 2 * labels, b.per_entry ? sums + 3 * labels : nullptr};
-  if (b.per_entry) {
-    const auto sum = logits ? sum_labels<Kernels, true, true> : sum_labels<Kernels, false, true>;
-    if (!sum(b, weight, threshold, out)) return false;
-    add_cells(out, [&](int64_t l) { return out.total[l]; }, labels, cells);
-    return true;
+  Scratch scratch(4 * labels);
+  double* s = scratch.data();
+  const Sums out{{s, s + labels, s + 2 * labels, F::sums == 4 ? s + 3 * labels : nullptr}};
+  if (!sum_labels<Kernels, logits, F>(b, weight, threshold, out)) return false;
+  if constexpr (F::cells || F::per_entry) {
+    add_cells<F::cells>(out, [&](int64_t l) { return out.of[3][l]; }, labels, cells);
+  } else {
+    const double total = lane_total(static_cast<const double*>(weight), b.rows);
+    add_cells<false>(out, [total](int64_t) { return total; }, labels, cells);
   }
-  double* row_weights = sums + 4 * labels;
-  const double total = widen(weight, b.rows, row_weights);
-  const auto sum = logits ? sum_labels<Kernels, true, false> : sum_labels<Kernels, false, false>;
-  if (!sum(b, row_weights, threshold, out)) return false;
-  add_cells(out, [total](int64_t) { return total; }, labels, cells);
   return true;
 }
 
 // Binary: the entries as rows of Kernels::kLanes lanes and a last, shorter row, then every lane
 // into the one cell.
-template <typename Kernels>
-METRICS_ALWAYS_INLINE bool count_binary(const WeightedEntries& b, const float (&thresholds)[2],
+template <typename Kernels, bool logits, typename F>
+METRICS_ALWAYS_INLINE bool count_binary(const WeightedEntries& b, const void* weight, float threshold,
                                         const WeightedCells& cells) {
-  const auto* weight = static_cast<const float*>(b.weight);
   constexpr int64_t kLanes = Kernels::kLanes;
   const int64_t entries = b.rows, whole = entries / kLanes * kLanes;
-  if (entries == 0 || !sums_exact(Kernels::exponents(weight, entries), entries)) return false;
-  const bool logits = Kernels::first_scores_logits(b.preds, entries);
-  const float threshold = thresholds[logits ? 1 : 0];
-  double lanes[2][4][kLanes] = {};  // the whole rows' and the last row's: predicted, positive, both, total
-  const auto sum = logits ? sum_lanes<Kernels, true, true> : sum_lanes<Kernels, false, true>;
+  double lanes[2][4][kLanes] = {};  // the whole rows' and the last row's sums
   for (const int part : {0, 1}) {
-    const LabelSums out{lanes[part][0], lanes[part][1], lanes[part][2], lanes[part][3]};
-    const bool counted = part == 0 ? sum(b, weight, 0, whole / kLanes, kLanes, kLanes, threshold, out)
-                                   : sum(b, weight, whole, 1, 0, entries - whole, threshold, out);
+    const Sums out{{lanes[part][0], lanes[part][1], lanes[part][2], lanes[part][3]}};
+    const bool counted = part == 0 ? sum_lanes<Kernels, logits, F>(b, weight, 0, whole / kLanes, kLanes, kLanes,
+                                                                   threshold, out)
+                                   : sum_lanes<Kernels, logits, F>(b, weight, whole, 1, 0, entries - whole,
+                                                                   threshold, out);
     if (!counted) return false;
   }
   double totals[4] = {};
@@ -646,32 +765,95 @@ METRICS_ALWAYS_INLINE bool count_binary(const WeightedEntries& b, const float (&
       for (int64_t l = 0; l < kLanes; ++l) totals[s] += lanes[part][s][l];
     }
   }
-  add_cells({&totals[0], &totals[1], &totals[2], nullptr}, [&](int64_t) { return totals[3]; }, 1, cells);
+  add_cells<F::cells>({{&totals[0], &totals[1], &totals[2], &totals[3]}}, [&](int64_t) { return totals[3]; }, 1,
+                      cells);
   return true;
 }
 
-// Float32 weights counted here where they can be, else by the general kernel.
+// The batch in Form F, with the threshold its first scores judged guess.
+template <typename Kernels, typename F>
+METRICS_ALWAYS_INLINE bool count_in(const WeightedEntries& b, const void* weight, const float (&thresholds)[2],
+                                    const WeightedCells& cells) {
+  const bool logits = Kernels::template first_scores_logits<F::ignoring>(
+      b.preds, b.target, b.labels == 1 ? b.rows : b.labels, b.ignore ? b.ignore->index : 0);
+  const float threshold = thresholds[logits ? 1 : 0];
+  if (b.labels == 1) {
+    return logits ? count_binary<Kernels, true, F>(b, weight, threshold, cells)
+                  : count_binary<Kernels, false, F>(b, weight, threshold, cells);
+  }
+  return logits ? count_multilabel<Kernels, true, F>(b, weight, threshold, cells)
+                : count_multilabel<Kernels, false, F>(b, weight, threshold, cells);
+}
+
+// The cells summed, in the Form for the batch's ignoring.
+template <typename Kernels, BlockWeights kWeights>
+METRICS_ALWAYS_INLINE bool count_cells(const WeightedEntries& b, const void* weight, const float (&thresholds)[2],
+                                       const WeightedCells& cells) {
+  switch (ignoring_of(b.ignore)) {
+    case Ignoring::None:
+      return count_in<Kernels, Form<kWeights, true, Ignoring::None>>(b, weight, thresholds, cells);
+    case Ignoring::JudgeEvery:
+      return count_in<Kernels, Form<kWeights, true, Ignoring::JudgeEvery>>(b, weight, thresholds, cells);
+    case Ignoring::JudgeKept:
+      return count_in<Kernels, Form<kWeights, true, Ignoring::JudgeKept>>(b, weight, thresholds, cells);
+  }
+  return false;
+}
+
+// A batch with weights in one pass (the cells derived where they can be), if it is clean and the
+// guess right; Counted::None for unclean weights, and for any other batch not counted here.
 template <typename Kernels>
-METRICS_ALWAYS_INLINE Counted count_derived_or_general(const WeightedEntries& b, const float (&thresholds)[2],
-                                                       const WeightedCells& cells) {
-  if (b.weight != nullptr && b.float_weight) {
-    const bool counted = b.labels == 1 ? count_binary<Kernels>(b, thresholds, cells)
-                                       : count_multilabel<Kernels>(b, thresholds, cells);
-    if (counted) return Counted::Derived;
+METRICS_ALWAYS_INLINE Counted count_one_pass(const WeightedEntries& b, const float (&thresholds)[2],
+                                             const WeightedCells& cells) {
+  const bool per_entry = b.per_entry || b.labels == 1;  // a binary entry is a row of one
+  const int64_t weights = per_entry ? b.rows * b.labels : b.rows;
+  bool exact = false;
+  if (b.float_weight) {
+    const auto e = Kernels::exponents(static_cast<const float*>(b.weight), weights);
+    if (e.most >= 0xff) return Counted::None;
+    exact = sums_exact(e, b.rows);
+  } else if (!weights_clean(static_cast<const double*>(b.weight), weights)) {
+    return Counted::None;
+  }
+  Scratch widened(b.float_weight && !per_entry ? b.rows : 0);  // float32 weights per row, as float64
+  const void* weight = b.weight;
+  if (b.float_weight && !per_entry) {
+    widen_into(static_cast<const float*>(b.weight), b.rows, widened.data());
+    weight = widened.data();
+  }
+  using B = BlockWeights;
+  if (exact && !b.ignore) {
+    const bool counted = per_entry ? count_in<Kernels, Form<B::FloatEntries, false, Ignoring::None>>(b, weight, thresholds, cells)
+                                   : count_in<Kernels, Form<B::DoubleRows, false, Ignoring::None>>(b, weight, thresholds, cells);
+    return counted ? Counted::Derived : Counted::None;
+  }
+  const bool counted = !per_entry        ? count_cells<Kernels, B::DoubleRows>(b, weight, thresholds, cells)
+                       : b.float_weight ? count_cells<Kernels, B::FloatEntries>(b, weight, thresholds, cells)
+                                        : count_cells<Kernels, B::DoubleEntries>(b, weight, thresholds, cells);
+  return counted ? Counted::Cells : Counted::None;
+}
+
+// Batches with weights counted here where they can be, else (or with no weights) by the general kernel.
+template <typename Kernels>
+METRICS_ALWAYS_INLINE Counted count_one_pass_or_general(const WeightedEntries& b, const float (&thresholds)[2],
+                                                        const WeightedCells& cells) {
+  if (b.weight != nullptr && b.rows > 0 && b.labels > 0) {
+    const Counted counted = count_one_pass<Kernels>(b, thresholds, cells);
+    if (counted != Counted::None) return counted;
   }
   return cpu::count(b, thresholds, cells) ? Counted::General : Counted::None;
 }
 
-}  // namespace derived_cells
+}  // namespace one_pass
 
 METRICS_TARGET_AVX512 Counted count_avx512(const WeightedEntries& b, const float (&thresholds)[2],
                                            const WeightedCells& cells) {
-  return derived_cells::count_derived_or_general<derived_cells::Avx512>(b, thresholds, cells);
+  return one_pass::count_one_pass_or_general<one_pass::Avx512>(b, thresholds, cells);
 }
 
 METRICS_TARGET_AVX2 Counted count_avx2(const WeightedEntries& b, const float (&thresholds)[2],
                                        const WeightedCells& cells) {
-  return derived_cells::count_derived_or_general<derived_cells::Avx2>(b, thresholds, cells);
+  return one_pass::count_one_pass_or_general<one_pass::Avx2>(b, thresholds, cells);
 }
 #endif
 

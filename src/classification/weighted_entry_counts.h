@@ -1,16 +1,16 @@
 #pragma once
 
 // Vector kernels of the weighted binary and multilabel CPU path, for float32 scores, int64
-// targets and float32 or float64 weights (one per row or one per entry, or none: 1 each). A pass
-// finds whether the batch is clean (finite scores, targets 0 or 1 or the ignore_index, weights
-// finite and not negative) and whether its scores are logits (one outside [0, 1]); a clean batch
-// is then counted in one more pass, each entry's weight into the one cell it falls in (summed
-// directly, as the scalar loop in classification_cpu.cpp does; an ignored entry's in none).
-// Float32 weights take one pass instead, three sums per label and the weights' total, from which
-// the cells follow by subtraction: only where every such sum is exact in float64 (the weights'
-// exponents close enough for the number of weights a sum takes: within 22 of each other for 128
-// rows), so that the cells are the same exact sums, and no target is the ignore_index. Any other
-// batch is left to the scalar loop.
+// targets and float32 or float64 weights (one per row or one per entry, or none: 1 each). A batch
+// with weights takes one pass, which checks that it is clean (finite scores, targets 0 or 1 or the
+// ignore_index, weights finite and not negative) and that its scores are logits (one outside
+// [0, 1]) or not as its first scores made it guess, and sums each entry's weight into the one cell
+// it falls in (an ignored entry's in none), as the scalar loop in classification_cpu.cpp does.
+// Float32 weights whose every sum is exact in float64 (their exponents close enough for the number
+// of weights a sum takes: within 22 of each other for 128 rows), with no ignore_index, take three
+// sums per label and the weights' total instead, from which the cells follow by subtraction, the
+// same exact sums. A batch the guess got wrong, and one without weights, takes two passes: one
+// finds whether it is clean and logits, one counts. Any other batch is left to the scalar loop.
 
 #include <cstdint>
 #include <optional>
@@ -38,9 +38,9 @@ struct WeightedCells {
   double *tp, *fp, *tn, *fn;
 };
 
-/// Which kernel counted a batch: none (the cells untouched), the one pass of float32 weights, or
-/// the general two passes.
-enum class Counted { None, Derived, General };
+/// Which kernel counted a batch: none (the cells untouched), the one pass deriving the cells from
+/// exact sums (float32 weights), the one pass summing the cells, or the general two passes.
+enum class Counted { None, Derived, Cells, General };
 
 /// Counts a clean batch into `cells` (labels == 1: binary), with thresholds[0] (probabilities) or
 /// thresholds[1] (logits) as its scores say; leaves the cells untouched for any other batch
