@@ -227,15 +227,24 @@ Grid grid_of(const ClassificationBatch& b) {
   if (t.dim() == 1) return {b.samples, 1, t.size(0) / b.samples, false};  // binary: (N * X,) entries
   if (t.dim() == 2) return {t.size(0), t.size(1), 1, false};
   // how many inputs each order reads in place (a weight per sample, (N,), either)
-  std::vector<at::Tensor> entries{b.preds, t};
-  if (b.weight && !b.weight_per_sample()) entries.push_back(*b.weight);
   int64_t labels_last = 0, as_they_are = 0;
-  for (const auto& input : entries) {
+  const auto tell = [&](const at::Tensor& input) {
     labels_last += lies_labels_last(input);
     as_they_are += input.is_contiguous();
-  }
+  };
+  tell(b.preds), tell(t);
+  if (b.weight && !b.weight_per_sample()) tell(*b.weight);
   return {t.size(0), t.size(1), t.size(2), labels_last > as_they_are};
 }
+
+// The inputs in the buffers' order (Grid::ordered), made once an update.
+struct Ordered {
+  at::Tensor scores, targets, weights;  // weights: undefined where there are none
+  Ordered(const Grid& g, const ClassificationBatch& b)
+      : scores(g.ordered(b.preds)),
+        targets(g.ordered(b.target)),
+        weights(b.weight ? g.ordered(*b.weight) : at::Tensor()) {}
+};
 
 struct Buffers {
   at::Tensor scores, targets, weights, codes, looked, index, values, labels, readings;
@@ -287,7 +296,7 @@ void make_table(MetricState& state, const ClassificationBatch& b, const Classifi
 }
 
 Buffers buffers(MetricState& state, const ClassificationBatch& b, const ClassificationOptions& o, const Columns& col,
-                const Layout& layout, const Grid& g, bool adds_places) {
+                const Layout& layout, const Grid& g, const Ordered& in, bool adds_places) {
   const auto& t = b.target;
   const int64_t samples = samplewise(o) ? b.samples : 0;
   // (a weight is one per sample or one per entry: its buckets' shape)
@@ -305,20 +314,20 @@ Buffers buffers(MetricState& state, const ClassificationBatch& b, const Classifi
                                  weight_dtype_key(b),
                                  samples,
                                  g.labels_last,
-                                 g.ordered(b.preds).is_contiguous(),
-                                 g.ordered(t).is_contiguous(),
-                                 b.weight && g.ordered(*b.weight).is_contiguous()};
+                                 in.scores.is_contiguous(),
+                                 in.targets.is_contiguous(),
+                                 in.weights.defined() && in.weights.is_contiguous()};
   make_for_key(state, kKey, key, [&] {
     const auto longs = t.options().dtype(at::kLong);
     const auto counts = longs.dtype(state.count_dtype());
     const auto spare = state.scratch_offset(0);
-    state.scratch(kScoreBuckets) = at::empty(g.ordered(b.preds).sizes(), longs);
-    state.scratch(kTargetBuckets) = at::empty(g.ordered(t).sizes(), longs);
-    state.scratch(kWeightBuckets) = b.weight ? at::empty(g.ordered(*b.weight).sizes(), longs) : at::Tensor();
-    state.scratch(kCodes) = at::empty(g.ordered(t).sizes(), longs);
-    state.scratch(kScoresCopy) = copy_room(g.ordered(b.preds));
-    state.scratch(kTargetsCopy) = copy_room(g.ordered(t));
-    state.scratch(kWeightsCopy) = b.weight ? copy_room(g.ordered(*b.weight)) : at::Tensor();
+    state.scratch(kScoreBuckets) = at::empty(in.scores.sizes(), longs);
+    state.scratch(kTargetBuckets) = at::empty(in.targets.sizes(), longs);
+    state.scratch(kWeightBuckets) = b.weight ? at::empty(in.weights.sizes(), longs) : at::Tensor();
+    state.scratch(kCodes) = at::empty(in.targets.sizes(), longs);
+    state.scratch(kScoresCopy) = copy_room(in.scores);
+    state.scratch(kTargetsCopy) = copy_room(in.targets);
+    state.scratch(kWeightsCopy) = b.weight ? copy_room(in.weights) : at::Tensor();
     state.scratch(kLooked) = adds_places ? at::empty(g.dims({col.count()}), longs) : at::Tensor();
     auto tail = tail_positions(state, spare);
     tail.resize(layout.tail_length(), 0);  // I's (and I''s), written by each update
@@ -380,17 +389,18 @@ void count_entries_on_aten(MetricState& state, const ClassificationBatch& b, con
                                        static_cast<int64_t>(t.scalar_type()), weight_dtype_key(b)};
   make_for_key(state, kTableKey, table_key, [&] { make_table(state, b, o, p, targets, weights, col, adds_places); });
   const Layout layout{g.entries(), adds_places ? col.pieces() : col.cell_flags(), col.readings};
-  auto buf = buffers(state, b, o, col, layout, g, adds_places);
+  const Ordered in(g, b);
+  auto buf = buffers(state, b, o, col, layout, g, in, adds_places);
 
   // each entry's code: its score's bucket + its target's (+ its weight's), in mixed radix
-  at::bucketize_out(buf.scores, read_as_laid_out(g.ordered(b.preds), buf.scores_copy), state.scratch(kScoreBounds),
-                    false, p.buckets.right);
-  at::bucketize_out(buf.targets, read_as_laid_out(g.ordered(t), buf.targets_copy), state.scratch(kTargetBounds), false,
+  at::bucketize_out(buf.scores, read_as_laid_out(in.scores, buf.scores_copy), state.scratch(kScoreBounds), false,
+                    p.buckets.right);
+  at::bucketize_out(buf.targets, read_as_laid_out(in.targets, buf.targets_copy), state.scratch(kTargetBounds), false,
                     /*right=*/true);
   at::add_out(buf.codes, buf.scores, buf.targets, p.buckets.count());
   if (b.weight) {
-    at::bucketize_out(buf.weights, read_as_laid_out(g.ordered(*b.weight), buf.weights_copy),
-                      state.scratch(kWeightBounds), false, weights.right);
+    at::bucketize_out(buf.weights, read_as_laid_out(in.weights, buf.weights_copy), state.scratch(kWeightBounds), false,
+                      weights.right);
     // (a row's weight, or each entry's)
     buf.codes.view({g.rows, -1}).add_(buf.weights.view({g.rows, -1}), p.buckets.count() * targets.count());
   }
@@ -429,7 +439,7 @@ void count_entries_on_aten(MetricState& state, const ClassificationBatch& b, con
     auto readings = buf.readings;
     if (b.scores) at::addcmul_out(readings, a, bb, inside);
     const auto w =
-        b.weight_per_sample() ? b.weight->view({g.rows, 1, 1, 1, 1}) : g.ordered(*b.weight).view(g.dims({1, 1}));
+        b.weight_per_sample() ? b.weight->view({g.rows, 1, 1, 1, 1}) : in.weights.view(g.dims({1, 1}));
     at::mul_out(cells, w.expand(g.dims({1, 1})), readings);
   }
   add_pieces(state, b, o, buf, layout, col);

@@ -489,9 +489,9 @@ struct Avx2 {
     if constexpr (ignoring == Ignoring::JudgeKept) {
       const auto* t = reinterpret_cast<const long long*>(target);
       const __m256i ignore = _mm256_set1_epi64x(ignore_index);
-      const __m256i skip = low_halves(_mm256_cmpeq_epi64(_mm256_maskload_epi64(t, first_lanes64(count)), ignore),
-                                      _mm256_cmpeq_epi64(_mm256_maskload_epi64(t + 4, first_lanes64(count - 4)), ignore));
-      x = _mm256_andnot_ps(_mm256_castsi256_ps(skip), x);
+      const __m256i skip0 = _mm256_cmpeq_epi64(_mm256_maskload_epi64(t, first_lanes64(count)), ignore);
+      const __m256i skip1 = _mm256_cmpeq_epi64(_mm256_maskload_epi64(t + 4, first_lanes64(count - 4)), ignore);
+      x = _mm256_andnot_ps(_mm256_castsi256_ps(low_halves(skip0, skip1)), x);
     }
     return _mm256_movemask_ps(_mm256_or_ps(_mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_NGE_UQ),
                                            _mm256_cmp_ps(x, _mm256_set1_ps(1.0f), _CMP_NLE_UQ))) != 0;
@@ -585,7 +585,8 @@ struct Avx2 {
       const float* p = preds + r * stride;
       const auto* t = reinterpret_cast<const long long*>(target + r * stride);
       __m256 x = row_floats<plain, kHalves>(p, lanes);
-      const __m256i above = bits_compare ? _mm256_setzero_si256() : _mm256_castps_si256(_mm256_cmp_ps(x, cut, _CMP_GT_OQ));
+      const __m256i above =
+          bits_compare ? _mm256_setzero_si256() : _mm256_castps_si256(_mm256_cmp_ps(x, cut, _CMP_GT_OQ));
       __m256d w[2];
       row_weights<plain, kHalves, F::weights>(weight, r, stride, lanes, halves, w);
       __m256i skip[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};  // all ones where ignored
@@ -823,8 +824,10 @@ METRICS_ALWAYS_INLINE Counted count_one_pass(const WeightedEntries& b, const flo
   }
   using B = BlockWeights;
   if (exact && !b.ignore) {
-    const bool counted = per_entry ? count_in<Kernels, Form<B::FloatEntries, false, Ignoring::None>>(b, weight, thresholds, cells)
-                                   : count_in<Kernels, Form<B::DoubleRows, false, Ignoring::None>>(b, weight, thresholds, cells);
+    using Entries = Form<B::FloatEntries, false, Ignoring::None>;
+    using Rows = Form<B::DoubleRows, false, Ignoring::None>;
+    const bool counted = per_entry ? count_in<Kernels, Entries>(b, weight, thresholds, cells)
+                                   : count_in<Kernels, Rows>(b, weight, thresholds, cells);
     return counted ? Counted::Derived : Counted::None;
   }
   const bool counted = !per_entry        ? count_cells<Kernels, B::DoubleRows>(b, weight, thresholds, cells)
