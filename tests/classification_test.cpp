@@ -692,7 +692,8 @@ struct WeightedKernelBatch {
 WeightedKernelBatch weighted_kernel_batch(int64_t rows, int64_t labels, bool per_entry, int trial,
                                           const float (&cutoffs)[2], at::Generator& gen) {
   const std::vector<int64_t> weights = per_entry ? std::vector<int64_t>{rows, labels} : std::vector<int64_t>{rows};
-  WeightedKernelBatch b{trial % 2 && trial < 13 ? at::randn({rows, labels}, gen) * 3 : at::rand({rows, labels}, gen),
+  const bool logits = (trial % 2 && trial < 13) || trial >= 17;
+  WeightedKernelBatch b{logits ? at::randn({rows, labels}, gen) * 3 : at::rand({rows, labels}, gen),
                         at::randint(2, {rows, labels}, gen, at::kLong),
                         at::randint(1024, weights, gen, at::kFloat).div_(1024)};
   auto w = b.weight.view({-1});
@@ -754,6 +755,19 @@ WeightedKernelBatch weighted_kernel_batch(int64_t rows, int64_t labels, bool per
       b.target.masked_fill_(at::rand({rows, labels}, gen) < 0.2, (int64_t{1} << 32) + 1);
       b.weight = b.weight.to(at::kDouble);
       break;
+    case 16:  // ignored entries (the first scored 5, not judged) among float32 weights 2^40 apart,
+    case 17:  // and among logits and float64 weights, a NaN in the last (not judged): the cells summed
+      b.target.masked_fill_(at::rand({rows, labels}, gen) < 0.2, -1);
+      b.target.view({-1})[0] = -1, scores[0] = 5.0f;
+      if (trial == 16) w[last] = std::ldexp(1.0f, -40), b.exact = false;
+      if (trial == 17) {  // (the second kept, scored -3: logits as the guess reads them)
+        b.weight = b.weight.to(at::kDouble), b.target.view({-1})[-1] = -1, scores[-1] = NAN;
+        if (scores.numel() > 2) b.target.view({-1})[1] = 1, scores[1] = -3.0f;
+      }
+      break;
+    case 18:  // logits after 16 ignored entries, whose scores are not judged: the guess wrong
+      b.target.view({-1}).narrow(0, 0, std::min<int64_t>(rows * labels, 16)).fill_(-1);
+      break;
   }
   return b;
 }
@@ -763,7 +777,7 @@ WeightedKernelBatch weighted_kernel_batch(int64_t rows, int64_t labels, bool per
 // weights' kernels derive three cells by subtraction, exact there), within a direct sum's rounding
 // elsewhere; batches the kernels do not count (a bad target, score or weight) leave the cells as
 // they were; targets of the ignore_index count nowhere. Widths below, at and
-// above a block (AVX-512: 16 labels; AVX2: 8, and within its second half of 64-bit lanes: 5 and 6),
+// above a block (AVX-512: 16 labels; AVX2: 8, and within its second half of 64-bit lanes: 5 to 7),
 // last blocks of half the lanes (AVX2: 4, 12, 17, 100 labels; AVX-512: 8, 17, 24, 37, 100) and
 // binary entries that end in one (4100; 1032); cutoffs of either sign, -0.0 and infinite ones
 // (AVX2 compares the scores' bits where the cutoff's sign is clear, the floats elsewhere).
@@ -776,16 +790,18 @@ TEST(ClassificationKernels, WeightedCountsMatchExactSumsOnEveryWidthAndIsa) {
       {1, 2, false},  {7, 15, false}, {33, 16, false}, {128, 17, false}, {128, 37, true}, {33, 100, false},
       {128, 100, false}, {7, 2, true}, {33, 16, true},  {1, 1, true},    {15, 1, true},   {1024, 1, true},
       {4096, 1, true},   {4099, 1, true}, {9, 5, false},  {9, 6, true},  {130, 100, false}, {5, 4, true},
-      {3, 12, false},    {4100, 1, true}, {1032, 1, true}, {9, 24, true},   {9, 12, true}, {9, 8, false}};
+      {3, 12, false},    {4100, 1, true}, {1032, 1, true}, {9, 24, true},   {9, 12, true}, {9, 8, false},
+      {9, 7, true}};
   for (auto isa : vector_isas()) {
     for (const auto& thresholds : cutoff_pairs) {
       for (const auto& [rows, labels, per_entry] : shapes) {
-        for (int trial = 0; trial < 16; ++trial) {
+        for (int trial = 0; trial < 19; ++trial) {
           const auto b = weighted_kernel_batch(rows, labels, per_entry, trial, thresholds, gen);
           const std::optional<detail::cpu::Ignore> ignore =
-              trial < 13   ? std::nullopt
-              : trial < 15 ? std::optional(detail::cpu::Ignore{-1, trial == 13})
-                           : std::optional(detail::cpu::Ignore{(int64_t{1} << 32) + 1, true});
+              trial < 13    ? std::nullopt
+              : trial < 15  ? std::optional(detail::cpu::Ignore{-1, trial == 13})
+              : trial == 15 ? std::optional(detail::cpu::Ignore{(int64_t{1} << 32) + 1, true})
+                            : std::optional(detail::cpu::Ignore{-1, false});
           const auto kept = ignore ? b.target != ignore->index : at::ones_like(b.target, at::kBool);
           const auto judged = ignore && !ignore->judges_every_score ? b.preds.masked_select(kept) : b.preds;
           const auto where = ::testing::Message() << "isa=" << static_cast<int>(isa) << " cutoffs=" << thresholds[0]
@@ -815,20 +831,21 @@ TEST(ClassificationKernels, WeightedCountsMatchExactSumsOnEveryWidthAndIsa) {
           const auto counted = detail::cpu::count_weighted_entries(
               entries, thresholds, isa, {cells, cells + labels, cells + 2 * labels, cells + 3 * labels});
           // the one pass deriving the cells where the weights are float32, their sums exact and the
-          // guess right (trial 3's scores, all among the first, are no logits); the general kernel
-          // for a wrong guess; the one pass summing the cells for float64 weights and ignored
-          // entries; either one pass for weights whose sums may round (4 to 6: the test of
-          // exactness reads their exponents, which some of these pass)
+          // guess right (trial 3's or 18's scores judged, all among the first, are no logits; 13 and
+          // 14 ignore entries); the general kernel for a wrong guess; the one pass summing the cells for
+          // float64 weights; any for weights whose sums may round (4 to 6 and 16: the test of
+          // exactness reads their exponents, which some of these pass, as one weight does; 5's
+          // logits may all lie past the first scores)
           if (trial >= 8 && trial < 13) {
             ASSERT_EQ(counted, Counted::None) << where;
-          } else if (trial < 3 || (trial == 3 && !logits)) {
+          } else if (trial < 3 || ((trial == 3 || trial == 18) && !logits) || trial == 13 || trial == 14) {
             ASSERT_EQ(counted, Counted::Derived) << where;
-          } else if (trial == 3) {
+          } else if (trial == 3 || trial == 18) {
             ASSERT_EQ(counted, Counted::General) << where;
-          } else if (trial == 7 || trial >= 13) {
+          } else if (trial == 7 || trial == 15 || trial == 17) {
             ASSERT_EQ(counted, Counted::Cells) << where;
           } else {
-            ASSERT_TRUE(counted == Counted::Derived || counted == Counted::Cells) << where;
+            ASSERT_NE(counted, Counted::None) << where;
           }
           if (counted == Counted::None) {
             EXPECT_EQ(got, std::vector<double>(4 * labels, 0.5)) << where;

@@ -211,6 +211,8 @@ class Scratch {
   explicit Scratch(int64_t n) : heap_(static_cast<size_t>(n > kOnStack ? n : 0)) {
     data_ = n > kOnStack ? heap_.data() : stack_;
   }
+  Scratch(const Scratch&) = delete;  // (a copy's data would be the original's stack)
+  Scratch& operator=(const Scratch&) = delete;
   double* data() { return data_; }
 
  private:
@@ -239,20 +241,20 @@ METRICS_ALWAYS_INLINE bool count(const WeightedEntries& b, const float (&thresho
 // One pass over the entries, in blocks of labels (or of binary entries laid out as rows) whose sums
 // stay in registers, for any clean batch with weights. Per label, four sums of weights: the cells
 // themselves (each entry's weight into the one it falls in; an ignored entry's weight read as 0),
-// or, for float32 weights whose every sum is exact and no ignore_index, three sums (the weight
-// where predicted, where positive, where both) and the weights' total, from which the cells follow
-// by subtraction, which saves an add per entry where the weights are per row (the total is then the
-// rows'). A subtraction is exact where every sum is: each weight is a multiple of the unit in the
-// last place of the smallest (2^(e_min - 23)), and n of them sum below n * 2^(e_max + 1), so
-// float64's 53 bits hold every partial sum when e_max - e_min + log2(n) <= 29 (weights within 2^22
-// of each other, n = 128); n is the most weights one sum takes (the rows, or every binary entry,
-// whose lanes are summed at the end). The threshold is chosen up front from the first scores judged
-// (one outside [0, 1] makes the batch logits; inside, they are taken for probabilities) and the
-// pass checks the guess with the scores: probabilities have bits no greater than 1.0f's (which
-// also rules out NaN, infinities and negatives), logits a finite sum. A batch this does not count
-// (unclean, a wrong guess) goes to the general kernel, the cells untouched. Each instruction set
-// has its own three kernels (Avx512, Avx2: the weights' exponents, the guess, a block's sums); the
-// rest is shared.
+// or, for float32 weights whose every sum is exact, three sums (the weight where predicted, where
+// positive, where both) and the total of the weights kept, from which the cells follow by
+// subtraction, with fewer instructions, and one add fewer per entry where the weights are per row
+// and none is ignored (the total is then the rows'). A subtraction is exact where every sum is:
+// each weight is a multiple of the unit in the last place of the smallest (2^(e_min - 23)), and n
+// of them sum below n * 2^(e_max + 1), so float64's 53 bits hold every partial sum when
+// e_max - e_min + log2(n) <= 29 (weights within 2^22 of each other, n = 128); n is the most weights
+// one sum takes (the rows, or every binary entry, whose lanes are summed at the end). The threshold
+// is chosen up front from the first scores judged (one outside [0, 1] makes the batch logits;
+// inside, they are taken for probabilities) and the pass checks the guess with the scores:
+// probabilities have bits no greater than 1.0f's (which also rules out NaN, infinities and
+// negatives), logits a finite sum. A batch this does not count (unclean, a wrong guess) goes to the
+// general kernel, the cells untouched. Each instruction set has its own three kernels (Avx512,
+// Avx2: the weights' exponents, the guess, a block's sums); the rest is shared.
 namespace one_pass {
 
 // The weights' biased exponents, read with the sign bit (so a negative weight or -0.0 has one
@@ -287,15 +289,16 @@ METRICS_ALWAYS_INLINE double lane_total(const double* weight, int64_t rows) {
 enum class BlockWeights { FloatEntries, DoubleRows, DoubleEntries };
 
 // What a block reads and sums (sum_block): its weights; the cells, or the derived sums (`cells`
-// false: predicted, positive, both, and the weights' total where they are per entry); whether
-// targets may be the ignore_index, and which scores the guess is checked against then.
+// false: predicted, positive, both, and the total of the weights kept, where they are per entry or
+// may be ignored: else it is the rows'); whether targets may be the ignore_index, and which scores
+// the guess is checked against then.
 template <BlockWeights kWeights, bool kCells, Ignoring kIgnoring>
 struct Form {
   static constexpr BlockWeights weights = kWeights;
   static constexpr bool cells = kCells;
   static constexpr Ignoring ignoring = kIgnoring;
-  static constexpr bool per_entry = kWeights != BlockWeights::DoubleRows;
-  static constexpr int sums = cells || per_entry ? 4 : 3;
+  static constexpr bool per_entry = kWeights != BlockWeights::DoubleRows;  // (binary entries: each its own)
+  static constexpr int sums = cells || per_entry || ignoring != Ignoring::None ? 4 : 3;
 };
 
 // Per label, the four sums a Form names (cells: tp, fp, fn, tn; derived: predicted, positive, both,
@@ -424,7 +427,7 @@ struct Avx512 {
           sums[0][h] = _mm512_mask_add_pd(sums[0][h], yes_lanes[h], sums[0][h], w[h]);
           sums[1][h] = _mm512_add_pd(sums[1][h], positive_weight);
           sums[2][h] = _mm512_mask_add_pd(sums[2][h], yes_lanes[h], sums[2][h], positive_weight);
-          if constexpr (F::per_entry) sums[3][h] = _mm512_add_pd(sums[3][h], w[h]);
+          if constexpr (F::sums == 4) sums[3][h] = _mm512_add_pd(sums[3][h], w[h]);
         }
       }
       if constexpr (F::ignoring == Ignoring::JudgeKept) {
@@ -481,7 +484,8 @@ struct Avx2 {
     return {*std::max_element(highs, highs + kLanes), *std::min_element(lows, lows + kLanes)};
   }
 
-  // The guess from the first (up to 8) scores judged (an ignored entry's read as 0.0, no evidence).
+  // The guess from the first (up to 8) scores judged (where the kept ones are, an ignored entry's
+  // read as 0.0, no evidence).
   template <Ignoring ignoring>
   METRICS_TARGET_AVX2 static bool first_scores_logits(const float* preds, const int64_t* target, int64_t count,
                                                       int64_t ignore_index) {
@@ -621,7 +625,7 @@ struct Avx2 {
           sums[0][h] = _mm256_add_pd(sums[0][h], predicted_weight);
           sums[1][h] = _mm256_fmadd_pd(twice_positive, w[h], sums[1][h]);
           sums[2][h] = _mm256_fmadd_pd(twice_positive, predicted_weight, sums[2][h]);
-          if constexpr (F::per_entry) sums[3][h] = _mm256_add_pd(sums[3][h], w[h]);
+          if constexpr (F::sums == 4) sums[3][h] = _mm256_add_pd(sums[3][h], w[h]);
         }
       }
       if constexpr (F::ignoring == Ignoring::JudgeKept) {  // an ignored score read as 0.0
@@ -672,8 +676,7 @@ METRICS_ALWAYS_INLINE bool sum_lanes(const WeightedEntries& b, const void* weigh
   const void* weights = weight;
   if constexpr (F::weights == BlockWeights::FloatEntries) weights = static_cast<const float*>(weight) + first;
   if constexpr (F::weights == BlockWeights::DoubleEntries) weights = static_cast<const double*>(weight) + first;
-  const int64_t ignore_index = b.ignore ? b.ignore->index : 0;
-  return kernel(b.preds + first, b.target + first, weights, rows, stride, width, threshold, ignore_index, out);
+  return kernel(b.preds + first, b.target + first, weights, rows, stride, width, threshold, b.ignore_index(), out);
 }
 
 // Each label's cells from its sums: added, or derived (see above) with its weights' total,
@@ -735,7 +738,7 @@ METRICS_ALWAYS_INLINE bool count_multilabel(const WeightedEntries& b, const void
   double* s = scratch.data();
   const Sums out{{s, s + labels, s + 2 * labels, F::sums == 4 ? s + 3 * labels : nullptr}};
   if (!sum_labels<Kernels, logits, F>(b, weight, threshold, out)) return false;
-  if constexpr (F::cells || F::per_entry) {
+  if constexpr (F::sums == 4) {
     add_cells<F::cells>(out, [&](int64_t l) { return out.of[3][l]; }, labels, cells);
   } else {
     const double total = lane_total(static_cast<const double*>(weight), b.rows);
@@ -776,7 +779,7 @@ template <typename Kernels, typename F>
 METRICS_ALWAYS_INLINE bool count_in(const WeightedEntries& b, const void* weight, const float (&thresholds)[2],
                                     const WeightedCells& cells) {
   const bool logits = Kernels::template first_scores_logits<F::ignoring>(
-      b.preds, b.target, b.labels == 1 ? b.rows : b.labels, b.ignore ? b.ignore->index : 0);
+      b.preds, b.target, b.labels == 1 ? b.rows : b.labels, b.ignore_index());
   const float threshold = thresholds[logits ? 1 : 0];
   if (b.labels == 1) {
     return logits ? count_binary<Kernels, true, F>(b, weight, threshold, cells)
@@ -786,17 +789,17 @@ METRICS_ALWAYS_INLINE bool count_in(const WeightedEntries& b, const void* weight
                 : count_multilabel<Kernels, false, F>(b, weight, threshold, cells);
 }
 
-// The cells summed, in the Form for the batch's ignoring.
-template <typename Kernels, BlockWeights kWeights>
-METRICS_ALWAYS_INLINE bool count_cells(const WeightedEntries& b, const void* weight, const float (&thresholds)[2],
-                                       const WeightedCells& cells) {
+// The batch in the Form of its weights, sums and ignoring.
+template <typename Kernels, BlockWeights kWeights, bool cells_summed>
+METRICS_ALWAYS_INLINE bool count_as(const WeightedEntries& b, const void* weight, const float (&thresholds)[2],
+                                    const WeightedCells& cells) {
   switch (ignoring_of(b.ignore)) {
     case Ignoring::None:
-      return count_in<Kernels, Form<kWeights, true, Ignoring::None>>(b, weight, thresholds, cells);
+      return count_in<Kernels, Form<kWeights, cells_summed, Ignoring::None>>(b, weight, thresholds, cells);
     case Ignoring::JudgeEvery:
-      return count_in<Kernels, Form<kWeights, true, Ignoring::JudgeEvery>>(b, weight, thresholds, cells);
+      return count_in<Kernels, Form<kWeights, cells_summed, Ignoring::JudgeEvery>>(b, weight, thresholds, cells);
     case Ignoring::JudgeKept:
-      return count_in<Kernels, Form<kWeights, true, Ignoring::JudgeKept>>(b, weight, thresholds, cells);
+      return count_in<Kernels, Form<kWeights, cells_summed, Ignoring::JudgeKept>>(b, weight, thresholds, cells);
   }
   return false;
 }
@@ -823,16 +826,14 @@ METRICS_ALWAYS_INLINE Counted count_one_pass(const WeightedEntries& b, const flo
     weight = widened.data();
   }
   using B = BlockWeights;
-  if (exact && !b.ignore) {
-    using Entries = Form<B::FloatEntries, false, Ignoring::None>;
-    using Rows = Form<B::DoubleRows, false, Ignoring::None>;
-    const bool counted = per_entry ? count_in<Kernels, Entries>(b, weight, thresholds, cells)
-                                   : count_in<Kernels, Rows>(b, weight, thresholds, cells);
+  if (exact) {
+    const bool counted = per_entry ? count_as<Kernels, B::FloatEntries, false>(b, weight, thresholds, cells)
+                                   : count_as<Kernels, B::DoubleRows, false>(b, weight, thresholds, cells);
     return counted ? Counted::Derived : Counted::None;
   }
-  const bool counted = !per_entry        ? count_cells<Kernels, B::DoubleRows>(b, weight, thresholds, cells)
-                       : b.float_weight ? count_cells<Kernels, B::FloatEntries>(b, weight, thresholds, cells)
-                                        : count_cells<Kernels, B::DoubleEntries>(b, weight, thresholds, cells);
+  const bool counted = !per_entry        ? count_as<Kernels, B::DoubleRows, true>(b, weight, thresholds, cells)
+                       : b.float_weight ? count_as<Kernels, B::FloatEntries, true>(b, weight, thresholds, cells)
+                                        : count_as<Kernels, B::DoubleEntries, true>(b, weight, thresholds, cells);
   return counted ? Counted::Cells : Counted::None;
 }
 

@@ -7,9 +7,9 @@
 // [0, 1]) or not as its first scores made it guess, and sums each entry's weight into the one cell
 // it falls in (an ignored entry's in none), as the scalar loop in classification_cpu.cpp does.
 // Float32 weights whose every sum is exact in float64 (their exponents close enough for the number
-// of weights a sum takes: within 22 of each other for 128 rows), with no ignore_index, take three
-// sums per label and the weights' total instead, from which the cells follow by subtraction, the
-// same exact sums. A batch the guess got wrong, and one without weights, takes two passes: one
+// of weights a sum takes: within 22 of each other for 128 rows) take three sums per label and the
+// total of the weights kept instead, from which the cells follow by subtraction, the same exact
+// sums. A batch the guess got wrong, and one without weights, takes two passes: one
 // finds whether it is clean and logits, one counts. Any other batch is left to the scalar loop.
 
 #include <cstdint>
@@ -31,6 +31,7 @@ struct WeightedEntries {
   int64_t rows, labels;
   bool per_entry;
   std::optional<Ignore> ignore;
+  int64_t ignore_index() const { return ignore ? ignore->index : 0; }  // (0: none, never an ignore_index)
 };
 
 /// Each label's four cells, float64 arrays of `labels` values.
