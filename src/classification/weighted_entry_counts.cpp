@@ -347,7 +347,8 @@ struct Avx512 {
             _mm512_cmp_ps_mask(x, _mm512_set1_ps(1.0f), _CMP_NLE_UQ)) != 0;
   }
 
-  // A row's weights as float64, in two halves of 8 lanes (zeros past the block's).
+  // A row's weights as float64, in two halves of 8 lanes (past the block's: zeros, or the row's one
+  // weight, which no stored sum takes).
   template <bool plain, BlockWeights kind>
   METRICS_TARGET_AVX512 static void row_weights(const void* weight, int64_t r, int64_t stride, __mmask16 lanes,
                                                 const __mmask8 (&halves)[2], __m512d (&w)[2]) {
@@ -526,8 +527,8 @@ struct Avx2 {
     }
   }
 
-  // A row's weights as float64, in two halves of 4 lanes (zeros past the block's; where there is one
-  // half, the second is not read).
+  // A row's weights as float64, in two halves of 4 lanes (past the block's: zeros, or the row's one
+  // weight, which no stored sum takes; where there is one half, the second is not read).
   template <bool plain, int kHalves, BlockWeights kind>
   METRICS_TARGET_AVX2 static void row_weights(const void* weight, int64_t r, int64_t stride, const __m256i& lanes,
                                               const __m256i (&halves)[2], __m256d (&w)[2]) {
