@@ -78,7 +78,7 @@ METRICS_ALWAYS_INLINE Scan scan_as(const WeightedEntries& b, const double* weigh
   for (int64_t l = 0; l < kLanes; ++l) {
     low = std::min(low, lo[l]), high = std::max(high, hi[l]), score_sum += sum[l], target_bits |= bits[l];
   }
-  const int64_t weights = weight == nullptr ? 0 : b.per_entry ? entries : b.rows;
+  const int64_t weights = weight == nullptr ? 0 : b.weights();
   const bool clean =
       std::isfinite(score_sum) && (target_bits & ~uint64_t{1}) == 0 && weights_clean(weight, weights);
   return {clean, low < 0.0f || high > 1.0f};
@@ -184,7 +184,7 @@ METRICS_ALWAYS_INLINE void count_read(const WeightedEntries& b, const double* we
                                       const WeightedCells& cells) {
   if (weight == nullptr) {
     count_cells<Weights::None>(b, weight, reading, cells);
-  } else if (b.per_entry || b.labels == 1) {
+  } else if (b.weight_per_entry()) {
     count_cells<Weights::PerEntry>(b, weight, reading, cells);
   } else {
     count_cells<Weights::PerRow>(b, weight, reading, cells);
@@ -231,9 +231,8 @@ METRICS_ALWAYS_INLINE void widen_into(const float* weight, int64_t n, double* ou
 // time (a binary (4096,) batch: 21 us, widened 11).
 METRICS_ALWAYS_INLINE bool count(const WeightedEntries& b, const float (&thresholds)[2], const WeightedCells& cells) {
   if (!b.float_weight || b.weight == nullptr) return count(b, static_cast<const double*>(b.weight), thresholds, cells);
-  const int64_t n = b.per_entry ? b.rows * b.labels : b.rows;
-  Scratch widened(n);
-  widen_into(static_cast<const float*>(b.weight), n, widened.data());
+  Scratch widened(b.weights());
+  widen_into(static_cast<const float*>(b.weight), b.weights(), widened.data());
   return count(b, widened.data(), thresholds, cells);
 }
 
@@ -810,8 +809,8 @@ METRICS_ALWAYS_INLINE bool count_as(const WeightedEntries& b, const void* weight
 template <typename Kernels>
 METRICS_ALWAYS_INLINE Counted count_one_pass(const WeightedEntries& b, const float (&thresholds)[2],
                                              const WeightedCells& cells) {
-  const bool per_entry = b.per_entry || b.labels == 1;  // a binary entry is a row of one
-  const int64_t weights = per_entry ? b.rows * b.labels : b.rows;
+  const bool per_entry = b.weight_per_entry();
+  const int64_t weights = b.weights();
   bool exact = false;
   if (b.float_weight) {
     const auto e = Kernels::exponents(static_cast<const float*>(b.weight), weights);

@@ -32,6 +32,10 @@ struct WeightedEntries {
   bool per_entry;
   std::optional<Ignore> ignore;
   int64_t ignore_index() const { return ignore ? ignore->index : 0; }  // (0: none, never an ignore_index)
+  /// Whether each entry has a weight of its own (a binary entry is a row of one).
+  bool weight_per_entry() const { return per_entry || labels == 1; }
+  /// How many weights there are (with `weight` null: the count there would be).
+  int64_t weights() const { return weight_per_entry() ? rows * labels : rows; }
 };
 
 /// Each label's four cells, float64 arrays of `labels` values.
