@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <set>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -568,18 +569,19 @@ std::vector<Isa> vector_isas() {
   return isas;
 }
 
-// Scores in [0, 1) or logits; 0/1 targets. Trials 2.. spoil one entry of the counted block: a
-// target of 2, -1 or 2^32 (whose low half is 0), a NaN or an infinite score.
-std::pair<at::Tensor, at::Tensor> kernel_batch(int64_t rows, int64_t stride, int64_t width, int trial,
+// Scores in [0, 1) or logits; 0/1 targets. Kinds 2.. spoil one entry of the counted block: a
+// target of 2, -1 or 2^32 (whose low half is 0), a NaN or an infinite score; kind 7 scores it
+// -0.0, a probability whose sign bit is set.
+std::pair<at::Tensor, at::Tensor> kernel_batch(int64_t rows, int64_t stride, int64_t width, int kind,
                                                at::Generator& gen) {
-  auto preds = trial == 1 ? at::randn({rows, stride}, gen) : at::rand({rows, stride}, gen);
+  auto preds = kind == 1 ? at::randn({rows, stride}, gen) : at::rand({rows, stride}, gen);
   auto target = at::randint(2, {rows, stride}, gen, at::kLong);
-  if (trial >= 2 && rows > 0 && width > 0) {
+  if (kind >= 2 && rows > 0 && width > 0) {
     const int64_t r = rows / 2, c = width - 1;
     const int64_t bad_targets[] = {2, -1, int64_t{1} << 32};
-    const float bad_scores[] = {NAN, INFINITY};
-    if (trial <= 4) target[r][c] = bad_targets[trial - 2];
-    if (trial >= 5) preds[r][c] = bad_scores[trial - 5];
+    const float odd_scores[] = {NAN, INFINITY, -0.0f};
+    if (kind <= 4) target[r][c] = bad_targets[kind - 2];
+    if (kind >= 5) preds[r][c] = odd_scores[kind - 5];
   }
   return {preds, target};
 }
@@ -613,24 +615,30 @@ TEST(ClassificationKernels, CountLabelsMatchesBruteForceOnEveryWidthAndIsa) {
   // an ignore_index whose low 32 bits are 1's: a target of 1 is not it
   const std::optional<Ignore> ignores[] = {std::nullopt, Ignore{-1, true}, Ignore{-1, false}, Ignore{255, true},
                                            Ignore{(int64_t{1} << 32) + 1, false}};
+  // the batch's kind (kernel_batch), and the thresholds counted: both, or thresholds[0] alone (the
+  // sums' [1] stay 0) with the scores checked against one reading
+  const Thresholds readings[] = {Thresholds::Both, Thresholds::Probabilities, Thresholds::Logits};
   for (auto isa : vector_isas()) {
     const int64_t lanes = detail::cpu::label_lanes(isa);
     for (int64_t rows : {0, 1, 7, 8, 9, 31, 33, 100}) {
       for (int64_t stride : {lanes, int64_t{3}, int64_t{17}, int64_t{100}}) {
-        for (int64_t width : {int64_t{0}, int64_t{1}, std::min(stride, lanes) - 1, std::min(stride, lanes)}) {
-          for (int trial = 0; trial < 14; ++trial) {
+        // (up to 4, 8 labels: rows side by side in a vector, 4 or 2 of them)
+        std::set<int64_t> widths{0, 1, 2, 4, 5, 8, 9, std::min(stride, lanes) - 1, std::min(stride, lanes)};
+        for (int64_t width : widths) {
+          if (width > std::min(stride, lanes)) continue;
+          for (int trial = 0; trial < 24; ++trial) {
+            const int kind = trial / 3;
+            const auto counted = readings[trial % 3];
             for (const auto& ignore : ignores) {
-              // odd trials count under thresholds[0] alone: the sums' [1] stay 0
-              const auto counted = trial % 2 ? Thresholds::First : Thresholds::Both;
-              auto [preds, target] = kernel_batch(rows, stride, width, trial / 2, gen);
+              auto [preds, target] = kernel_batch(rows, stride, width, kind, gen);
               if (ignore && rows > 0) {
                 // a fifth of the targets ignored, and (for some trials) the scores of a few of them
                 // out of [0, 1] or NaN, which the range judges only where it judges every score
                 target.masked_fill_(at::rand({rows, stride}, gen) < 0.2, ignore->index);
                 const auto ignored = target.eq(ignore->index);
                 const float odd_scores[] = {5.0f, NAN, -0.5f};
-                if (trial < 2 || trial >= 8) {  // (trials 0, 1: an otherwise clean batch of probabilities)
-                  preds.masked_fill_(ignored & (at::rand({rows, stride}, gen) < 0.3), odd_scores[trial % 3]);
+                if (kind == 0 || kind >= 4) {  // (kind 0: an otherwise clean batch of probabilities)
+                  preds.masked_fill_(ignored & (at::rand({rows, stride}, gen) < 0.3), odd_scores[(kind + trial) % 3]);
                 }
               }
               std::vector<int64_t> sums(6 * lanes, 0), expected(6 * lanes, 0);
@@ -642,6 +650,10 @@ TEST(ClassificationKernels, CountLabelsMatchesBruteForceOnEveryWidthAndIsa) {
               const auto scan = detail::cpu::count_labels(preds.data_ptr<float>(), target.data_ptr<int64_t>(), rows,
                                                           stride, width, thresholds, isa, at(sums), ignore, counted);
               bool clean = true, logits = false;
+              // a score judged as the reading counted needs it (counting under both: finite)
+              const auto as_read = [counted](float x) {
+                return counted == Thresholds::Probabilities ? !std::signbit(x) && x <= 1 : std::isfinite(x);
+              };
               const auto e = at(expected);
               for (int64_t r = 0; r < rows; ++r) {
                 for (int64_t l = 0; l < width; ++l) {
@@ -650,11 +662,11 @@ TEST(ClassificationKernels, CountLabelsMatchesBruteForceOnEveryWidthAndIsa) {
                   if (ignore && t == ignore->index) {
                     e.ignored[l] += 1;
                     if (!ignore->judges_every_score) continue;
-                    clean = clean && std::isfinite(x);
+                    clean = clean && as_read(x);
                     logits = logits || x < 0 || x > 1;
                     continue;
                   }
-                  clean = clean && (t == 0 || t == 1) && std::isfinite(x);
+                  clean = clean && (t == 0 || t == 1) && as_read(x);
                   logits = logits || x < 0 || x > 1;
                   e.positives[l] += t;
                   for (int k = 0; k < (counted == Thresholds::Both ? 2 : 1); ++k) {
@@ -670,7 +682,7 @@ TEST(ClassificationKernels, CountLabelsMatchesBruteForceOnEveryWidthAndIsa) {
                                  << (ignore && ignore->judges_every_score);
               EXPECT_EQ(scan.clean, clean) << where;
               if (!clean) continue;
-              EXPECT_EQ(scan.logits, logits) << where;
+              EXPECT_EQ(scan.logits, counted == Thresholds::Both && logits) << where;
               EXPECT_EQ(sums, expected) << where;
             }
           }

@@ -20,6 +20,14 @@
 namespace metrics::detail::cpu {
 namespace {
 
+// `v` as `n` zeros: a fill with a constant 0, which compiles to a memset (assign(n, 0) took a loop
+// of 8-byte stores: 5% of a multilabel (128, 100) collection update).
+template <typename T>
+void zero(std::vector<T>& v, int64_t n) {
+  v.resize(n);
+  std::fill(v.begin(), v.end(), T{0});
+}
+
 using Layout = CountLayout;
 
 template <typename count_t>
@@ -36,7 +44,7 @@ struct PerClassCounter {
     thread_local std::vector<count_t> buffer;
     return buffer;
   }
-  void start() { involved.assign(classes, 0); }
+  void start() { zero(involved, classes); }
   void add(int64_t t, int64_t p, count_t w) {
     add_to_total(w);
     involved[t] += w;
@@ -245,7 +253,7 @@ struct Cells {
 // The sums count_labels adds to, per label, zeroed, in storage kept between updates.
 class LabelScratch {
  public:
-  explicit LabelScratch(int64_t labels) : storage_(buffer()), labels_(labels) { storage_.assign(6 * labels, 0); }
+  explicit LabelScratch(int64_t labels) : storage_(buffer()), labels_(labels) { zero(storage_, 6 * labels); }
   LabelSums at(int64_t first) {
     int64_t* p = storage_.data() + first;
     return {p, p + labels_, {p + 2 * labels_, p + 3 * labels_}, {p + 4 * labels_, p + 5 * labels_}};
@@ -291,9 +299,9 @@ bool count_clean_binary(const float* preds, const int64_t* target, int64_t entri
 
 // Column blocks of `lanes` labels, each over every row; nothing reaches the state until every
 // block is found clean. The first block counts under both thresholds; the rest count under the
-// one its scores chose (a quarter less work), and a later block with logits after a first block
-// of probabilities (rare: no score of the first block outside [0, 1]) sends the batch to the
-// scalar loop.
+// one its scores chose (a quarter less work), checking their scores against that reading alone,
+// and a later block with logits after a first block of probabilities (rare: no score of the first
+// block outside [0, 1]) sends the batch to the scalar loop.
 bool count_clean_multilabel(const float* preds, const int64_t* target, int64_t rows, int64_t labels,
                             const float (&thresholds)[2], Isa isa, const std::optional<Ignore>& ignore,
                             CountSink& sink) {
@@ -304,12 +312,13 @@ bool count_clean_multilabel(const float* preds, const int64_t* target, int64_t r
   if (!first_block.clean) return false;
   const int chosen = first_block.logits ? 1 : 0;
   const float chosen_threshold[2] = {thresholds[chosen], thresholds[chosen]};
+  const auto reading = first_block.logits ? Thresholds::Logits : Thresholds::Probabilities;
   for (int64_t first = lanes; first < labels; first += lanes) {
     const auto all = scratch.at(first);
     const LabelSums sums{all.positives, all.ignored, {all.predicted[chosen], nullptr}, {all.both[chosen], nullptr}};
     const auto scan = count_labels(preds + first, target + first, rows, labels, std::min(lanes, labels - first),
-                                   chosen_threshold, isa, sums, ignore, Thresholds::First);
-    if (!scan.clean || (scan.logits && !first_block.logits)) return false;
+                                   chosen_threshold, isa, sums, ignore, reading);
+    if (!scan.clean) return false;
   }
   add_labels(sink, scratch.at(0), labels, rows, first_block.logits);
   return true;

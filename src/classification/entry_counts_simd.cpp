@@ -13,6 +13,10 @@ namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
+// 1.0f's bits: a score's bits, unsigned, are at most these where it is inside [+0, 1] (not -0.0,
+// not NaN).
+constexpr uint32_t kOneBits = 0x3f800000u;
+
 // Lane counters are int32: a kernel call counts at most this many rows, so that none overflows.
 constexpr int64_t kRowChunk = int64_t{1} << 30;
 
@@ -20,43 +24,76 @@ constexpr int64_t kRowChunk = int64_t{1} << 30;
 // it is NaN or infinite whenever a score is (and, harmlessly, when finite scores overflow it,
 // which sends the batch to the scalar loop).
 // (Lanes past the width hold zeros, which are no evidence of logits.)
+// p + offset, as an address: a masked load reads only its lanes' entries, and the first of them
+// may lie before the buffer (where a row's labels are fewer than its lanes).
+template <typename T>
+const T* lane_base(const T* p, int64_t offset) {
+  return reinterpret_cast<const T*>(reinterpret_cast<uintptr_t>(p) + static_cast<uintptr_t>(offset) * sizeof(T));
+}
+
 LabelScan scan_of(bool targets_clean, float lo, float hi, float sum) {
   return {targets_clean && std::isfinite(sum), lo < 0.0f || hi > 1.0f};
 }
 
 #ifdef METRICS_HAS_X86
 
-METRICS_TARGET_AVX512 void add_lanes_avx512(__m512i lanes, int64_t width, int64_t* out) {
+// Adds each row's lanes [0, width) to the labels' sums (the lanes of 16 / row_lanes rows side by side).
+METRICS_TARGET_AVX512 void add_lanes_avx512(__m512i lanes, int64_t width, int64_t row_lanes, int64_t* out) {
   alignas(64) int32_t values[16];
   _mm512_store_si512(values, lanes);
-  for (int64_t l = 0; l < width; ++l) out[l] += values[l];
+  for (int64_t first = 0; first < 16; first += row_lanes) {
+    for (int64_t l = 0; l < width; ++l) out[l] += values[first + l];
+  }
 }
 
 // Row by row over 16 labels: the int64 targets' low halves as 16 int32 lanes are 0 or 1 in a
 // clean batch, so positives and true positives are sums of them (under the prediction mask for
 // the latter); an OR of all target bits finds the batch unclean. No branch depends on the data.
-// `full`: all 16 lanes, read without masks; `both`: both thresholds counted, else thresholds[0].
-// Ignoring, the entries whose target is the ignore_index are masked out of every sum but
-// `ignored` (and out of the OR; JudgeKept: out of the range too).
-template <bool full, bool both, Ignoring ignoring>
+// `full`: all 16 lanes, read without masks; else `width` of them, or, kRows > 1, the `width`
+// (<= 16 / kRows) labels of kRows rows side by side, each row's in 16 / kRows lanes, so that a narrow last block of labels takes a vector
+// per kRows rows; `rows` is then a multiple of kRows. Ignoring, the entries whose target is the
+// ignore_index are masked out of every sum but `ignored` (and out of the OR; JudgeKept: out of the
+// scores judged too).
+template <bool full, Thresholds counted, Ignoring ignoring, int kRows>
 METRICS_TARGET_AVX512 LabelScan count_avx512(const float* preds, const int64_t* target, int64_t rows,
                                              int64_t stride, int64_t width, const float (&thresholds)[2],
                                              const LabelSums& sums, int64_t ignore_index) {
-  const auto lanes = static_cast<__mmask16>(full || width >= 16 ? 0xFFFFu : (1u << width) - 1);
+  constexpr int64_t kRowLanes = 16 / kRows;
+  static_assert(kRows == 1 || !full);
+  const auto row_mask = static_cast<__mmask16>(full || width >= 16 ? 0xFFFFu : (1u << width) - 1);
+  __mmask16 lanes = 0;
+  for (int j = 0; j < kRows; ++j) lanes |= static_cast<__mmask16>(row_mask << (j * kRowLanes));
   const auto low = static_cast<__mmask8>(lanes & 0xFF), high = static_cast<__mmask8>(lanes >> 8);
   const __m512i low_halves = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i minus_one = _mm512_set1_epi32(-1), ignore = _mm512_set1_epi64(ignore_index);
   const __m512 probability = _mm512_set1_ps(thresholds[0]), logit = _mm512_set1_ps(thresholds[1]);
-  __m512i positives = _mm512_setzero_si512(), bits = positives, kept_count = positives;
+  __m512i positives = _mm512_setzero_si512(), bits = positives, kept_count = positives, largest = positives;
   __m512i predicted0 = positives, both0 = positives, predicted1 = positives, both1 = positives;
   __m512 lo = _mm512_set1_ps(kInf), hi = _mm512_set1_ps(-kInf), sum = _mm512_setzero_ps();
 #pragma GCC unroll 2
-  for (int64_t r = 0; r < rows; ++r) {
+  for (int64_t r = 0; r < rows; r += kRows) {
     const float* p = preds + r * stride;
     const int64_t* t = target + r * stride;
-    const __m512 x = full ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(lanes, p);
-    const __m512i t0 = full ? _mm512_loadu_si512(t) : _mm512_maskz_loadu_epi64(low, t);
-    const __m512i t1 = full ? _mm512_loadu_si512(t + 8) : _mm512_maskz_loadu_epi64(high, t + 8);
+    __m512 x;
+    __m512i t0, t1;
+    if constexpr (kRows == 1) {
+      x = full ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(lanes, p);
+      t0 = full ? _mm512_loadu_si512(t) : _mm512_maskz_loadu_epi64(low, t);
+      t1 = full ? _mm512_loadu_si512(t + 8) : _mm512_maskz_loadu_epi64(high, t + 8);
+    } else {
+      x = _mm512_setzero_ps(), t0 = t1 = _mm512_setzero_si512();
+      for (int j = 0; j < kRows; ++j) {
+        // row j's labels into lanes from j * kRowLanes on: a masked load from as many entries before it
+        const auto in_row = static_cast<__mmask16>(row_mask << (j * kRowLanes));
+        const int64_t offset = j * (stride - kRowLanes);
+        x = _mm512_mask_loadu_ps(x, in_row, lane_base(p, offset));
+        if (j * kRowLanes < 8) {
+          t0 = _mm512_mask_loadu_epi64(t0, static_cast<__mmask8>(in_row), lane_base(t, offset));
+        } else {
+          t1 = _mm512_mask_loadu_epi64(t1, static_cast<__mmask8>(in_row >> 8), lane_base(t, offset + 8));
+        }
+      }
+    }
     const __m512i t32 = _mm512_permutex2var_epi32(t0, low_halves, t1);
     __mmask16 kept = lanes;
     if constexpr (ignoring == Ignoring::None) {
@@ -72,37 +109,47 @@ METRICS_TARGET_AVX512 LabelScan count_avx512(const float* preds, const int64_t* 
     const __mmask16 yes0 = _mm512_mask_cmp_ps_mask(kept, x, probability, _CMP_GT_OQ);
     predicted0 = _mm512_mask_sub_epi32(predicted0, yes0, predicted0, minus_one);
     both0 = _mm512_mask_add_epi32(both0, yes0, both0, t32);
-    if constexpr (both) {
+    // the scores judged: every one, or (JudgeKept) the kept ones
+    const __mmask16 judged = ignoring == Ignoring::JudgeKept ? kept : static_cast<__mmask16>(0xFFFFu);
+    if constexpr (counted == Thresholds::Both) {
       const __mmask16 yes1 = _mm512_mask_cmp_ps_mask(kept, x, logit, _CMP_GT_OQ);
       predicted1 = _mm512_mask_sub_epi32(predicted1, yes1, predicted1, minus_one);
       both1 = _mm512_mask_add_epi32(both1, yes1, both1, t32);
-    }
-    if constexpr (ignoring == Ignoring::JudgeKept) {
-      lo = _mm512_mask_min_ps(lo, kept, lo, x), hi = _mm512_mask_max_ps(hi, kept, hi, x);
-      sum = _mm512_mask_add_ps(sum, kept, sum, x);
+      lo = _mm512_mask_min_ps(lo, judged, lo, x), hi = _mm512_mask_max_ps(hi, judged, hi, x);
+      sum = _mm512_mask_add_ps(sum, judged, sum, x);
+    } else if constexpr (counted == Thresholds::Probabilities) {
+      largest = _mm512_mask_max_epu32(largest, judged, largest, _mm512_castps_si512(x));
     } else {
-      lo = _mm512_min_ps(lo, x), hi = _mm512_max_ps(hi, x), sum = _mm512_add_ps(sum, x);
+      sum = _mm512_mask_add_ps(sum, judged, sum, x);
     }
   }
-  add_lanes_avx512(positives, width, sums.positives);
-  if constexpr (ignoring != Ignoring::None) {  // the ignored entries: the rows' but the kept ones
-    add_lanes_avx512(_mm512_sub_epi32(_mm512_set1_epi32(static_cast<int32_t>(rows)), kept_count), width,
-                     sums.ignored);
+  add_lanes_avx512(positives, width, kRowLanes, sums.positives);
+  if constexpr (ignoring != Ignoring::None) {  // the ignored entries: each lane's rows but the kept ones
+    const __m512i lane_rows = _mm512_set1_epi32(static_cast<int32_t>(rows / kRows));
+    add_lanes_avx512(_mm512_sub_epi32(lane_rows, kept_count), width, kRowLanes, sums.ignored);
   }
-  add_lanes_avx512(predicted0, width, sums.predicted[0]);
-  add_lanes_avx512(both0, width, sums.both[0]);
-  if constexpr (both) {
-    add_lanes_avx512(predicted1, width, sums.predicted[1]);
-    add_lanes_avx512(both1, width, sums.both[1]);
+  add_lanes_avx512(predicted0, width, kRowLanes, sums.predicted[0]);
+  add_lanes_avx512(both0, width, kRowLanes, sums.both[0]);
+  if constexpr (counted == Thresholds::Both) {
+    add_lanes_avx512(predicted1, width, kRowLanes, sums.predicted[1]);
+    add_lanes_avx512(both1, width, kRowLanes, sums.both[1]);
   }
   const bool targets_clean = _mm512_test_epi64_mask(bits, _mm512_set1_epi64(~int64_t{1})) == 0;
-  return scan_of(targets_clean, _mm512_reduce_min_ps(lo), _mm512_reduce_max_ps(hi), _mm512_reduce_add_ps(sum));
+  if constexpr (counted == Thresholds::Both) {
+    return scan_of(targets_clean, _mm512_reduce_min_ps(lo), _mm512_reduce_max_ps(hi), _mm512_reduce_add_ps(sum));
+  } else if constexpr (counted == Thresholds::Probabilities) {
+    return {targets_clean && _mm512_reduce_max_epu32(largest) <= kOneBits, false};
+  } else {
+    return {targets_clean && std::isfinite(_mm512_reduce_add_ps(sum)), false};
+  }
 }
 
-METRICS_TARGET_AVX2 void add_lanes_avx2(__m256i lanes, int64_t width, int64_t* out) {
+METRICS_TARGET_AVX2 void add_lanes_avx2(__m256i lanes, int64_t width, int64_t row_lanes, int64_t* out) {
   alignas(32) int32_t values[8];
   _mm256_store_si256(reinterpret_cast<__m256i*>(values), lanes);
-  for (int64_t l = 0; l < width; ++l) out[l] += values[l];
+  for (int64_t first = 0; first < 8; first += row_lanes) {
+    for (int64_t l = 0; l < width; ++l) out[l] += values[first + l];
+  }
 }
 
 METRICS_TARGET_AVX2 float lane_fold(__m256 v, float (*fold)(float, float)) {
@@ -113,39 +160,64 @@ METRICS_TARGET_AVX2 float lane_fold(__m256 v, float (*fold)(float, float)) {
   return result;
 }
 
-// As count_avx512, over 8 labels. Ignoring, an ignored entry's target is zeroed (for the sums and
-// the OR) and its score read as NaN by the compares, which no threshold is below (JudgeKept: as
-// 0.5 by the range, inside [0, 1]).
-template <bool full, bool both, Ignoring ignoring>
+METRICS_TARGET_AVX2 uint32_t lane_max_u32(__m256i v) {
+  alignas(32) uint32_t values[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(values), v);
+  return *std::max_element(values, values + 8);
+}
+
+// As count_avx512, over 8 labels; kRows 2: the `width` (<= 4) labels of two rows side by side.
+// Ignoring, an ignored entry's target is zeroed (for the sums and the OR) and its score read as
+// NaN by the compares, which no threshold is below (JudgeKept: as +0.0 where scores are judged,
+// inside [0, 1]).
+template <bool full, Thresholds counted, Ignoring ignoring, int kRows>
 METRICS_TARGET_AVX2 LabelScan count_avx2(const float* preds, const int64_t* target, int64_t rows, int64_t stride,
                                          int64_t width, const float (&thresholds)[2], const LabelSums& sums,
                                          int64_t ignore_index) {
+  constexpr int64_t kRowLanes = 8 / kRows;
+  static_assert(kRows == 1 || !full);
   const __m256i lanes = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(width)),
-                                           _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+                                           kRows == 1 ? _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)
+                                                      : _mm256_setr_epi32(0, 1, 2, 3, 0, 1, 2, 3));
   const __m256i low = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(lanes));
   const __m256i high = _mm256_cvtepi32_epi64(_mm256_extracti128_si256(lanes, 1));
+  // where the second vector of targets starts: the row's next 4 labels, or the next row's
+  const int64_t second = kRows == 1 ? 4 : stride;
   const __m256i ignore = _mm256_set1_epi64x(ignore_index);
   const __m256 probability = _mm256_set1_ps(thresholds[0]), logit = _mm256_set1_ps(thresholds[1]);
-  const __m256 inside = _mm256_set1_ps(0.5f);
-  __m256i positives = _mm256_setzero_si256(), bits = positives, ignored = positives;
+  __m256i positives = _mm256_setzero_si256(), bits = positives, ignored = positives, largest = positives;
   __m256i predicted0 = positives, both0 = positives, predicted1 = positives, both1 = positives;
   __m256 lo = _mm256_set1_ps(kInf), hi = _mm256_set1_ps(-kInf), sum = _mm256_setzero_ps();
 #pragma GCC unroll 2
-  for (int64_t r = 0; r < rows; ++r) {
+  for (int64_t r = 0; r < rows; r += kRows) {
     const float* p = preds + r * stride;
     const auto* t = reinterpret_cast<const long long*>(target + r * stride);
-    const __m256 x = full ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, lanes);
+    __m256 x;
+    if constexpr (kRows == 1) {
+      x = full ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, lanes);
+    } else {
+      const __m128i row_lanes = _mm256_castsi256_si128(lanes);
+      x = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_maskload_ps(p, row_lanes)),
+                               _mm_maskload_ps(p + stride, row_lanes), 1);
+    }
     __m256i t0 = full ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t)) : _mm256_maskload_epi64(t, low);
-    __m256i t1 =
-        full ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t + 4)) : _mm256_maskload_epi64(t + 4, high);
-    __m256 scored = x, ranged = x;
+    __m256i t1 = full ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t + 4))
+                      : _mm256_maskload_epi64(t + second, high);
+    __m256 scored = x, judged = x;
     if constexpr (ignoring != Ignoring::None) {
       const __m256i skip0 = _mm256_cmpeq_epi64(t0, ignore), skip1 = _mm256_cmpeq_epi64(t1, ignore);
       const __m256i skip = low_halves(skip0, skip1);
       t0 = _mm256_andnot_si256(skip0, t0), t1 = _mm256_andnot_si256(skip1, t1);
       ignored = _mm256_sub_epi32(ignored, skip);
       scored = _mm256_or_ps(x, _mm256_castsi256_ps(skip));
-      if constexpr (ignoring == Ignoring::JudgeKept) ranged = _mm256_blendv_ps(x, inside, _mm256_castsi256_ps(skip));
+      if constexpr (ignoring == Ignoring::JudgeKept) judged = _mm256_andnot_ps(_mm256_castsi256_ps(skip), x);
+    }
+    if constexpr (counted == Thresholds::Both) {
+      lo = _mm256_min_ps(lo, judged), hi = _mm256_max_ps(hi, judged), sum = _mm256_add_ps(sum, judged);
+    } else if constexpr (counted == Thresholds::Probabilities) {
+      largest = _mm256_max_epu32(largest, _mm256_castps_si256(judged));
+    } else {
+      sum = _mm256_add_ps(sum, judged);
     }
     const __m256i t32 = low_halves(t0, t1);
     bits = _mm256_or_si256(bits, _mm256_or_si256(t0, t1));
@@ -154,49 +226,87 @@ METRICS_TARGET_AVX2 LabelScan count_avx2(const float* preds, const int64_t* targ
     const __m256i yes0 = _mm256_castps_si256(_mm256_cmp_ps(scored, probability, _CMP_GT_OQ));
     predicted0 = _mm256_sub_epi32(predicted0, yes0);
     both0 = _mm256_add_epi32(both0, _mm256_and_si256(yes0, t32));
-    if constexpr (both) {
+    if constexpr (counted == Thresholds::Both) {
       const __m256i yes1 = _mm256_castps_si256(_mm256_cmp_ps(scored, logit, _CMP_GT_OQ));
       predicted1 = _mm256_sub_epi32(predicted1, yes1);
       both1 = _mm256_add_epi32(both1, _mm256_and_si256(yes1, t32));
     }
-    lo = _mm256_min_ps(lo, ranged), hi = _mm256_max_ps(hi, ranged), sum = _mm256_add_ps(sum, ranged);
   }
-  add_lanes_avx2(positives, width, sums.positives);
-  if constexpr (ignoring != Ignoring::None) add_lanes_avx2(ignored, width, sums.ignored);
-  add_lanes_avx2(predicted0, width, sums.predicted[0]);
-  add_lanes_avx2(both0, width, sums.both[0]);
-  if constexpr (both) {
-    add_lanes_avx2(predicted1, width, sums.predicted[1]);
-    add_lanes_avx2(both1, width, sums.both[1]);
+  add_lanes_avx2(positives, width, kRowLanes, sums.positives);
+  if constexpr (ignoring != Ignoring::None) add_lanes_avx2(ignored, width, kRowLanes, sums.ignored);
+  add_lanes_avx2(predicted0, width, kRowLanes, sums.predicted[0]);
+  add_lanes_avx2(both0, width, kRowLanes, sums.both[0]);
+  if constexpr (counted == Thresholds::Both) {
+    add_lanes_avx2(predicted1, width, kRowLanes, sums.predicted[1]);
+    add_lanes_avx2(both1, width, kRowLanes, sums.both[1]);
   }
   const bool targets_clean = _mm256_testz_si256(bits, _mm256_set1_epi64x(~int64_t{1}));
-  return scan_of(targets_clean, lane_fold(lo, [](float a, float b) { return std::min(a, b); }),
-                 lane_fold(hi, [](float a, float b) { return std::max(a, b); }),
-                 lane_fold(sum, [](float a, float b) { return a + b; }));
+  if constexpr (counted == Thresholds::Both) {
+    return scan_of(targets_clean, lane_fold(lo, [](float a, float b) { return std::min(a, b); }),
+                   lane_fold(hi, [](float a, float b) { return std::max(a, b); }),
+                   lane_fold(sum, [](float a, float b) { return a + b; }));
+  } else if constexpr (counted == Thresholds::Probabilities) {
+    return {targets_clean && lane_max_u32(largest) <= kOneBits, false};
+  } else {
+    return {targets_clean && std::isfinite(lane_fold(sum, [](float a, float b) { return a + b; })), false};
+  }
 }
 
 #endif  // METRICS_HAS_X86
 
-template <bool both, Ignoring ignoring>
-LabelScan count_chunk(const float* preds, const int64_t* target, int64_t rows, int64_t stride, int64_t width,
-                      const float (&thresholds)[2], Isa isa, const LabelSums& sums, int64_t ignore_index) {
+LabelScan merged(const LabelScan& a, const LabelScan& b) { return {a.clean && b.clean, a.logits || b.logits}; }
+
+using Kernel = LabelScan (*)(const float*, const int64_t*, int64_t, int64_t, int64_t, const float (&)[2],
+                             const LabelSums&, int64_t);
+
+// A block's kernels: `packed` takes rows in groups of `rows_per_vector`, `single` the rest.
+struct BlockKernels {
+  Kernel packed;
+  int64_t rows_per_vector;
+  Kernel single;
+};
+
+template <Thresholds counted, Ignoring ignoring>
+BlockKernels block_kernels(Isa isa, int64_t width) {
 #ifdef METRICS_HAS_X86
   if (isa == Isa::Avx512) {
-    const auto kernel = width == 16 ? count_avx512<true, both, ignoring> : count_avx512<false, both, ignoring>;
-    return kernel(preds, target, rows, stride, width, thresholds, sums, ignore_index);
+    if (width == 16) return {count_avx512<true, counted, ignoring, 1>, 1, nullptr};
+    const Kernel single = count_avx512<false, counted, ignoring, 1>;
+    if (width <= 4) return {count_avx512<false, counted, ignoring, 4>, 4, single};
+    if (width <= 8) return {count_avx512<false, counted, ignoring, 2>, 2, single};
+    return {single, 1, nullptr};
   }
   if (isa == Isa::Avx2) {
-    const auto kernel = width == 8 ? count_avx2<true, both, ignoring> : count_avx2<false, both, ignoring>;
-    return kernel(preds, target, rows, stride, width, thresholds, sums, ignore_index);
+    if (width == 8) return {count_avx2<true, counted, ignoring, 1>, 1, nullptr};
+    const Kernel single = count_avx2<false, counted, ignoring, 1>;
+    if (width <= 4) return {count_avx2<false, counted, ignoring, 2>, 2, single};
+    return {single, 1, nullptr};
   }
 #endif
   TORCH_INTERNAL_ASSERT(false, "count_labels: no vector kernel for this instruction set");
 }
 
+template <Thresholds counted, Ignoring ignoring>
+LabelScan count_chunk(const float* preds, const int64_t* target, int64_t rows, int64_t stride, int64_t width,
+                      const float (&thresholds)[2], Isa isa, const LabelSums& sums, int64_t ignore_index) {
+  const auto kernels = block_kernels<counted, ignoring>(isa, width);
+  const int64_t packed = rows / kernels.rows_per_vector * kernels.rows_per_vector;
+  LabelScan scan;
+  if (packed > 0) scan = kernels.packed(preds, target, packed, stride, width, thresholds, sums, ignore_index);
+  if (packed < rows) {
+    const int64_t offset = packed * stride;
+    scan = merged(scan, kernels.single(preds + offset, target + offset, rows - packed, stride, width, thresholds,
+                                       sums, ignore_index));
+  }
+  return scan;
+}
+
 // count_chunk for the thresholds counted and the ignoring.
 template <Ignoring ignoring>
 auto chunk_counter(Thresholds counted) {
-  return counted == Thresholds::Both ? count_chunk<true, ignoring> : count_chunk<false, ignoring>;
+  return counted == Thresholds::Both            ? count_chunk<Thresholds::Both, ignoring>
+         : counted == Thresholds::Probabilities ? count_chunk<Thresholds::Probabilities, ignoring>
+                                                : count_chunk<Thresholds::Logits, ignoring>;
 }
 
 }  // namespace
@@ -219,7 +329,7 @@ LabelScan count_labels(const float* preds, const int64_t* target, int64_t rows, 
     const int64_t offset = start * stride;
     const auto part = chunk(preds + offset, target + offset, std::min(kRowChunk, rows - start), stride, width,
                             thresholds, isa, sums, ignore_index);
-    scan = {scan.clean && part.clean, scan.logits || part.logits};
+    scan = merged(scan, part);
   }
   return scan;
 }

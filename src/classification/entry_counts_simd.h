@@ -30,12 +30,16 @@ struct LabelSums {
 };
 
 /// Which thresholds count_labels counts under: both, or thresholds[0] alone (into the sums' [0]),
-/// once the batch has shown which one it takes.
-enum class Thresholds { Both, First };
+/// once the batch has shown which one it takes: the probabilities' or the logits'. Counting under
+/// one, it checks the scores judged against that reading alone: inside [0, 1] (as bits, so neither
+/// -0.0 nor NaN), or finite.
+enum class Thresholds { Both, Probabilities, Logits };
 
 /// What count_labels saw: whether every target was 0 or 1 (or the ignore_index) and every score
 /// judged finite (if not, the sums mean nothing), and whether a score judged lies outside [0, 1]
 /// (the batch is then logits); ignoring, the scores judged are the kept ones or every one (Ignore).
+/// Counting under one threshold, `clean` also says that every score judged is as that reading
+/// needs, and `logits` is false.
 struct LabelScan {
   bool clean = true;
   bool logits = false;
@@ -44,8 +48,8 @@ struct LabelScan {
 /// Adds to `sums`[0, width) the labels [0, width) of `rows` rows, row r at preds + r * stride and
 /// target + r * stride; width <= label_lanes(isa). A score counts as predicted when it is greater
 /// than the threshold: thresholds[0] (probabilities) or thresholds[1] (logits); `counted` says
-/// whether both are counted or thresholds[0] alone, which the caller sets to the threshold it chose
-/// (sums.predicted[1] and sums.both[1] untouched). Entries whose target is `ignore`'s index count
+/// whether both are counted or thresholds[0] alone, which the caller sets to the threshold of the
+/// reading it chose (sums.predicted[1] and sums.both[1] untouched). Entries whose target is `ignore`'s index count
 /// in sums.ignored alone.
 LabelScan count_labels(const float* preds, const int64_t* target, int64_t rows, int64_t stride, int64_t width,
                        const float (&thresholds)[2], Isa isa, const LabelSums& sums,
