@@ -638,7 +638,8 @@ TEST(ClassificationKernels, CountLabelsMatchesBruteForceOnEveryWidthAndIsa) {
                 const auto ignored = target.eq(ignore->index);
                 const float odd_scores[] = {5.0f, NAN, -0.5f};
                 if (kind == 0 || kind >= 4) {  // (kind 0: an otherwise clean batch of probabilities)
-                  preds.masked_fill_(ignored & (at::rand({rows, stride}, gen) < 0.3), odd_scores[(kind + trial) % 3]);
+                  const auto some = ignored & (at::rand({rows, stride}, gen) < 0.3);
+                  preds.masked_fill_(some, odd_scores[(kind + trial) % 3]);
                 }
               }
               std::vector<int64_t> sums(6 * lanes, 0), expected(6 * lanes, 0);
@@ -887,7 +888,7 @@ TEST(ClassificationKernels, CpuAndAtenPathsAgreeOnBinaryAndMultilabelStreams) {
         const auto o = Opts(base).ignore_index(ignore).weighted(weighted);
         ConfusionMatrix cpu(o), aten(o);
         for (int64_t n : {0, 1, 7, 8, 9, 31, 33, 1000}) {
-          for (int trial = 0; trial < 12; ++trial) {
+          for (int trial = 0; trial < 13; ++trial) {
             const auto shape = o.task() == Task::Binary ? std::vector<int64_t>{n} : std::vector<int64_t>{n, o.num_classes()};
             auto preds = trial % 2 && trial < 8 ? at::randn(shape, gen) * 3 : at::rand(shape, gen);
             if (trial == 6 || trial == 7) preds = at::randint(2, shape, gen, at::kLong);  // labels
@@ -904,6 +905,9 @@ TEST(ClassificationKernels, CpuAndAtenPathsAgreeOnBinaryAndMultilabelStreams) {
             // a bad entry in the last entry alone (with 37 labels, past the kernels' first block)
             if (trial == 10 && n > 0) flat_t[-1] = 2;
             if (trial == 11 && n > 0) flat_p[-1] = NAN;
+            // a probability whose sign bit is set (the kernels' later blocks leave the batch to the
+            // scalar loop)
+            if (trial == 12 && n > 0) flat_p[-1] = -0.0f;
             // a fifth of the targets the ignore_index, their scores (trials 0, 1) out of [0, 1] or
             // NaN: which every reading judges but the kept matrix's (the vector kernels' masks)
             if (ignore && *ignore != 1) {

@@ -20,10 +20,6 @@ constexpr uint32_t kOneBits = 0x3f800000u;
 // Lane counters are int32: a kernel call counts at most this many rows, so that none overflows.
 constexpr int64_t kRowChunk = int64_t{1} << 30;
 
-// Targets are clean when no bit but the lowest is set anywhere; scores, when their sum is finite:
-// it is NaN or infinite whenever a score is (and, harmlessly, when finite scores overflow it,
-// which sends the batch to the scalar loop).
-// (Lanes past the width hold zeros, which are no evidence of logits.)
 // p + offset, as an address: a masked load reads only its lanes' entries, and the first of them
 // may lie before the buffer (where a row's labels are fewer than its lanes).
 template <typename T>
@@ -31,6 +27,10 @@ const T* lane_base(const T* p, int64_t offset) {
   return reinterpret_cast<const T*>(reinterpret_cast<uintptr_t>(p) + static_cast<uintptr_t>(offset) * sizeof(T));
 }
 
+// Targets are clean when no bit but the lowest is set anywhere; scores, when their sum is finite:
+// it is NaN or infinite whenever a score is (and, harmlessly, when finite scores overflow it,
+// which sends the batch to the scalar loop).
+// (Lanes past the width hold zeros, which are no evidence of logits.)
 LabelScan scan_of(bool targets_clean, float lo, float hi, float sum) {
   return {targets_clean && std::isfinite(sum), lo < 0.0f || hi > 1.0f};
 }
@@ -50,10 +50,10 @@ METRICS_TARGET_AVX512 void add_lanes_avx512(__m512i lanes, int64_t width, int64_
 // clean batch, so positives and true positives are sums of them (under the prediction mask for
 // the latter); an OR of all target bits finds the batch unclean. No branch depends on the data.
 // `full`: all 16 lanes, read without masks; else `width` of them, or, kRows > 1, the `width`
-// (<= 16 / kRows) labels of kRows rows side by side, each row's in 16 / kRows lanes, so that a narrow last block of labels takes a vector
-// per kRows rows; `rows` is then a multiple of kRows. Ignoring, the entries whose target is the
-// ignore_index are masked out of every sum but `ignored` (and out of the OR; JudgeKept: out of the
-// scores judged too).
+// (<= 16 / kRows) labels of kRows rows side by side, each row's in 16 / kRows lanes, so that a
+// narrow last block of labels takes a vector per kRows rows; `rows` is then a multiple of kRows.
+// Ignoring, the entries whose target is the ignore_index are masked out of every sum but `ignored`
+// (and out of the OR; JudgeKept: out of the scores judged too).
 template <bool full, Thresholds counted, Ignoring ignoring, int kRows>
 METRICS_TARGET_AVX512 LabelScan count_avx512(const float* preds, const int64_t* target, int64_t rows,
                                              int64_t stride, int64_t width, const float (&thresholds)[2],
