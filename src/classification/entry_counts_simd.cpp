@@ -324,7 +324,7 @@ LabelScan count_labels(const float* preds, const int64_t* target, int64_t rows, 
   const auto chunk = ignoring == Ignoring::None         ? chunk_counter<Ignoring::None>(counted)
                      : ignoring == Ignoring::JudgeEvery ? chunk_counter<Ignoring::JudgeEvery>(counted)
                                                         : chunk_counter<Ignoring::JudgeKept>(counted);
-  const int64_t ignore_index = ignore ? ignore->index : 0;
+  const int64_t ignore_index = compared_index(ignore);
   for (int64_t start = 0; start < rows; start += kRowChunk) {
     const int64_t offset = start * stride;
     const auto part = chunk(preds + offset, target + offset, std::min(kRowChunk, rows - start), stride, width,

@@ -22,4 +22,7 @@ inline Ignoring ignoring_of(const std::optional<Ignore>& ignore) {
   return !ignore ? Ignoring::None : ignore->judges_every_score ? Ignoring::JudgeEvery : Ignoring::JudgeKept;
 }
 
+/// The index a kernel compares targets with: the ignore_index, or 0 where there is none (never one).
+inline int64_t compared_index(const std::optional<Ignore>& ignore) { return ignore ? ignore->index : 0; }
+
 }  // namespace metrics::detail::cpu

@@ -56,7 +56,7 @@ template <bool ignores, bool judges_kept>
 METRICS_ALWAYS_INLINE Scan scan_as(const WeightedEntries& b, const double* weight) {
   constexpr float kInf = std::numeric_limits<float>::infinity();
   const int64_t entries = b.rows * b.labels, whole = entries / kLanes * kLanes;
-  const int64_t ignore = ignores ? b.ignore->index : 0;
+  const int64_t ignore = b.ignore_index();
   float lo[kLanes], hi[kLanes], sum[kLanes] = {};
   uint64_t bits[kLanes] = {};
   std::fill(lo, lo + kLanes, kInf);

@@ -31,7 +31,7 @@ struct WeightedEntries {
   int64_t rows, labels;
   bool per_entry;
   std::optional<Ignore> ignore;
-  int64_t ignore_index() const { return ignore ? ignore->index : 0; }  // (0: none, never an ignore_index)
+  int64_t ignore_index() const { return compared_index(ignore); }
   /// Whether each entry has a weight of its own (a binary entry is a row of one).
   bool weight_per_entry() const { return per_entry || labels == 1; }
   /// How many weights there are (with `weight` null: the count there would be).
