@@ -569,15 +569,17 @@ std::vector<Isa> vector_isas() {
   return isas;
 }
 
-// Scores in [0, 1) or logits; 0/1 targets. Kinds 2.. spoil one entry of the counted block: a
-// target of 2, -1 or 2^32 (whose low half is 0), a NaN or an infinite score; kind 7 scores it
-// -0.0, a probability whose sign bit is set.
-std::pair<at::Tensor, at::Tensor> kernel_batch(int64_t rows, int64_t stride, int64_t width, int kind,
+// Scores in [0, 1) (a row of them exactly 1.0 and one +0.0, both probabilities) or logits; 0/1
+// targets. Kinds 2.. spoil one entry of the counted block, in the middle row or (`last_row`) the
+// last: a target of 2, -1 or 2^32 (whose low half is 0), a NaN or an infinite score; kind 7 scores
+// it -0.0, a probability whose sign bit is set.
+std::pair<at::Tensor, at::Tensor> kernel_batch(int64_t rows, int64_t stride, int64_t width, int kind, bool last_row,
                                                at::Generator& gen) {
   auto preds = kind == 1 ? at::randn({rows, stride}, gen) : at::rand({rows, stride}, gen);
   auto target = at::randint(2, {rows, stride}, gen, at::kLong);
+  if (kind != 1 && rows > 0) preds[rows / 3].fill_(1.0f), preds[0][0] = 0.0f;
   if (kind >= 2 && rows > 0 && width > 0) {
-    const int64_t r = rows / 2, c = width - 1;
+    const int64_t r = last_row ? rows - 1 : rows / 2, c = width - 1;
     const int64_t bad_targets[] = {2, -1, int64_t{1} << 32};
     const float odd_scores[] = {NAN, INFINITY, -0.0f};
     if (kind <= 4) target[r][c] = bad_targets[kind - 2];
@@ -610,7 +612,8 @@ TEST(Classification, AnEmptyBatchCountsAnUpdateAndNothingElse) {
 
 TEST(ClassificationKernels, CountLabelsMatchesBruteForceOnEveryWidthAndIsa) {
   auto gen = testing::generator(21);
-  const float thresholds[2] = {0.5f, 0.3f};
+  // (odd trials: a negative logit cutoff, which the zeros past the width are above)
+  const float cutoffs[2][2] = {{0.5f, 0.3f}, {0.3f, -0.85f}};
   using detail::cpu::Ignore;
   // an ignore_index whose low 32 bits are 1's: a target of 1 is not it
   const std::optional<Ignore> ignores[] = {std::nullopt, Ignore{-1, true}, Ignore{-1, false}, Ignore{255, true},
@@ -620,8 +623,10 @@ TEST(ClassificationKernels, CountLabelsMatchesBruteForceOnEveryWidthAndIsa) {
   const Thresholds readings[] = {Thresholds::Both, Thresholds::Probabilities, Thresholds::Logits};
   for (auto isa : vector_isas()) {
     const int64_t lanes = detail::cpu::label_lanes(isa);
-    for (int64_t rows : {0, 1, 7, 8, 9, 31, 33, 100}) {
-      for (int64_t stride : {lanes, int64_t{3}, int64_t{17}, int64_t{100}}) {
+    for (int64_t rows : {0, 1, 7, 8, 9, 10, 31, 33, 100}) {
+      // (stride 6: the rows of 5 or 6 labels side by side, two to a vector of 16 lanes, each a
+      // masked load from before its row's start)
+      for (int64_t stride : {lanes, int64_t{3}, int64_t{6}, int64_t{17}, int64_t{100}}) {
         // (up to 4, 8 labels: rows side by side in a vector, 4 or 2 of them)
         std::set<int64_t> widths{0, 1, 2, 4, 5, 8, 9, std::min(stride, lanes) - 1, std::min(stride, lanes)};
         for (int64_t width : widths) {
@@ -629,8 +634,9 @@ TEST(ClassificationKernels, CountLabelsMatchesBruteForceOnEveryWidthAndIsa) {
           for (int trial = 0; trial < 24; ++trial) {
             const int kind = trial / 3;
             const auto counted = readings[trial % 3];
+            const auto& thresholds = cutoffs[trial % 2];
             for (const auto& ignore : ignores) {
-              auto [preds, target] = kernel_batch(rows, stride, width, kind, gen);
+              auto [preds, target] = kernel_batch(rows, stride, width, kind, trial % 4 >= 2, gen);
               if (ignore && rows > 0) {
                 // a fifth of the targets ignored, and (for some trials) the scores of a few of them
                 // out of [0, 1] or NaN, which the range judges only where it judges every score
@@ -656,10 +662,12 @@ TEST(ClassificationKernels, CountLabelsMatchesBruteForceOnEveryWidthAndIsa) {
                 return counted == Thresholds::Probabilities ? !std::signbit(x) && x <= 1 : std::isfinite(x);
               };
               const auto e = at(expected);
+              const auto scores = preds.accessor<float, 2>();
+              const auto targets = target.accessor<int64_t, 2>();
               for (int64_t r = 0; r < rows; ++r) {
                 for (int64_t l = 0; l < width; ++l) {
-                  const float x = preds[r][l].item<float>();
-                  const int64_t t = target[r][l].item<int64_t>();
+                  const float x = scores[r][l];
+                  const int64_t t = targets[r][l];
                   if (ignore && t == ignore->index) {
                     e.ignored[l] += 1;
                     if (!ignore->judges_every_score) continue;

@@ -340,8 +340,8 @@ std::optional<Ignore> ignore_of(const ClassificationOptions& o, const CountSink&
 // Unweighted float32 scores, with the vector kernels: a clean batch (every target 0, 1 or the
 // ignore_index, and finite scores: those it keeps, or every one where every one is judged) has no
 // bad entry, and each label's four cells follow from four counts. Any other batch, and a clean one
-// whose logits show only past the first block of labels, returns false with the state untouched,
-// for the scalar loop.
+// whose later blocks of labels hold a score the first block's reading does not take (a logit, or
+// -0.0, after probabilities), returns false with the state untouched, for the scalar loop.
 bool count_clean_entries(const ClassificationBatch& batch, const ClassificationOptions& o, CountSink& sink) {
   const Isa isa = best_isa();
   if (!vector_kernels_count(o, isa)) return false;

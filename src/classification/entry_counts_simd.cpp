@@ -222,7 +222,8 @@ METRICS_TARGET_AVX2 LabelScan count_avx2(const float* preds, const int64_t* targ
     const __m256i t32 = low_halves(t0, t1);
     bits = _mm256_or_si256(bits, _mm256_or_si256(t0, t1));
     positives = _mm256_add_epi32(positives, t32);
-    // A predicted lane is all ones: -1. (Lanes past the width count zeros, which no sum takes.)
+    // A predicted lane is all ones: -1. (Lanes past the width count too, their scores zeros: no sum
+    // takes them.)
     const __m256i yes0 = _mm256_castps_si256(_mm256_cmp_ps(scored, probability, _CMP_GT_OQ));
     predicted0 = _mm256_sub_epi32(predicted0, yes0);
     both0 = _mm256_add_epi32(both0, _mm256_and_si256(yes0, t32));

@@ -2,8 +2,9 @@
 
 // Vector kernels (AVX2 and AVX-512) of the binary and multilabel CPU path, for unweighted float32
 // scores and int64 targets. One pass counts each label under both thresholds the batch may need
-// (TorchMetrics decides per batch whether scores are probabilities or logits), or under the one
-// already chosen, and finds the scores' range, which decides it. They count clean batches only
+// (TorchMetrics decides per batch whether scores are probabilities or logits) and finds the
+// scores' range, which decides it; or counts under the one already chosen and checks the scores
+// against that reading. They count clean batches only
 // (finite scores, targets 0 or 1, or the ignore_index) and say when a batch is not; the scalar
 // loop in classification_cpu.cpp judges those entry by entry.
 
@@ -32,7 +33,7 @@ struct LabelSums {
 /// Which thresholds count_labels counts under: both, or thresholds[0] alone (into the sums' [0]),
 /// once the batch has shown which one it takes: the probabilities' or the logits'. Counting under
 /// one, it checks the scores judged against that reading alone: inside [0, 1] (as bits, so neither
-/// -0.0 nor NaN), or finite.
+/// -0.0 nor NaN), or of a finite sum (so finite).
 enum class Thresholds { Both, Probabilities, Logits };
 
 /// What count_labels saw: whether every target was 0 or 1 (or the ignore_index) and every score
