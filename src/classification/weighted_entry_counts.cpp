@@ -49,12 +49,13 @@ METRICS_ALWAYS_INLINE bool weights_clean(const double* weight, int64_t weights) 
 
 // The scores' range and sum and the targets' bits, each lane its own, then the lanes; the weights.
 // A sum is finite unless a score is NaN or infinite (or finite scores overflow it, which sends the
-// batch to the scalar loop, harmlessly). Where it `ignores`, an ignored entry's target is no
-// evidence, nor its score where the range `judges_kept` ones (read as 0.5, inside [0, 1]). (Each
-// way its own loop: the selects left the one loop of all three scalar, twice the time.)
-template <bool ignores, bool judges_kept>
+// batch to the scalar loop, harmlessly). Ignoring, an ignored entry's target is no evidence, nor
+// its score where the range judges the kept ones (read as 0.5, inside [0, 1]). (Each way its own
+// loop: the selects left the one loop of all three scalar, twice the time.)
+template <Ignoring ignoring>
 METRICS_ALWAYS_INLINE Scan scan_as(const WeightedEntries& b, const double* weight) {
   constexpr float kInf = std::numeric_limits<float>::infinity();
+  constexpr bool ignores = ignoring != Ignoring::None, judges_kept = ignoring == Ignoring::JudgeKept;
   const int64_t entries = b.rows * b.labels, whole = entries / kLanes * kLanes;
   const int64_t ignore = b.ignore_index();
   float lo[kLanes], hi[kLanes], sum[kLanes] = {};
@@ -90,8 +91,15 @@ WeightedCells from_label(const WeightedCells& cells, int64_t first) {
 }
 
 METRICS_ALWAYS_INLINE Scan scan(const WeightedEntries& b, const double* weight) {
-  if (!b.ignore) return scan_as<false, false>(b, weight);
-  return b.ignore->judges_every_score ? scan_as<true, false>(b, weight) : scan_as<true, true>(b, weight);
+  switch (ignoring_of(b.ignore)) {
+    case Ignoring::None:
+      return scan_as<Ignoring::None>(b, weight);
+    case Ignoring::JudgeEvery:
+      return scan_as<Ignoring::JudgeEvery>(b, weight);
+    case Ignoring::JudgeKept:
+      return scan_as<Ignoring::JudgeKept>(b, weight);
+  }
+  return {false, false};
 }
 
 // What the count pass reads every entry by: the threshold the batch's scores chose, and (where it
