@@ -35,6 +35,15 @@ LabelScan scan_of(bool targets_clean, float lo, float hi, float sum) {
   return {targets_clean && std::isfinite(sum), lo < 0.0f || hi > 1.0f};
 }
 
+// Counting under one reading: the targets clean, and the scores judged as it needs them (the
+// largest of their bits at most 1.0's; or their sum finite).
+template <Thresholds counted>
+LabelScan scan_as_read(bool targets_clean, uint32_t largest_bits, float sum) {
+  static_assert(counted != Thresholds::Both);
+  const bool as_read = counted == Thresholds::Probabilities ? largest_bits <= kOneBits : std::isfinite(sum);
+  return {targets_clean && as_read, false};
+}
+
 #ifdef METRICS_HAS_X86
 
 // Adds each row's lanes [0, width) to the labels' sums (the lanes of 16 / row_lanes rows side by side).
@@ -137,10 +146,8 @@ METRICS_TARGET_AVX512 LabelScan count_avx512(const float* preds, const int64_t* 
   const bool targets_clean = _mm512_test_epi64_mask(bits, _mm512_set1_epi64(~int64_t{1})) == 0;
   if constexpr (counted == Thresholds::Both) {
     return scan_of(targets_clean, _mm512_reduce_min_ps(lo), _mm512_reduce_max_ps(hi), _mm512_reduce_add_ps(sum));
-  } else if constexpr (counted == Thresholds::Probabilities) {
-    return {targets_clean && _mm512_reduce_max_epu32(largest) <= kOneBits, false};
   } else {
-    return {targets_clean && std::isfinite(_mm512_reduce_add_ps(sum)), false};
+    return scan_as_read<counted>(targets_clean, _mm512_reduce_max_epu32(largest), _mm512_reduce_add_ps(sum));
   }
 }
 
@@ -242,14 +249,12 @@ METRICS_TARGET_AVX2 LabelScan count_avx2(const float* preds, const int64_t* targ
     add_lanes_avx2(both1, width, kRowLanes, sums.both[1]);
   }
   const bool targets_clean = _mm256_testz_si256(bits, _mm256_set1_epi64x(~int64_t{1}));
+  const float score_sum = lane_fold(sum, [](float a, float b) { return a + b; });
   if constexpr (counted == Thresholds::Both) {
     return scan_of(targets_clean, lane_fold(lo, [](float a, float b) { return std::min(a, b); }),
-                   lane_fold(hi, [](float a, float b) { return std::max(a, b); }),
-                   lane_fold(sum, [](float a, float b) { return a + b; }));
-  } else if constexpr (counted == Thresholds::Probabilities) {
-    return {targets_clean && lane_max_u32(largest) <= kOneBits, false};
+                   lane_fold(hi, [](float a, float b) { return std::max(a, b); }), score_sum);
   } else {
-    return {targets_clean && std::isfinite(lane_fold(sum, [](float a, float b) { return a + b; })), false};
+    return scan_as_read<counted>(targets_clean, lane_max_u32(largest), score_sum);
   }
 }
 

@@ -4,9 +4,9 @@
 // scores and int64 targets. One pass counts each label under both thresholds the batch may need
 // (TorchMetrics decides per batch whether scores are probabilities or logits) and finds the
 // scores' range, which decides it; or counts under the one already chosen and checks the scores
-// against that reading. They count clean batches only
-// (finite scores, targets 0 or 1, or the ignore_index) and say when a batch is not; the scalar
-// loop in classification_cpu.cpp judges those entry by entry.
+// against that reading. They count clean batches only (finite scores, targets 0 or 1, or the
+// ignore_index) and say when a batch is not; the scalar loop in classification_cpu.cpp judges
+// those entry by entry.
 
 #include <cstdint>
 #include <optional>
@@ -50,8 +50,8 @@ struct LabelScan {
 /// target + r * stride; width <= label_lanes(isa). A score counts as predicted when it is greater
 /// than the threshold: thresholds[0] (probabilities) or thresholds[1] (logits); `counted` says
 /// whether both are counted or thresholds[0] alone, which the caller sets to the threshold of the
-/// reading it chose (sums.predicted[1] and sums.both[1] untouched). Entries whose target is `ignore`'s index count
-/// in sums.ignored alone.
+/// reading it chose (sums.predicted[1] and sums.both[1] untouched). Entries whose target is
+/// `ignore`'s index count in sums.ignored alone.
 LabelScan count_labels(const float* preds, const int64_t* target, int64_t rows, int64_t stride, int64_t width,
                        const float (&thresholds)[2], Isa isa, const LabelSums& sums,
                        const std::optional<Ignore>& ignore, Thresholds counted = Thresholds::Both);
