@@ -615,9 +615,10 @@ TEST(ClassificationKernels, CountLabelsMatchesBruteForceOnEveryWidthAndIsa) {
   // (odd trials: a negative logit cutoff, which the zeros past the width are above)
   const float cutoffs[2][2] = {{0.5f, 0.3f}, {0.3f, -0.85f}};
   using detail::cpu::Ignore;
-  // an ignore_index whose low 32 bits are 1's: a target of 1 is not it
+  // an ignore_index past 32 bits (low half 255: a target of 255 is not it; AVX2 compares the low
+  // halves and checks the high ones)
   const std::optional<Ignore> ignores[] = {std::nullopt, Ignore{-1, true}, Ignore{-1, false}, Ignore{255, true},
-                                           Ignore{(int64_t{1} << 32) + 1, false}};
+                                           Ignore{(int64_t{1} << 32) + 255, false}};
   // the batch's kind (kernel_batch), and the thresholds counted: both, or thresholds[0] alone (the
   // sums' [1] stay 0) with the scores checked against one reading
   const Thresholds readings[] = {Thresholds::Both, Thresholds::Probabilities, Thresholds::Logits};
@@ -641,6 +642,8 @@ TEST(ClassificationKernels, CountLabelsMatchesBruteForceOnEveryWidthAndIsa) {
                 // a fifth of the targets ignored, and (for some trials) the scores of a few of them
                 // out of [0, 1] or NaN, which the range judges only where it judges every score
                 target.masked_fill_(at::rand({rows, stride}, gen) < 0.2, ignore->index);
+                // (some trials: a target that is the ignore_index but for a high bit, a bad one)
+                if (trial % 8 == 5 && width > 0) target[rows - 1][width - 1] = ignore->index ^ (int64_t{1} << 40);
                 const auto ignored = target.eq(ignore->index);
                 const float odd_scores[] = {5.0f, NAN, -0.5f};
                 if (kind == 0 || kind >= 4) {  // (kind 0: an otherwise clean batch of probabilities)
@@ -1164,10 +1167,15 @@ TEST(ClassificationKernels, DevicePathEdgesMatchTheCpuPath) {
   both(Opts::multiclass(3).weighted(true).average(Average::None), {{floats({.1, .7, .2, .8, .1, .1}).view({2, 3}),
                                                                     longs({1, 0})}, {floats({.1, .7, .2, .8, .1, .1}).view({2, 3}), longs({1, 0})}},
        values({kNaN, 2}));
+  // (the vector kernels take no ignore_index whose low half is 0 or 1, as the first and the last)
   for (const int64_t ignore : {std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(),
                                (int64_t{1} << 53) + 1}) {
     const auto target = longs({0, 1, -1, 5, (int64_t{1} << 53) + 3, ignore});
     both(Opts::binary().ignore_index(ignore), {{floats({.9, .1, .4, .6, .7, .2}), target}});
+    const auto clean = longs({0, 1, ignore, 1, 1, 0, ignore, 0, 1, 1, 0, 0, 1, ignore, 0, 1}).repeat({3}).view({6, 8});
+    const auto spoilt = target.repeat({8}).view({6, 8});
+    both(Opts::multilabel(8).average(Average::None).ignore_index(ignore),
+         {{at::rand({6, 8}, testing::generator(5)), clean}, {at::rand({6, 8}, testing::generator(6)), spoilt}});
   }
   constexpr double kInf = std::numeric_limits<double>::infinity();
   const auto scores = floats({kInf, kInf, kInf, kInf, kInf, 0, -kInf, -kInf, -kInf, 1, kInf, kInf, -kInf, -kInf, 5})

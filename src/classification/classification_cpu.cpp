@@ -325,10 +325,10 @@ bool count_clean_multilabel(const float* preds, const int64_t* target, int64_t r
 }
 
 // Whether the vector kernels may count a batch: they count clean batches alone, where every
-// target is 0 or 1 or the ignore_index, so none where the ignore_index is 0 or 1.
+// target is 0 or 1 or an ignore_index they take.
 bool vector_kernels_count(const ClassificationOptions& o, Isa isa) {
   const auto ignore = o.ignore_index();
-  return isa != Isa::Scalar && !(ignore && (*ignore == 0 || *ignore == 1));
+  return isa != Isa::Scalar && (!ignore || vector_kernels_take(*ignore));
 }
 
 // The ignore_index as the vector kernels take it: the kept matrix's reading judges the kept scores.

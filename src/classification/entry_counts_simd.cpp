@@ -6,8 +6,6 @@
 #include <cmath>
 #include <limits>
 
-#include "low_halves_avx2.h"
-
 namespace metrics::detail::cpu {
 namespace {
 
@@ -151,9 +149,21 @@ METRICS_TARGET_AVX512 LabelScan count_avx512(const float* preds, const int64_t* 
   }
 }
 
-METRICS_TARGET_AVX2 void add_lanes_avx2(__m256i lanes, int64_t width, int64_t row_lanes, int64_t* out) {
+// The lanes of a vector in the order a shuffle of two vectors of 64-bit lanes leaves their halves in,
+// 0 1 4 5 2 3 6 7, or back (a swap of the middle 64-bit pairs).
+METRICS_TARGET_AVX2 __m256i shuffled_order(__m256i v) { return _mm256_permute4x64_epi64(v, _MM_SHUFFLE(3, 1, 2, 0)); }
+
+// The low (kHalf 0) or high (1) halves of two vectors of four 64-bit lanes, in shuffled order.
+template <int kHalf>
+METRICS_TARGET_AVX2 __m256i shuffled_halves(__m256i a, __m256i b) {
+  constexpr int kPick = kHalf ? _MM_SHUFFLE(3, 1, 3, 1) : _MM_SHUFFLE(2, 0, 2, 0);
+  return _mm256_castps_si256(_mm256_shuffle_ps(_mm256_castsi256_ps(a), _mm256_castsi256_ps(b), kPick));
+}
+
+// Adds lanes in shuffled order to `out`, a label's rows of lanes at a time.
+METRICS_TARGET_AVX2 void add_lanes_avx2(__m256i shuffled, int64_t width, int64_t row_lanes, int64_t* out) {
   alignas(32) int32_t values[8];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(values), lanes);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(values), shuffled_order(shuffled));
   for (int64_t first = 0; first < 8; first += row_lanes) {
     for (int64_t l = 0; l < width; ++l) out[l] += values[first + l];
   }
@@ -174,9 +184,12 @@ METRICS_TARGET_AVX2 uint32_t lane_max_u32(__m256i v) {
 }
 
 // As count_avx512, over 8 labels; kRows 2: the `width` (<= 4) labels of two rows side by side.
-// Ignoring, an ignored entry's target is zeroed (for the sums and the OR) and its score read as
-// NaN by the compares, which no threshold is below (JudgeKept: as +0.0 where scores are judged,
-// inside [0, 1]).
+// The targets are read as their halves, the scores in the order a shuffle leaves those in (their
+// lanes shuffled once a row, where the targets' were twice). Ignoring, a target is the ignore_index
+// where its low half is the index's (never 0 or 1 there: vector_kernels_take), and clean where
+// its high half is the index's (else 0); an ignored entry's target is zeroed for the sums and its
+// score read as NaN by the compares, which no threshold is below (JudgeKept: as +0.0 where scores
+// are judged, inside [0, 1]).
 template <bool full, Thresholds counted, Ignoring ignoring, int kRows>
 METRICS_TARGET_AVX2 LabelScan count_avx2(const float* preds, const int64_t* target, int64_t rows, int64_t stride,
                                          int64_t width, const float (&thresholds)[2], const LabelSums& sums,
@@ -190,9 +203,11 @@ METRICS_TARGET_AVX2 LabelScan count_avx2(const float* preds, const int64_t* targ
   const __m256i high = _mm256_cvtepi32_epi64(_mm256_extracti128_si256(lanes, 1));
   // where the second vector of targets starts: the row's next 4 labels, or the next row's
   const int64_t second = kRows == 1 ? 4 : stride;
-  const __m256i ignore = _mm256_set1_epi64x(ignore_index);
+  const __m256i ignore_low = _mm256_set1_epi32(static_cast<int32_t>(ignore_index));
+  const __m256i ignore_high = _mm256_set1_epi32(static_cast<int32_t>(ignore_index >> 32));
   const __m256 probability = _mm256_set1_ps(thresholds[0]), logit = _mm256_set1_ps(thresholds[1]);
-  __m256i positives = _mm256_setzero_si256(), bits = positives, ignored = positives, largest = positives;
+  __m256i positives = _mm256_setzero_si256(), bits = positives, high_bits = positives, ignored = positives;
+  __m256i largest = positives;
   __m256i predicted0 = positives, both0 = positives, predicted1 = positives, both1 = positives;
   __m256 lo = _mm256_set1_ps(kInf), hi = _mm256_set1_ps(-kInf), sum = _mm256_setzero_ps();
 #pragma GCC unroll 2
@@ -207,17 +222,22 @@ METRICS_TARGET_AVX2 LabelScan count_avx2(const float* preds, const int64_t* targ
       x = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_maskload_ps(p, row_lanes)),
                                _mm_maskload_ps(p + stride, row_lanes), 1);
     }
-    __m256i t0 = full ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t)) : _mm256_maskload_epi64(t, low);
-    __m256i t1 = full ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t + 4))
-                      : _mm256_maskload_epi64(t + second, high);
+    x = _mm256_castsi256_ps(shuffled_order(_mm256_castps_si256(x)));
+    const __m256i t0 = full ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t)) : _mm256_maskload_epi64(t, low);
+    const __m256i t1 = full ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t + 4))
+                            : _mm256_maskload_epi64(t + second, high);
+    __m256i t32 = shuffled_halves<0>(t0, t1);
     __m256 scored = x, judged = x;
     if constexpr (ignoring != Ignoring::None) {
-      const __m256i skip0 = _mm256_cmpeq_epi64(t0, ignore), skip1 = _mm256_cmpeq_epi64(t1, ignore);
-      const __m256i skip = low_halves(skip0, skip1);
-      t0 = _mm256_andnot_si256(skip0, t0), t1 = _mm256_andnot_si256(skip1, t1);
+      const __m256i skip = _mm256_cmpeq_epi32(t32, ignore_low);
+      t32 = _mm256_andnot_si256(skip, t32);
+      const __m256i high_error = _mm256_xor_si256(shuffled_halves<1>(t0, t1), _mm256_and_si256(skip, ignore_high));
+      bits = _mm256_or_si256(bits, t32), high_bits = _mm256_or_si256(high_bits, high_error);
       ignored = _mm256_sub_epi32(ignored, skip);
       scored = _mm256_or_ps(x, _mm256_castsi256_ps(skip));
       if constexpr (ignoring == Ignoring::JudgeKept) judged = _mm256_andnot_ps(_mm256_castsi256_ps(skip), x);
+    } else {
+      bits = _mm256_or_si256(bits, _mm256_or_si256(t0, t1));
     }
     if constexpr (counted == Thresholds::Both) {
       lo = _mm256_min_ps(lo, judged), hi = _mm256_max_ps(hi, judged), sum = _mm256_add_ps(sum, judged);
@@ -226,8 +246,6 @@ METRICS_TARGET_AVX2 LabelScan count_avx2(const float* preds, const int64_t* targ
     } else {
       sum = _mm256_add_ps(sum, judged);
     }
-    const __m256i t32 = low_halves(t0, t1);
-    bits = _mm256_or_si256(bits, _mm256_or_si256(t0, t1));
     positives = _mm256_add_epi32(positives, t32);
     // A predicted lane is all ones: -1. (Lanes past the width count too, their scores zeros: no sum
     // takes them.)
@@ -248,7 +266,9 @@ METRICS_TARGET_AVX2 LabelScan count_avx2(const float* preds, const int64_t* targ
     add_lanes_avx2(predicted1, width, kRowLanes, sums.predicted[1]);
     add_lanes_avx2(both1, width, kRowLanes, sums.both[1]);
   }
-  const bool targets_clean = _mm256_testz_si256(bits, _mm256_set1_epi64x(~int64_t{1}));
+  // (ignoring, `bits` holds the targets' low halves, `high_bits` what their high halves differ by)
+  const __m256i clean_bits = ignoring == Ignoring::None ? _mm256_set1_epi64x(~int64_t{1}) : _mm256_set1_epi32(~1);
+  const bool targets_clean = _mm256_testz_si256(bits, clean_bits) && _mm256_testz_si256(high_bits, high_bits);
   const float score_sum = lane_fold(sum, [](float a, float b) { return a + b; });
   if constexpr (counted == Thresholds::Both) {
     return scan_of(targets_clean, lane_fold(lo, [](float a, float b) { return std::min(a, b); }),
@@ -323,7 +343,7 @@ LabelScan count_labels(const float* preds, const int64_t* target, int64_t rows, 
                        const float (&thresholds)[2], Isa isa, const LabelSums& sums,
                        const std::optional<Ignore>& ignore, Thresholds counted) {
   TORCH_INTERNAL_ASSERT(width >= 0 && width <= label_lanes(isa));
-  TORCH_INTERNAL_ASSERT(!ignore || (ignore->index != 0 && ignore->index != 1));
+  TORCH_INTERNAL_ASSERT(!ignore || vector_kernels_take(ignore->index));
   LabelScan scan;
   if (width == 0) return scan;  // nothing to read (an empty tensor's data pointer may be null)
   const Ignoring ignoring = ignoring_of(ignore);

@@ -1,6 +1,6 @@
 #pragma once
 
-// A lane shuffle the AVX2 kernels share.
+// A lane shuffle of the weighted AVX2 kernels.
 
 #include "../cpu_isa.h"
 
