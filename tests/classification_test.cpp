@@ -615,8 +615,8 @@ TEST(ClassificationKernels, CountLabelsMatchesBruteForceOnEveryWidthAndIsa) {
   // (odd trials: a negative logit cutoff, which the zeros past the width are above)
   const float cutoffs[2][2] = {{0.5f, 0.3f}, {0.3f, -0.85f}};
   using detail::cpu::Ignore;
-  // an ignore_index past 32 bits (low half 255: a target of 255 is not it; AVX2 compares the low
-  // halves and checks the high ones)
+  // an ignore_index past 32 bits (AVX2 compares the targets' low halves with the index's and checks
+  // the high ones)
   const std::optional<Ignore> ignores[] = {std::nullopt, Ignore{-1, true}, Ignore{-1, false}, Ignore{255, true},
                                            Ignore{(int64_t{1} << 32) + 255, false}};
   // the batch's kind (kernel_batch), and the thresholds counted: both, or thresholds[0] alone (the
@@ -775,8 +775,8 @@ WeightedKernelBatch weighted_kernel_batch(int64_t rows, int64_t labels, bool per
       b.target.view({-1})[0] = -1, scores[0] = 5.0f;
       if (trial == 14) b.target.view({-1})[-1] = -1, scores[-1] = NAN;
       break;
-    case 15:  // an ignore_index whose low 32 bits are 1's, among float64 weights
-      b.target.masked_fill_(at::rand({rows, labels}, gen) < 0.2, (int64_t{1} << 32) + 1);
+    case 15:  // an ignore_index past 32 bits, among float64 weights
+      b.target.masked_fill_(at::rand({rows, labels}, gen) < 0.2, (int64_t{1} << 32) + 255);
       b.weight = b.weight.to(at::kDouble);
       break;
     case 16:  // ignored entries (the first scored 5, not judged) among float32 weights 2^40 apart,
@@ -824,7 +824,7 @@ TEST(ClassificationKernels, WeightedCountsMatchExactSumsOnEveryWidthAndIsa) {
           const std::optional<detail::cpu::Ignore> ignore =
               trial < 13    ? std::nullopt
               : trial < 15  ? std::optional(detail::cpu::Ignore{-1, trial == 13})
-              : trial == 15 ? std::optional(detail::cpu::Ignore{(int64_t{1} << 32) + 1, true})
+              : trial == 15 ? std::optional(detail::cpu::Ignore{(int64_t{1} << 32) + 255, true})
                             : std::optional(detail::cpu::Ignore{-1, false});
           const auto kept = ignore ? b.target != ignore->index : at::ones_like(b.target, at::kBool);
           const auto judged = ignore && !ignore->judges_every_score ? b.preds.masked_select(kept) : b.preds;

@@ -184,12 +184,11 @@ METRICS_TARGET_AVX2 uint32_t lane_max_u32(__m256i v) {
 }
 
 // As count_avx512, over 8 labels; kRows 2: the `width` (<= 4) labels of two rows side by side.
-// The targets are read as their halves, the scores in the order a shuffle leaves those in (their
-// lanes shuffled once a row, where the targets' were twice). Ignoring, a target is the ignore_index
-// where its low half is the index's (never 0 or 1 there: vector_kernels_take), and clean where
-// its high half is the index's (else 0); an ignored entry's target is zeroed for the sums and its
-// score read as NaN by the compares, which no threshold is below (JudgeKept: as +0.0 where scores
-// are judged, inside [0, 1]).
+// The targets are read as their halves, the scores in the order a shuffle leaves those in.
+// Ignoring, a target is the ignore_index where its low half is the index's (never 0 or 1 there:
+// vector_kernels_take), and clean where its high half is the index's (else 0); an ignored entry's
+// target is zeroed for the sums and its score read as NaN by the compares, which no threshold is
+// below (JudgeKept: as +0.0 where scores are judged, inside [0, 1]).
 template <bool full, Thresholds counted, Ignoring ignoring, int kRows>
 METRICS_TARGET_AVX2 LabelScan count_avx2(const float* preds, const int64_t* target, int64_t rows, int64_t stride,
                                          int64_t width, const float (&thresholds)[2], const LabelSums& sums,

@@ -51,7 +51,7 @@ struct LabelScan {
 /// than the threshold: thresholds[0] (probabilities) or thresholds[1] (logits); `counted` says
 /// whether both are counted or thresholds[0] alone, which the caller sets to the threshold of the
 /// reading it chose (sums.predicted[1] and sums.both[1] untouched). Entries whose target is
-/// `ignore`'s index count in sums.ignored alone.
+/// `ignore`'s index (one vector_kernels_take) count in sums.ignored alone.
 LabelScan count_labels(const float* preds, const int64_t* target, int64_t rows, int64_t stride, int64_t width,
                        const float (&thresholds)[2], Isa isa, const LabelSums& sums,
                        const std::optional<Ignore>& ignore, Thresholds counted = Thresholds::Both);
