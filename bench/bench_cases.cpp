@@ -132,15 +132,19 @@ void add_weighted_collections(std::vector<Case>& cases) {
                                      weighted(multilabel_input())}}) {
     cases.push_back(nosync_classification(std::string(task) + " collection weighted", o, in, /*aten_path=*/false));
   }
-  // the batches the one-pass float32 kernel leaves to the general one: float64 weights (numpy's
-  // default), and a twentieth of the targets ignored
+  // float64 weights: drawn in float64 (numpy's default), whose sums round, so the one pass sums the
+  // cells; and float32 values widened, whose sums are exact, so it derives them. A twentieth of the
+  // targets ignored.
   for (const auto& [task, o, in] :
        {std::tuple{"binary", Opts::binary().weighted(true).ignore_index(-1), weighted(binary_input())},
         {"multilabel", Opts::multilabel(100).average(macro).weighted(true).ignore_index(-1),
          weighted(multilabel_input())}}) {
     auto wide = in;
-    wide.weight = in.weight.to(at::kDouble);
+    wide.weight = at::rand(in.weight.sizes(), at::kDouble);
     cases.push_back(nosync_classification(std::string(task) + " collection weighted float64", o, wide, false));
+    wide.weight = in.weight.to(at::kDouble);
+    cases.push_back(
+        nosync_classification(std::string(task) + " collection weighted float64 float32 values", o, wide, false));
     auto ignoring = in;
     ignoring.target = in.target.masked_fill(at::rand(in.target.sizes()) < 0.05, -1);
     cases.push_back(nosync_classification(std::string(task) + " collection weighted ignore_index", o, ignoring, false));

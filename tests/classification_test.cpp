@@ -780,7 +780,7 @@ WeightedKernelBatch weighted_kernel_batch(int64_t rows, int64_t labels, bool per
       b.weight = b.weight.to(at::kDouble);
       break;
     case 16:  // ignored entries (the first scored 5, not judged) among float32 weights 2^40 apart,
-    case 17:  // and among logits and float64 weights, a NaN in the last (not judged): the cells summed
+    case 17:  // and among logits and float64 weights, a NaN in the last (not judged)
       b.target.masked_fill_(at::rand({rows, labels}, gen) < 0.2, -1);
       b.target.view({-1})[0] = -1, scores[0] = 5.0f;
       if (trial == 16) w[last] = std::ldexp(1.0f, -40), b.exact = false;
@@ -792,6 +792,21 @@ WeightedKernelBatch weighted_kernel_batch(int64_t rows, int64_t labels, bool per
     case 18:  // logits after 16 ignored entries, whose scores are not judged: the guess wrong
       b.target.view({-1}).narrow(0, 0, std::min<int64_t>(rows * labels, 16)).fill_(-1);
       break;
+    case 19:  // float64 weights in [1, 2) of as many significant bits as sums of `rows` of them
+    case 20:  // keep exact (53 - ceil(log2(rows))), one of them halved (20), or one bit more (21:
+    case 21:  // sums may round; where rows is 1 there is no bit more, and any sum of one is exact)
+    {
+      scores[0] = 5;
+      const int64_t digits = std::min<int64_t>(53, 53 - static_cast<int64_t>(std::ceil(std::log2(rows))) +
+                                                       (trial == 21 ? 1 : 0));
+      const double unit = std::ldexp(1.0, static_cast<int>(1 - digits));
+      b.weight = at::randint(int64_t{1} << (digits - 1), weights, gen, at::kLong).to(at::kDouble).mul_(unit).add_(1);
+      auto wide = b.weight.view({-1});
+      wide[0] = 1 + unit;  // (its last bit set)
+      if (trial == 20) wide[last] = wide[last].item<double>() / 2;
+      b.exact = trial == 19 || rows == 1;
+      break;
+    }
   }
   return b;
 }
@@ -819,10 +834,10 @@ TEST(ClassificationKernels, WeightedCountsMatchExactSumsOnEveryWidthAndIsa) {
   for (auto isa : vector_isas()) {
     for (const auto& thresholds : cutoff_pairs) {
       for (const auto& [rows, labels, per_entry] : shapes) {
-        for (int trial = 0; trial < 19; ++trial) {
+        for (int trial = 0; trial < 22; ++trial) {
           const auto b = weighted_kernel_batch(rows, labels, per_entry, trial, thresholds, gen);
           const std::optional<detail::cpu::Ignore> ignore =
-              trial < 13    ? std::nullopt
+              trial < 13 || trial > 18 ? std::nullopt
               : trial < 15  ? std::optional(detail::cpu::Ignore{-1, trial == 13})
               : trial == 15 ? std::optional(detail::cpu::Ignore{(int64_t{1} << 32) + 255, true})
                             : std::optional(detail::cpu::Ignore{-1, false});
@@ -854,20 +869,23 @@ TEST(ClassificationKernels, WeightedCountsMatchExactSumsOnEveryWidthAndIsa) {
           using detail::cpu::Counted;
           const auto counted = detail::cpu::count_weighted_entries(
               entries, thresholds, isa, {cells, cells + labels, cells + 2 * labels, cells + 3 * labels});
-          // the one pass deriving the cells where the weights are float32, their sums exact and the
-          // guess right (trial 3's or 18's scores judged, all among the first, are no logits; 13 and
-          // 14 ignore entries); the general kernel for a wrong guess; the one pass summing the cells for
-          // float64 weights; any for weights whose sums may round (4 to 6 and 16: the test of
-          // exactness reads their exponents, which some of these pass, as one weight does; 5's
-          // logits may all lie past the first scores)
+          // the one pass deriving the cells where the weights' sums are exact and the guess right
+          // (trial 3's or 18's scores judged, all among the first, are no logits; 13, 14, 15 and 17
+          // ignore entries; 7, 15, 17 and 19 take float64 weights, whose sums are tested where they
+          // are per row); the general kernel for a wrong guess; the one pass summing the cells for
+          // other float64 weights; any for float32 weights whose sums may round (4 to 6 and 16:
+          // the test of exactness reads their exponents, which some of these pass, as one weight
+          // does; 5's logits may all lie past the first scores)
+          const bool float64_weights = trial == 7 || trial == 15 || trial == 17 || trial > 18;
+          const bool float64_derived = !(per_entry || labels == 1) && (trial < 20 || rows == 1);
           if (trial >= 8 && trial < 13) {
             ASSERT_EQ(counted, Counted::None) << where;
+          } else if (float64_weights) {
+            ASSERT_EQ(counted, float64_derived ? Counted::Derived : Counted::Cells) << where;
           } else if (trial < 3 || ((trial == 3 || trial == 18) && !logits) || trial == 13 || trial == 14) {
             ASSERT_EQ(counted, Counted::Derived) << where;
           } else if (trial == 3 || trial == 18) {
             ASSERT_EQ(counted, Counted::General) << where;
-          } else if (trial == 7 || trial == 15 || trial == 17) {
-            ASSERT_EQ(counted, Counted::Cells) << where;
           } else {
             ASSERT_NE(counted, Counted::None) << where;
           }

@@ -248,14 +248,17 @@ METRICS_ALWAYS_INLINE bool count(const WeightedEntries& b, const float (&thresho
 // One pass over the entries, in blocks of labels (or of binary entries laid out as rows) whose sums
 // stay in registers, for any clean batch with weights. Per label, four sums of weights: the cells
 // themselves (each entry's weight into the one it falls in; an ignored entry's weight read as 0),
-// or, for float32 weights whose every sum is exact, three sums (the weight where predicted, where
-// positive, where both) and the total of the weights kept, from which the cells follow by
-// subtraction, with fewer instructions, and one add fewer per entry where the weights are per row
-// and none is ignored (the total is then the rows'). A subtraction is exact where every sum is:
-// each weight is a multiple of the unit in the last place of the smallest (2^(e_min - 23)), and n
-// of them sum below n * 2^(e_max + 1), so float64's 53 bits hold every partial sum when
-// e_max - e_min + log2(n) <= 29 (weights within 2^22 of each other, n = 128); n is the most weights
-// one sum takes (the rows, or every binary entry, whose lanes are summed at the end). The threshold
+// or, for float32 weights and float64 ones per row whose every sum is exact, three sums (the weight
+// where predicted, where positive, where both) and the total of the weights kept, from which the
+// cells follow by subtraction, with fewer instructions, and one add fewer per entry where the
+// weights are per row and none is ignored (the total is then the rows'). A subtraction is exact
+// where every sum is:
+// each weight is a multiple of 2^(e_min - d + 1), d the significant bits any weight has (float32's
+// 24; float64 weights' 53 less the trailing zeros all their mantissas share: fewer for integers or
+// widened float32 values), and n of them sum below n * 2^(e_max + 1), so float64's 53 bits hold
+// every partial sum when e_max - e_min + log2(n) <= 53 - d (float32 weights within 2^22 of each
+// other, n = 128); n is the most weights one sum takes (the rows, or every binary entry, whose
+// lanes are summed at the end). The threshold
 // is chosen up front from the first scores judged (one outside [0, 1] makes the batch logits;
 // inside, they are taken for probabilities) and the pass checks the guess with the scores:
 // probabilities have bits no greater than 1.0f's (which also rules out NaN, infinities and
@@ -265,17 +268,39 @@ METRICS_ALWAYS_INLINE bool count(const WeightedEntries& b, const float (&thresho
 namespace one_pass {
 
 // The weights' biased exponents, read with the sign bit (so a negative weight or -0.0 has one
-// above 0xff, as infinities and NaN have 0xff): the largest, and the least of the nonzero weights'
-// (0xff where there are none).
+// above the all-ones exponent, 0xff or 0x7ff, that infinities and NaN have): the largest, and the
+// least of the nonzero weights' (all ones where there are none); and the most significant bits a
+// weight has (float32: 24; float64: 53 less the trailing zeros every mantissa has).
 struct Exponents {
-  int64_t most, least;
+  int64_t most, least, digits = 24;
 };
 
 // Whether every sum of up to `summands` clean weights is exact (see above; a subnormal weight's
 // exponent is taken as 0, one below its own, which only tightens the test).
 bool sums_exact(const Exponents& e, int64_t summands) {
-  const int64_t spare_bits = 29 - (e.most - std::min(e.least, e.most));
-  return spare_bits >= 0 && summands <= (int64_t{1} << spare_bits);
+  const int64_t spare_bits = 53 - e.digits - (e.most - std::min(e.least, e.most));
+  return spare_bits >= 0 && summands <= (int64_t{1} << std::min<int64_t>(spare_bits, 62));
+}
+
+// Float64 weights' Exponents, from their bits: signed maxima and minima and ORs, which the compiler
+// vectorizes (a select, or unsigned ones, left the loop scalar). (Weights per entry skip the test:
+// over a binary (4096,) batch its chains of blends took more time on AVX2 than the derived sums
+// saved.)
+// The least nonzero bits are one more than the least of the bits less one, where 0 wraps to the
+// largest (the sign bit cleared: a negative weight's bits are in `signs`).
+METRICS_ALWAYS_INLINE Exponents double_exponents(const double* weight, int64_t n) {
+  constexpr int64_t kLargest = std::numeric_limits<int64_t>::max(), kMantissa = (int64_t{1} << 52) - 1;
+  int64_t signs = 0, most = 0, least_less_one = kLargest, mantissas = int64_t{1} << 52;
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t bits;
+    std::memcpy(&bits, weight + i, sizeof bits);
+    signs |= bits;
+    most = std::max(most, bits);
+    least_less_one = std::min(least_less_one, (bits - 1) & kLargest);
+    mantissas |= bits & kMantissa;
+  }
+  const int64_t least = least_less_one == kLargest ? 0x7ff : (least_less_one + 1) >> 52;
+  return {signs < 0 ? int64_t{0x800} : most >> 52, least, 53 - __builtin_ctzll(static_cast<uint64_t>(mantissas))};
 }
 
 // The total of float64 weights (summed in lanes, which exactness allows).
@@ -823,6 +848,10 @@ METRICS_ALWAYS_INLINE Counted count_one_pass(const WeightedEntries& b, const flo
   if (b.float_weight) {
     const auto e = Kernels::exponents(static_cast<const float*>(b.weight), weights);
     if (e.most >= 0xff) return Counted::None;
+    exact = sums_exact(e, b.rows);
+  } else if (!per_entry) {
+    const auto e = double_exponents(static_cast<const double*>(b.weight), weights);
+    if (e.most >= 0x7ff) return Counted::None;
     exact = sums_exact(e, b.rows);
   } else if (!weights_clean(static_cast<const double*>(b.weight), weights)) {
     return Counted::None;

@@ -35,7 +35,10 @@ def _batches(task, seed, ignore_index, weighted, logits=False):
             target = torch.randint(0, 2, (n, L), generator=g)
         if ignore_index is not None:
             target[torch.rand(target.shape, generator=g) < 0.2] = ignore_index
-        weight = torch.rand(n, generator=g, dtype=torch.float64) + 0.1 if weighted else None
+        if weighted == "integers":  # float64 weights whose sums are exact: the CPU kernels derive cells
+            weight = torch.randint(1, 6, (n,), generator=g).double()
+        else:
+            weight = torch.rand(n, generator=g, dtype=torch.float64) + 0.1 if weighted else None
         yield preds, target, weight
 
 
@@ -126,7 +129,7 @@ def _classes(task):
 
 
 def _make(task, name, cls, average, top_k, threshold, ignore_index, weighted, zero_division):
-    kwargs = dict(ignore_index=ignore_index, weighted=weighted)
+    kwargs = dict(ignore_index=ignore_index, weighted=bool(weighted))
     if task == "multiclass":
         kwargs.update(num_classes=C, average=average, top_k=top_k)
     elif task == "multilabel":
@@ -169,8 +172,8 @@ def test_binary_matches_sklearn(threshold, ignore_index, weighted, logits):
 
 
 @pytest.mark.parametrize("average,ignore_index,weighted,logits",
-                         list(itertools.product(["micro", "macro", "weighted", "none"], [None, -1], [False, True],
-                                                [False, True])))
+                         list(itertools.product(["micro", "macro", "weighted", "none"], [None, -1],
+                                                [False, True, "integers"], [False, True])))
 def test_multilabel_matches_sklearn(average, ignore_index, weighted, logits):
     batches = list(_batches("multilabel", 7, ignore_index, weighted, logits))
     y_true, y_pred, w = _collect("multilabel", batches, 1, 0.5, ignore_index)
