@@ -807,13 +807,21 @@ WeightedKernelBatch weighted_kernel_batch(int64_t rows, int64_t labels, bool per
       b.exact = trial == 19 || rows == 1;
       break;
     }
+    case 22:  // float64 weights, a -0.0 in the last: not counted here
+      b.weight = b.weight.to(at::kDouble), b.weight.view({-1})[last] = -0.0;
+      break;
+    case 23:  // float64 weights of 2^1023, whose sums reach infinity: the cells summed (derived,
+              // inf - inf would make NaN)
+      scores[0] = 5;
+      b.weight = at::full(weights, std::ldexp(1.0, 1023), at::kDouble), b.exact = false;
+      break;
   }
   return b;
 }
 
 // count_weighted_entries (multilabel with a weight per row or per entry, binary) against the four
-// cells summed in long double (exact here): equal bit for bit where the weights sum exactly (float32
-// weights' kernels derive three cells by subtraction, exact there), within a direct sum's rounding
+// cells summed in long double (exact here): equal bit for bit where the weights sum exactly (the
+// kernels derive three cells by subtraction there, exact too), within a direct sum's rounding
 // elsewhere; batches the kernels do not count (a bad target, score or weight) leave the cells as
 // they were; targets of the ignore_index count nowhere. Widths below, at and
 // above a block (AVX-512: 16 labels; AVX2: 8, and within its second half of 64-bit lanes: 5 to 7),
@@ -834,7 +842,7 @@ TEST(ClassificationKernels, WeightedCountsMatchExactSumsOnEveryWidthAndIsa) {
   for (auto isa : vector_isas()) {
     for (const auto& thresholds : cutoff_pairs) {
       for (const auto& [rows, labels, per_entry] : shapes) {
-        for (int trial = 0; trial < 22; ++trial) {
+        for (int trial = 0; trial < 24; ++trial) {
           const auto b = weighted_kernel_batch(rows, labels, per_entry, trial, thresholds, gen);
           const std::optional<detail::cpu::Ignore> ignore =
               trial < 13 || trial > 18 ? std::nullopt
@@ -871,14 +879,14 @@ TEST(ClassificationKernels, WeightedCountsMatchExactSumsOnEveryWidthAndIsa) {
               entries, thresholds, isa, {cells, cells + labels, cells + 2 * labels, cells + 3 * labels});
           // the one pass deriving the cells where the weights' sums are exact and the guess right
           // (trial 3's or 18's scores judged, all among the first, are no logits; 13, 14, 15 and 17
-          // ignore entries; 7, 15, 17 and 19 take float64 weights, whose sums are tested where they
-          // are per row); the general kernel for a wrong guess; the one pass summing the cells for
-          // other float64 weights; any for float32 weights whose sums may round (4 to 6 and 16:
+          // ignore entries; 7, 15, 17 and 19 to 23 take float64 weights, whose sums are tested where
+          // they are per row); the general kernel for a wrong guess; the one pass summing the cells
+          // for other float64 weights; any for float32 weights whose sums may round (4 to 6 and 16:
           // the test of exactness reads their exponents, which some of these pass, as one weight
           // does; 5's logits may all lie past the first scores)
           const bool float64_weights = trial == 7 || trial == 15 || trial == 17 || trial > 18;
-          const bool float64_derived = !(per_entry || labels == 1) && (trial < 20 || rows == 1);
-          if (trial >= 8 && trial < 13) {
+          const bool float64_derived = !(per_entry || labels == 1) && (trial < 20 || (trial < 22 && rows == 1));
+          if ((trial >= 8 && trial < 13) || trial == 22) {
             ASSERT_EQ(counted, Counted::None) << where;
           } else if (float64_weights) {
             ASSERT_EQ(counted, float64_derived ? Counted::Derived : Counted::Cells) << where;
@@ -899,7 +907,11 @@ TEST(ClassificationKernels, WeightedCountsMatchExactSumsOnEveryWidthAndIsa) {
             // sums of every cell has
             constexpr double kEpsilon = std::numeric_limits<double>::epsilon();
             const double rounding = b.exact ? 0 : (rows + 2) * kEpsilon * (want - 0.5) + kEpsilon * want;
-            ASSERT_NEAR(got[i], want, rounding) << where << " cell " << i / labels << " label " << i % labels;
+            if (std::isinf(want)) {  // (NEAR takes inf - inf for NaN)
+              ASSERT_EQ(got[i], want) << where << " cell " << i / labels << " label " << i % labels;
+            } else {
+              ASSERT_NEAR(got[i], want, rounding) << where << " cell " << i / labels << " label " << i % labels;
+            }
           }
         }
       }

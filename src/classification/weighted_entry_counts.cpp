@@ -252,15 +252,16 @@ METRICS_ALWAYS_INLINE bool count(const WeightedEntries& b, const float (&thresho
 // where predicted, where positive, where both) and the total of the weights kept, from which the
 // cells follow by subtraction, with fewer instructions, and one add fewer per entry where the
 // weights are per row and none is ignored (the total is then the rows'). A subtraction is exact
-// where every sum is:
-// each weight is a multiple of 2^(e_min - d + 1), d the significant bits any weight has (float32's
-// 24; float64 weights' 53 less the trailing zeros all their mantissas share: fewer for integers or
-// widened float32 values), and n of them sum below n * 2^(e_max + 1), so float64's 53 bits hold
-// every partial sum when e_max - e_min + log2(n) <= 53 - d (float32 weights within 2^22 of each
-// other, n = 128); n is the most weights one sum takes (the rows, or every binary entry, whose
-// lanes are summed at the end). The threshold
-// is chosen up front from the first scores judged (one outside [0, 1] makes the batch logits;
-// inside, they are taken for probabilities) and the pass checks the guess with the scores:
+// where every sum is: each weight is a multiple of 2^(e_min - d + 1), d the significant bits any
+// weight has (float32's 24; float64 weights' 53 less the trailing zeros all their mantissas share:
+// fewer for integers or widened float32 values), and n of them sum below n * 2^(e_max + 1), so
+// float64's 53 bits hold every partial sum when e_max - e_min + log2(n) <= 53 - d (float32 weights
+// within 2^22 of each other, n = 128), and float64's exponents hold it when that bound is below
+// 2^1024 (float64 weights whose sums could reach infinity sum the cells, which keeps an infinite sum
+// out of the subtractions); n is the most weights one sum takes (the rows, or every binary entry,
+// whose lanes are summed at the end). The threshold is chosen up front from the first scores judged
+// (one outside [0, 1] makes the batch logits; inside, they are taken for probabilities) and the
+// pass checks the guess with the scores:
 // probabilities have bits no greater than 1.0f's (which also rules out NaN, infinities and
 // negatives), logits a finite sum. A batch this does not count (unclean, a wrong guess) goes to the
 // general kernel, the cells untouched. Each instruction set has its own three kernels (Avx512,
@@ -279,15 +280,13 @@ struct Exponents {
 // exponent is taken as 0, one below its own, which only tightens the test).
 bool sums_exact(const Exponents& e, int64_t summands) {
   const int64_t spare_bits = 53 - e.digits - (e.most - std::min(e.least, e.most));
-  return spare_bits >= 0 && summands <= (int64_t{1} << std::min<int64_t>(spare_bits, 62));
+  return spare_bits >= 0 && summands <= (int64_t{1} << spare_bits);
 }
 
 // Float64 weights' Exponents, from their bits: signed maxima and minima and ORs, which the compiler
-// vectorizes (a select, or unsigned ones, left the loop scalar). (Weights per entry skip the test:
-// over a binary (4096,) batch its chains of blends took more time on AVX2 than the derived sums
-// saved.)
-// The least nonzero bits are one more than the least of the bits less one, where 0 wraps to the
-// largest (the sign bit cleared: a negative weight's bits are in `signs`).
+// vectorizes (a select, or unsigned ones, left the loop scalar). The least nonzero bits are one
+// more than the least of the bits less one, where 0 wraps to the largest (the sign bit cleared: a
+// negative weight's bits are in `signs`).
 METRICS_ALWAYS_INLINE Exponents double_exponents(const double* weight, int64_t n) {
   constexpr int64_t kLargest = std::numeric_limits<int64_t>::max(), kMantissa = (int64_t{1} << 52) - 1;
   int64_t signs = 0, most = 0, least_less_one = kLargest, mantissas = int64_t{1} << 52;
@@ -296,7 +295,7 @@ METRICS_ALWAYS_INLINE Exponents double_exponents(const double* weight, int64_t n
     std::memcpy(&bits, weight + i, sizeof bits);
     signs |= bits;
     most = std::max(most, bits);
-    least_less_one = std::min(least_less_one, (bits - 1) & kLargest);
+    least_less_one = std::min(least_less_one, static_cast<int64_t>((static_cast<uint64_t>(bits) - 1) & kLargest));
     mantissas |= bits & kMantissa;
   }
   const int64_t least = least_less_one == kLargest ? 0x7ff : (least_less_one + 1) >> 52;
@@ -849,10 +848,11 @@ METRICS_ALWAYS_INLINE Counted count_one_pass(const WeightedEntries& b, const flo
     const auto e = Kernels::exponents(static_cast<const float*>(b.weight), weights);
     if (e.most >= 0xff) return Counted::None;
     exact = sums_exact(e, b.rows);
-  } else if (!per_entry) {
+  } else if (!per_entry) {  // (per entry, the test's loop cost binary batches more than it saved)
     const auto e = double_exponents(static_cast<const double*>(b.weight), weights);
     if (e.most >= 0x7ff) return Counted::None;
-    exact = sums_exact(e, b.rows);
+    constexpr int64_t kFiniteSumsBelow = 0x7ff - 63;  // below it, 2^62 weights sum below 2^1024
+    exact = sums_exact(e, b.rows) && e.most < kFiniteSumsBelow;
   } else if (!weights_clean(static_cast<const double*>(b.weight), weights)) {
     return Counted::None;
   }

@@ -6,10 +6,10 @@
 // ignore_index, weights finite and not negative) and that its scores are logits (one outside
 // [0, 1]) or not as its first scores made it guess, and sums each entry's weight into the one cell
 // it falls in (an ignored entry's in none), as the scalar loop in classification_cpu.cpp does.
-// Float32 weights whose every sum is exact in float64 (their exponents close enough for the number
-// of weights a sum takes: within 22 of each other for 128 rows) take three sums per label and the
-// total of the weights kept instead, from which the cells follow by subtraction, the same exact
-// sums. A batch the guess got wrong, and one without weights, takes two passes: one
+// Float32 weights, and float64 ones per row, whose every sum is exact in float64 (their exponents
+// close enough for the number of weights a sum takes and their significant bits: float32 weights
+// within 2^22 of each other for 128 rows) take three sums per label and the total of the weights
+// kept instead, from which the cells follow by subtraction, the same exact sums. A batch the guess got wrong, and one without weights, takes two passes: one
 // finds whether it is clean and logits, one counts. Any other batch is left to the scalar loop.
 
 #include <cstdint>
