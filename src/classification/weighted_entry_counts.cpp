@@ -261,11 +261,11 @@ METRICS_ALWAYS_INLINE bool count(const WeightedEntries& b, const float (&thresho
 // out of the subtractions); n is the most weights one sum takes (the rows, or every binary entry,
 // whose lanes are summed at the end). The threshold is chosen up front from the first scores judged
 // (one outside [0, 1] makes the batch logits; inside, they are taken for probabilities) and the
-// pass checks the guess with the scores:
-// probabilities have bits no greater than 1.0f's (which also rules out NaN, infinities and
-// negatives), logits a finite sum. A batch this does not count (unclean, a wrong guess) goes to the
-// general kernel, the cells untouched. Each instruction set has its own three kernels (Avx512,
-// Avx2: the weights' exponents, the guess, a block's sums); the rest is shared.
+// pass checks the guess with the scores: probabilities have bits no greater than 1.0f's (which also
+// rules out NaN, infinities and negatives), logits a finite sum. A batch this does not count
+// (unclean, a wrong guess) goes to the general kernel, the cells untouched. Each instruction set
+// has its own three kernels (Avx512, Avx2: the weights' exponents, the guess, a block's sums); the
+// rest is shared.
 namespace one_pass {
 
 // The weights' biased exponents, read with the sign bit (so a negative weight or -0.0 has one

@@ -9,8 +9,9 @@
 // Float32 weights, and float64 ones per row, whose every sum is exact in float64 (their exponents
 // close enough for the number of weights a sum takes and their significant bits: float32 weights
 // within 2^22 of each other for 128 rows) take three sums per label and the total of the weights
-// kept instead, from which the cells follow by subtraction, the same exact sums. A batch the guess got wrong, and one without weights, takes two passes: one
-// finds whether it is clean and logits, one counts. Any other batch is left to the scalar loop.
+// kept instead, from which the cells follow by subtraction, the same exact sums. A batch the guess
+// got wrong, and one without weights, takes two passes: one finds whether it is clean and logits,
+// one counts. Any other batch is left to the scalar loop.
 
 #include <cstdint>
 #include <optional>
