@@ -132,9 +132,10 @@ void add_weighted_collections(std::vector<Case>& cases) {
                                      weighted(multilabel_input())}}) {
     cases.push_back(nosync_classification(std::string(task) + " collection weighted", o, in, /*aten_path=*/false));
   }
-  // float64 weights: drawn in float64 (numpy's default), whose sums round, so the one pass sums the
-  // cells; and (multilabel: binary weights, one per entry, always sum the cells) float32 values
-  // widened, whose sums are exact, so it derives them. A twentieth of the targets ignored.
+  // float64 weights drawn in float64 (numpy's default), whose sums round, so the one pass sums the
+  // cells; multilabel's float32 weights widened, whose sums are exact, so it derives them (binary
+  // weights, one per entry, sum the cells either way); float32 weights beside a twentieth of the
+  // targets ignored.
   for (const auto& [task, o, in] :
        {std::tuple{"binary", Opts::binary().weighted(true).ignore_index(-1), weighted(binary_input())},
         {"multilabel", Opts::multilabel(100).average(macro).weighted(true).ignore_index(-1),

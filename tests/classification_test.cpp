@@ -807,8 +807,9 @@ WeightedKernelBatch weighted_kernel_batch(int64_t rows, int64_t labels, bool per
       b.exact = trial == 19 || rows == 1;
       break;
     }
-    case 22:  // float64 weights, a -0.0 in the last: not counted here
-      b.weight = b.weight.to(at::kDouble), b.weight.view({-1})[last] = -0.0;
+    case 22:  // float64 weights, the last -0.0, +inf or NaN (by the rows): not counted here
+      b.weight = b.weight.to(at::kDouble);
+      b.weight.view({-1})[last] = rows % 3 == 0 ? -0.0 : rows % 3 == 1 ? HUGE_VAL : NAN;
       break;
     case 23:  // float64 weights of 2^1023, whose sums reach infinity: the cells summed (derived,
               // inf - inf would make NaN)

@@ -73,7 +73,7 @@ METRICS_TARGET_AVX512 LabelScan count_avx512(const float* preds, const int64_t* 
   __mmask16 lanes = 0;
   for (int j = 0; j < kRows; ++j) lanes |= static_cast<__mmask16>(row_mask << (j * kRowLanes));
   const auto low = static_cast<__mmask8>(lanes & 0xFF), high = static_cast<__mmask8>(lanes >> 8);
-  const __m512i low_halves = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i low_half_lanes = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i minus_one = _mm512_set1_epi32(-1), ignore = _mm512_set1_epi64(ignore_index);
   const __m512 probability = _mm512_set1_ps(thresholds[0]), logit = _mm512_set1_ps(thresholds[1]);
   __m512i positives = _mm512_setzero_si512(), bits = positives, kept_count = positives, largest = positives;
@@ -103,7 +103,7 @@ METRICS_TARGET_AVX512 LabelScan count_avx512(const float* preds, const int64_t* 
         }
       }
     }
-    const __m512i t32 = _mm512_permutex2var_epi32(t0, low_halves, t1);
+    const __m512i t32 = _mm512_permutex2var_epi32(t0, low_half_lanes, t1);
     __mmask16 kept = lanes;
     if constexpr (ignoring == Ignoring::None) {
       bits = _mm512_ternarylogic_epi64(bits, t0, t1, 0xFE);  // bits | t0 | t1

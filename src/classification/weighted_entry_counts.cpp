@@ -851,7 +851,7 @@ METRICS_ALWAYS_INLINE Counted count_one_pass(const WeightedEntries& b, const flo
   } else if (!per_entry) {  // (per entry, the test's loop cost binary batches more than it saved)
     const auto e = double_exponents(static_cast<const double*>(b.weight), weights);
     if (e.most >= 0x7ff) return Counted::None;
-    constexpr int64_t kFiniteSumsBelow = 0x7ff - 63;  // below it, 2^62 weights sum below 2^1024
+    constexpr int64_t kFiniteSumsBelow = 0x7ff - 63;  // below it, any int64 count of weights sums below 2^1024
     exact = sums_exact(e, b.rows) && e.most < kFiniteSumsBelow;
   } else if (!weights_clean(static_cast<const double*>(b.weight), weights)) {
     return Counted::None;
