@@ -57,6 +57,7 @@
 // tail still go to the count buffer: two put_s.
 
 #include <ATen/ATen.h>
+#include <torch/version.h>
 
 #include <algorithm>
 #include <array>
@@ -463,11 +464,14 @@ std::vector<double> tally_sums(const ValuesLayout& v) {
 }
 
 // Whether the weights are checked with the scores, by the ne that finds NaN scores: where the
-// scores' dtype holds every weight exactly, and is not float16 (PyTorch 1.13's CPU clamp takes no
-// float16).
+// scores' dtype holds every weight exactly, but not float16 scores on a CPU under PyTorch 1.x (its
+// CPU clamp takes no float16; meta's and CUDA's do).
 bool checks_weights_with_scores(const ClassificationBatch& b) {
   const auto scores = b.preds.scalar_type();
-  return b.weight && b.scores && scores != at::kHalf && at::promoteTypes(scores, b.weight->scalar_type()) == scores;
+#if TORCH_VERSION_MAJOR < 2
+  if (scores == at::kHalf && b.preds.is_cpu()) return false;
+#endif
+  return b.weight && b.scores && at::promoteTypes(scores, b.weight->scalar_type()) == scores;
 }
 
 struct Buffers {

@@ -172,6 +172,22 @@ def test_half_precision_weights_are_read_as_they_are(task, options, shape, dtype
     assert half["ops"] == canonical["ops"] and half["launching"] == canonical["launching"]
 
 
+@pytest.mark.parametrize("options", [dict(num_classes=1000), dict(num_classes=1000, top_k=5, ignore_index=0),
+                                     dict(num_classes=None, average="micro")])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_scores_check_weights_of_their_dtype(options, dtype):
+    """Multiclass float16 and bfloat16 scores check weights of their own dtype with their NaN ne, as
+    float32 scores check float32 weights: the same ops (but float16 on a CPU under PyTorch 1.x,
+    whose CPU clamp takes no float16)."""
+    import nosync_metrics as nm
+
+    make = launch_bench.collection(nm, "Multiclass", weighted=True, **options)
+    canonical, half = (measured_clean(make, ((128, 1000), scores), ((128,), torch.int64), ((128,), scores))
+                       for scores in (torch.float32, dtype))
+    assert half["ops"] == canonical["ops"] and half["launching"] == canonical["launching"]
+    assert max(half["launching"]) <= 12
+
+
 @pytest.mark.parametrize("task, options, shape, rows, weight", [
     ("Multilabel", dict(num_labels=100), (128, 100, 4), (512, 100), "sample"),
     ("Multilabel", dict(num_labels=100), (128, 100, 4), (512, 100), "entry"),
