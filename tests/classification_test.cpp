@@ -847,9 +847,9 @@ TEST(ClassificationKernels, WeightedCountsMatchExactSumsOnEveryWidthAndIsa) {
           const auto b = weighted_kernel_batch(rows, labels, per_entry, trial, thresholds, gen);
           const std::optional<detail::cpu::Ignore> ignore =
               trial < 13 || trial > 18 ? std::nullopt
-              : trial < 15  ? std::optional(detail::cpu::Ignore{-1, trial == 13})
-              : trial == 15 ? std::optional(detail::cpu::Ignore{(int64_t{1} << 32) + 255, true})
-                            : std::optional(detail::cpu::Ignore{-1, false});
+              : trial < 15             ? std::optional(detail::cpu::Ignore{-1, trial == 13})
+              : trial == 15            ? std::optional(detail::cpu::Ignore{(int64_t{1} << 32) + 255, true})
+                                       : std::optional(detail::cpu::Ignore{-1, false});
           const auto kept = ignore ? b.target != ignore->index : at::ones_like(b.target, at::kBool);
           const auto judged = ignore && !ignore->judges_every_score ? b.preds.masked_select(kept) : b.preds;
           const auto where = ::testing::Message() << "isa=" << static_cast<int>(isa) << " cutoffs=" << thresholds[0]

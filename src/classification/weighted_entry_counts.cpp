@@ -277,10 +277,13 @@ struct Exponents {
 };
 
 // Whether every sum of up to `summands` clean weights is exact (see above; a subnormal weight's
-// exponent is taken as 0, one below its own, which only tightens the test).
+// exponent is taken as 0, one below its own, which only tightens the test) and finite: below the
+// bound, any int64 count of float64 weights sums below 2^1024 (float32 weights' exponents, at most
+// 0xfe, are always below it: their sums never reach float64's infinity).
 bool sums_exact(const Exponents& e, int64_t summands) {
+  constexpr int64_t kFiniteSumsBelow = 0x7ff - 63;
   const int64_t spare_bits = 53 - e.digits - (e.most - std::min(e.least, e.most));
-  return spare_bits >= 0 && summands <= (int64_t{1} << spare_bits);
+  return spare_bits >= 0 && summands <= (int64_t{1} << spare_bits) && e.most < kFiniteSumsBelow;
 }
 
 // Float64 weights' Exponents, from their bits: signed maxima and minima and ORs, which the compiler
@@ -851,8 +854,7 @@ METRICS_ALWAYS_INLINE Counted count_one_pass(const WeightedEntries& b, const flo
   } else if (!per_entry) {  // (per entry, the test's loop cost binary batches more than it saved)
     const auto e = double_exponents(static_cast<const double*>(b.weight), weights);
     if (e.most >= 0x7ff) return Counted::None;
-    constexpr int64_t kFiniteSumsBelow = 0x7ff - 63;  // below it, any int64 count of weights sums below 2^1024
-    exact = sums_exact(e, b.rows) && e.most < kFiniteSumsBelow;
+    exact = sums_exact(e, b.rows);
   } else if (!weights_clean(static_cast<const double*>(b.weight), weights)) {
     return Counted::None;
   }
