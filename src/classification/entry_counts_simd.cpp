@@ -6,7 +6,7 @@
 #include <cmath>
 #include <limits>
 
-#include "low_halves_avx2.h"
+#include "lane_shuffles_avx2.h"
 
 namespace metrics::detail::cpu {
 namespace {

@@ -9,7 +9,7 @@
 #include <numeric>
 #include <vector>
 
-#include "low_halves_avx2.h"
+#include "lane_shuffles_avx2.h"
 
 // Plain loops, inlined into functions built for each instruction set, where the compiler
 // vectorizes them: every reduction is exact (min, max, integer sums) or lane by lane (a block's
