@@ -31,20 +31,23 @@ struct Scan {
   bool clean, logits;
 };
 
+// One step of a float64's exponent, in its bits.
+constexpr int64_t kExponentStep = int64_t{1} << 52;
+
 // Whether every weight is finite and not negative, from their bits: integer ORs, which the compiler
 // vectorizes (it left a float minimum lane by lane, a third of the weighted binary kernel's time).
-// A -0.0 counts as negative here, which sends the batch to the scalar loop, harmlessly.
+// A sign bit is set in a negative weight's bits, or in a positive one's plus one exponent step where
+// its exponent is all ones (infinite or NaN), which carries into it. A -0.0 counts as negative
+// here, which sends the batch to the scalar loop, harmlessly.
 METRICS_ALWAYS_INLINE bool weights_clean(const double* weight, int64_t weights) {
   constexpr uint64_t kSign = uint64_t{1} << 63;
-  constexpr uint64_t kExponent = uint64_t{0x7ff} << 52;
-  uint64_t signs = 0, specials = 0;  // an exponent of all ones: infinite or NaN
+  uint64_t signs = 0;
   for (int64_t i = 0; i < weights; ++i) {
     uint64_t bits;
     std::memcpy(&bits, weight + i, sizeof bits);
-    signs |= bits;
-    specials |= (bits & kExponent) == kExponent ? kSign : 0;
+    signs |= bits | (bits + kExponentStep);
   }
-  return ((signs | specials) & kSign) == 0;
+  return (signs & kSign) == 0;
 }
 
 // The scores' range and sum and the targets' bits, each lane its own, then the lanes; the weights.
@@ -400,6 +403,13 @@ struct Avx512 {
     }
   }
 
+  // Bit 1 set in the lanes of negative, infinite or NaN weights (see weights_clean), for a block's
+  // `bits`, whose bits above bit 0 fail it.
+  METRICS_TARGET_AVX512 static __m512i bad_weight_bits(__m512d w) {
+    const __m512i bits = _mm512_castpd_si512(w);
+    return _mm512_srli_epi64(_mm512_or_si512(bits, _mm512_add_epi64(bits, _mm512_set1_epi64(kExponentStep))), 62);
+  }
+
   template <int64_t kFixedWidth, bool logits, typename F>
   METRICS_TARGET_AVX512 static bool sum_block(const float* preds, const int64_t* target, const void* weight,
                                               int64_t rows, int64_t stride, int64_t width, float threshold,
@@ -412,7 +422,7 @@ struct Avx512 {
     const __m512i ignore = _mm512_set1_epi64(ignore_index);
     const __m512d zero = _mm512_setzero_pd();
     __m512d sums[4][2] = {{zero, zero}, {zero, zero}, {zero, zero}, {zero, zero}};
-    __m512i bits = _mm512_setzero_si512(), largest = bits;
+    __m512i bits = _mm512_setzero_si512(), largest = bits;  // bits: the targets', and the weights' bad_weight_bits
     __m512 sum = _mm512_setzero_ps();
 #pragma GCC unroll 2
     for (int64_t r = 0; r < rows; ++r) {
@@ -436,6 +446,9 @@ struct Avx512 {
         judged = _mm512_kunpackb(kept[1], kept[0]);
       } else {
         bits = _mm512_ternarylogic_epi64(bits, targets[0], targets[1], 0xFE);  // bits | t0 | t1
+      }
+      if constexpr (F::weights == BlockWeights::DoubleEntries) {  // checked as read (an ignored one as 0)
+        bits = _mm512_ternarylogic_epi64(bits, bad_weight_bits(w[0]), bad_weight_bits(w[1]), 0xFE);
       }
       const __mmask16 yes = _mm512_cmp_ps_mask(x, cut, _CMP_GT_OQ);
       const __mmask8 yes_lanes[2] = {static_cast<__mmask8>(yes), static_cast<__mmask8>(_kshiftri_mask16(yes, 8))};
@@ -480,10 +493,10 @@ struct Avx512 {
     for (int h = 0; h < kHalves; ++h) {
       for (int s = 0; s < F::sums; ++s) _mm512_mask_storeu_pd(out.of[s] + 8 * h, halves[h], sums[s][h]);
     }
-    const bool targets_clean = _mm512_test_epi64_mask(bits, _mm512_set1_epi64(~int64_t{1})) == 0;
+    const bool entries_clean = _mm512_test_epi64_mask(bits, _mm512_set1_epi64(~int64_t{1})) == 0;
     const bool scores_as_guessed = logits ? std::isfinite(_mm512_reduce_add_ps(sum))
                                           : _mm512_cmpgt_epu32_mask(largest, _mm512_set1_epi32(0x3f800000)) == 0;
-    return targets_clean && scores_as_guessed;
+    return entries_clean && scores_as_guessed;
   }
 };
 
@@ -581,6 +594,13 @@ struct Avx2 {
     }
   }
 
+  // Bit 1 set in the lanes of negative, infinite or NaN weights (see weights_clean), for a block's
+  // `bits`, whose bits above bit 0 fail it.
+  METRICS_TARGET_AVX2 static __m256i bad_weight_bits(__m256d w) {
+    const __m256i bits = _mm256_castpd_si256(w);
+    return _mm256_srli_epi64(_mm256_or_si256(bits, _mm256_add_epi64(bits, _mm256_set1_epi64x(kExponentStep))), 62);
+  }
+
   // Whether each score of half h (4 lanes, one 64-bit mask each) is above the cutoff. A cutoff of
   // +0.0 or more (`bits_compare`: `cut` holds its bits in each lane) compares the scores' bits,
   // sign-extended, as integers, which order as the scores do where the cutoff's sign is clear (a
@@ -617,7 +637,7 @@ struct Avx2 {
     const __m256 cut = _mm256_set1_ps(threshold);
     const __m256d zero = _mm256_setzero_pd();
     __m256d sums[4][2] = {{zero, zero}, {zero, zero}, {zero, zero}, {zero, zero}};
-    __m256i bits = _mm256_setzero_si256(), largest = bits;
+    __m256i bits = _mm256_setzero_si256(), largest = bits;  // bits: the targets', and the weights' bad_weight_bits
     __m256 sum = _mm256_setzero_ps();
 #pragma GCC unroll 2  // two rows a turn: the loop's own counting was a tenth of its instructions
     for (int64_t r = 0; r < rows; ++r) {
@@ -638,6 +658,9 @@ struct Avx2 {
           skip[h] = _mm256_cmpeq_epi64(th, ignore);
           th = _mm256_andnot_si256(skip[h], th);
           w[h] = _mm256_andnot_pd(_mm256_castsi256_pd(skip[h]), w[h]);
+        }
+        if constexpr (F::weights == BlockWeights::DoubleEntries) {  // checked as read (an ignored one as 0)
+          bits = _mm256_or_si256(bits, bad_weight_bits(w[h]));
         }
         bits = _mm256_or_si256(bits, th);
         const __m256i yes = above_cutoff<plain, bits_compare>(p, h, lanes, above, cut_bits);
@@ -685,7 +708,7 @@ struct Avx2 {
         }
       }
     }
-    const bool targets_clean = _mm256_testz_si256(bits, _mm256_set1_epi64x(~int64_t{1})) != 0;
+    const bool entries_clean = _mm256_testz_si256(bits, _mm256_set1_epi64x(~int64_t{1})) != 0;
     bool scores_as_guessed;
     if constexpr (logits) {
       float lane_sums[kLanes];
@@ -695,7 +718,7 @@ struct Avx2 {
       const __m256i one = _mm256_set1_epi32(0x3f800000);
       scores_as_guessed = _mm256_movemask_epi8(_mm256_cmpeq_epi32(_mm256_max_epu32(largest, one), one)) == -1;
     }
-    return targets_clean && scores_as_guessed;
+    return entries_clean && scores_as_guessed;
   }
 };
 
@@ -855,9 +878,7 @@ METRICS_ALWAYS_INLINE Counted count_one_pass(const WeightedEntries& b, const flo
     const auto e = double_exponents(static_cast<const double*>(b.weight), weights);
     if (e.most >= 0x7ff) return Counted::None;
     exact = sums_exact(e, b.rows);
-  } else if (!weights_clean(static_cast<const double*>(b.weight), weights)) {
-    return Counted::None;
-  }
+  }  // (float64 weights per entry: the pass checks them as it reads them)
   Scratch widened(b.float_weight && !per_entry ? b.rows : 0);  // float32 weights per row, as float64
   const void* weight = b.weight;
   if (b.float_weight && !per_entry) {
