@@ -788,7 +788,7 @@ WeightedKernelBatch weighted_kernel_batch(int64_t rows, int64_t labels, bool per
       if (trial == 16) w[last] = std::ldexp(1.0f, -40), b.exact = false;
       if (trial == 17) {  // (the second kept, scored -3: logits as the guess reads them)
         b.weight = b.weight.to(at::kDouble), b.target.view({-1})[-1] = -1, scores[-1] = NAN;
-        if (per_entry) b.weight.view({-1})[last] = NAN;
+        if (per_entry || labels == 1) b.weight.view({-1})[last] = NAN;
         if (scores.numel() > 2) b.target.view({-1})[1] = 1, scores[1] = -3.0f;
       }
       break;
@@ -810,10 +810,13 @@ WeightedKernelBatch weighted_kernel_batch(int64_t rows, int64_t labels, bool per
       b.exact = trial == 19 || rows == 1;
       break;
     }
-    case 22:  // float64 weights, the last -0.0, +inf or NaN (by the rows): not counted here
+    case 22:  // float64 weights, the last -0.0, +inf, NaN, -inf or -1.5 (by the rows): not counted here
+    {
+      const double bad[] = {-0.0, HUGE_VAL, NAN, -HUGE_VAL, -1.5};
       b.weight = b.weight.to(at::kDouble);
-      b.weight.view({-1})[last] = rows % 3 == 0 ? -0.0 : rows % 3 == 1 ? HUGE_VAL : NAN;
+      b.weight.view({-1})[last] = bad[rows % 5];
       break;
+    }
     case 23:  // float64 weights of 2^1023, whose sums reach infinity: the cells summed (derived,
               // inf - inf would make NaN)
       scores[0] = 5;

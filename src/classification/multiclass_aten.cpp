@@ -464,11 +464,11 @@ std::vector<double> tally_sums(const ValuesLayout& v) {
 }
 
 // Whether the weights are checked with the scores, by the ne that finds NaN scores: where the
-// scores' dtype holds every weight exactly, but not float16 scores on a CPU under PyTorch 1.x (its
+// scores' dtype holds every weight exactly, but not float16 scores on a CPU before PyTorch 2.1 (its
 // CPU clamp takes no float16; meta's and CUDA's do).
 bool checks_weights_with_scores(const ClassificationBatch& b) {
   const auto scores = b.preds.scalar_type();
-#if TORCH_VERSION_MAJOR < 2
+#if TORCH_VERSION_MAJOR < 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR < 1)
   if (scores == at::kHalf && b.preds.is_cpu()) return false;
 #endif
   return b.weight && b.scores && at::promoteTypes(scores, b.weight->scalar_type()) == scores;

@@ -177,7 +177,7 @@ def test_half_precision_weights_are_read_as_they_are(task, options, shape, dtype
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_half_precision_scores_check_weights_of_their_dtype(options, dtype):
     """Multiclass float16 and bfloat16 scores check weights of their own dtype with their NaN ne, as
-    float32 scores check float32 weights: the same ops (but float16 on a CPU under PyTorch 1.x,
+    float32 scores check float32 weights: the same ops (but float16 on a CPU before PyTorch 2.1,
     whose CPU clamp takes no float16)."""
     import nosync_metrics as nm
 
