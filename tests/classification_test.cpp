@@ -782,7 +782,8 @@ WeightedKernelBatch weighted_kernel_batch(int64_t rows, int64_t labels, bool per
     case 16:  // ignored entries (the first scored 5, not judged) among float32 weights 2^40 apart,
     case 17:  // and among logits and float64 weights, a NaN score in the last (not judged), and
               // its weight NaN where it is its own (an ignored entry's weight reads as 0: still
-              // counted in one pass, as the general kernel counts no ignored entry's bad weight)
+              // counted in one pass; the general kernel's scan would turn the batch down, and the
+              // scalar loop neither counts nor flags that weight)
       b.target.masked_fill_(at::rand({rows, labels}, gen) < 0.2, -1);
       b.target.view({-1})[0] = -1, scores[0] = 5.0f;
       if (trial == 16) w[last] = std::ldexp(1.0f, -40), b.exact = false;
