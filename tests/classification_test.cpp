@@ -2066,5 +2066,60 @@ TEST(Samplewise, RefusedWithWeightsAndForConfusionMatrices) {
   EXPECT_THROW(metric.update(at::randn({4, 3}), at::randint(3, {4}, at::kLong)), c10::ValueError);
 }
 
+// The scores from counts that lie as rows of one buffer (as a state packs them: one op casts them
+// all) equal those from the same counts apart, and the per-class ratios averaged by brute force;
+// counts that only look packed (one of them out of step, or in reverse order) are read apart, as
+// are rows of every other column. Integer and float64 counts; class 4 is never seen (macro leaves
+// it out).
+TEST(Classification, FunctionalScoresReadCountsPackedOrApart) {
+  const int64_t classes = 5;
+  const std::vector<std::vector<double>> rows = {
+      {3, 0, 7, 1, 0}, {1, 2, 0, 0, 0}, {10, 12, 9, 13, 14}, {2, 1, 0, 3, 0}};  // tp, fp, tn, fn
+  const double beta2 = 0.25;
+  // over the classes seen (a tp, fp or fn), the mean of a * tp / (a * tp + b * fp + c * fn), 0 where 0 / 0
+  const auto macro = [&](double a, double b, double c) {
+    double sum = 0;
+    int seen = 0;
+    for (int64_t k = 0; k < classes; ++k) {
+      const double tp = rows[0][k], fp = rows[1][k], fn = rows[3][k], den = a * tp + b * fp + c * fn;
+      if (tp + fp + fn == 0) continue;
+      sum += den == 0 ? 0.0 : a * tp / den, ++seen;
+    }
+    return sum / seen;
+  };
+  const double expected[] = {macro(1, 0, 1), macro(1, 1, 0), macro(1, 0, 1), macro(1 + beta2, 1, beta2)};
+  for (const auto dtype : {at::kLong, at::kDouble}) {
+    const auto opts = Opts::multiclass(classes).average(Average::Macro).weighted(dtype == at::kDouble);
+    const auto scores = [&](const StatCounts& c) {
+      return std::vector<at::Tensor>{functional::accuracy(c, opts), functional::precision(c, opts),
+                                     functional::recall(c, opts), functional::fbeta_score(c, 0.5, opts)};
+    };
+    // `order`: the buffer row of tp, fp, tn and fn; the other rows hold 99s; `wide`: every other column
+    const auto laid_out = [&](std::vector<int64_t> order, bool wide) {
+      auto buffer = at::full({6, wide ? 2 * classes : classes}, 99, dtype);
+      auto columns = wide ? buffer.slice(1, 0, 2 * classes, 2) : buffer;
+      std::vector<at::Tensor> counts;
+      for (size_t i = 0; i < 4; ++i) {
+        columns[order[i]].copy_(at::tensor(rows[i], at::kDouble));
+        counts.push_back(columns[order[i]]);
+      }
+      return StatCounts{counts[0], counts[1], counts[2], counts[3]};
+    };
+    const auto packed = scores(laid_out({0, 1, 2, 3}, false));
+    for (const auto& [order, wide] : std::vector<std::pair<std::vector<int64_t>, bool>>{
+             {{0, 1, 2, 3}, true}, {{1, 2, 3, 5}, false}, {{3, 2, 1, 0}, false}, {{0, 2, 4, 5}, true}}) {
+      const auto got = scores(laid_out(order, wide));
+      for (size_t m = 0; m < got.size(); ++m) EXPECT_TRUE(at::equal(got[m], packed[m])) << dtype << " metric " << m;
+    }
+    const auto c = laid_out({0, 1, 2, 3}, false);
+    const auto apart = scores({c.tp.clone(), c.fp.clone(), c.tn.clone(), c.fn.clone()});
+    for (size_t m = 0; m < packed.size(); ++m) {
+      EXPECT_TRUE(at::equal(apart[m], packed[m])) << dtype << " metric " << m;
+      EXPECT_TRUE(tensors_close(packed[m], at::scalar_tensor(expected[m], packed[m].scalar_type()), 1e-6))
+          << dtype << " metric " << m;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace metrics

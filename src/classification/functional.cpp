@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "kernels.h"
 
@@ -17,9 +18,26 @@ at::Tensor safe_divide(const at::Tensor& num, const at::Tensor& den, double zero
   return (num / den).masked_fill_(den == 0, zero_division);
 }
 
+// The counts in float64: `all`, [4, ...], whose rows are tp, fp, tn and fn.
 struct Doubles {
-  at::Tensor tp, fp, tn, fn;
+  at::Tensor all, tp, fp, tn, fn;
 };
+
+// tp, fp, tn and fn as the rows of one tensor: a view where they lie one stride apart in one buffer
+// (a state's packed entries), so that one op casts or scales them all; else stacked.
+at::Tensor rows_of(const StatCounts& c) {
+  const auto& tp = c.tp;
+  const int64_t apart = c.fp.storage_offset() - tp.storage_offset();
+  const auto row = [&](const at::Tensor& t, int64_t i) {
+    return t.is_alias_of(tp) && t.scalar_type() == tp.scalar_type() && t.sizes() == tp.sizes() &&
+           t.strides() == tp.strides() && t.storage_offset() == tp.storage_offset() + i * apart;
+  };
+  if (apart < 0 || !row(c.fp, 1) || !row(c.tn, 2) || !row(c.fn, 3)) return at::stack({c.tp, c.fp, c.tn, c.fn});
+  std::vector<int64_t> sizes{4}, strides{apart};
+  sizes.insert(sizes.end(), tp.sizes().begin(), tp.sizes().end());
+  strides.insert(strides.end(), tp.strides().begin(), tp.strides().end());
+  return tp.as_strided(sizes, strides);
+}
 
 // Scores are ratios of counts, unchanged (bit for bit) when every count is scaled by one power of
 // two. Weighted counts are scaled down only as far as keeps the scores' sums finite (of all counts,
@@ -27,21 +45,28 @@ struct Doubles {
 // smaller ones, subnormal counts included, stay as they are (a scale to below 2 would turn 5e-324
 // beside 3 into 0).
 Doubles as_double(const StatCounts& c, double coefficient = 1.0) {
-  Doubles d{c.tp.to(at::kDouble), c.fp.to(at::kDouble), c.tn.to(at::kDouble), c.fn.to(at::kDouble)};
-  if (!c.tp.is_floating_point()) return d;
-  const auto largest = at::stack({d.tp.amax(), d.fp.amax(), d.tn.amax(), d.fn.amax()}).amax();
-  // a sum of 4 * numel counts times `coefficient`, each below 2^(floor(log2(largest)) + 1), is below
-  // 2^(that + headroom)
-  const auto terms = 4.0 * static_cast<double>(std::max<int64_t>(d.tp.numel(), 1));
-  const double headroom = std::ceil(std::log2(terms * coefficient));
-  const auto excess = largest.log2().floor_().add_(1.0 + headroom - 1023.0).clamp_min_(0);
-  const auto scale = at::pow(2.0, excess.neg_());  // 2^-k: exact
-  for (auto* counts : {&d.tp, &d.fp, &d.tn, &d.fn}) *counts = *counts * scale;  // never in place: may be the state
-  return d;
+  auto all = rows_of(c).to(at::kDouble);
+  if (c.tp.is_floating_point()) {
+    // a sum of 4 * numel counts times `coefficient`, each below 2^(floor(log2(largest)) + 1), is
+    // below 2^(that + headroom)
+    const auto terms = 4.0 * static_cast<double>(std::max<int64_t>(c.tp.numel(), 1));
+    const double headroom = std::ceil(std::log2(terms * coefficient));
+    const auto excess = all.amax().log2_().floor_().add_(1.0 + headroom - 1023.0).clamp_min_(0);
+    all = all * at::pow(2.0, excess.neg_());  // 2^-k: exact (never in place: `all` may be the state)
+  }
+  return {all, all[0], all[1], all[2], all[3]};
 }
 
 bool binary(const ClassificationOptions& o) { return o.task() == Task::Binary; }
 bool multilabel(const ClassificationOptions& o) { return o.task() == Task::Multilabel; }
+
+// 1 for each class seen (a tp, fp or fn; top_k > 1: a tp or fn), else 0, shaped as `like`, in
+// `dtype`: one compare writes them.
+at::Tensor seen_classes(const Doubles& c, int64_t top_k, const at::Tensor& like, at::ScalarType dtype) {
+  auto seen = at::empty_like(like, dtype);
+  at::ne_out(seen, top_k == 1 ? c.tp + c.fp + c.fn : c.tp + c.fn, 0);
+  return seen;
+}
 
 // Combines per-class scores as options.average says (TorchMetrics' _adjust_weights_safe_divide:
 // each score times its weight over the weights' sum, then their sum). Integer counts (as
@@ -50,16 +75,17 @@ bool multilabel(const ClassificationOptions& o) { return o.task() == Task::Multi
 at::Tensor average_scores(const at::Tensor& score, const Doubles& c, const ClassificationOptions& o, int64_t top_k,
                           bool integer_counts, at::ScalarType dtype) {
   if (o.average() == Average::None || o.average() == Average::Micro) return score;  // (micro: the callers')
-  at::Tensor weights;
-  if (o.average() == Average::Weighted) {
-    weights = c.tp + c.fn;
-  } else {
-    weights = at::ones_like(score);
-    if (!multilabel(o)) weights.masked_fill_((top_k == 1 ? c.tp + c.fp + c.fn : c.tp + c.fn) == 0, 0.0);
-  }
   const auto in = integer_counts ? dtype : at::kDouble;
-  const auto total = weights.sum(-1, /*keepdim=*/true).to(in);  // (an exact sum of integers, then rounded)
-  return safe_divide(weights.to(in) * score.to(in), total.expand_as(score), 0.0).sum(-1);
+  at::Tensor weights, total;
+  if (o.average() == Average::Weighted) {
+    const auto support = c.tp + c.fn;
+    total = support.sum(-1, /*keepdim=*/true).to(in);  // (an exact sum of integers, then rounded)
+    weights = support.to(in);
+  } else {
+    weights = multilabel(o) ? at::ones_like(score, in) : seen_classes(c, top_k, score, in);
+    total = weights.sum(-1, /*keepdim=*/true);  // (of ones and zeros, in `in`, as TorchMetrics sums them)
+  }
+  return safe_divide(weights * score.to(in), total.expand_as(score), 0.0).sum(-1);
 }
 
 // A binary score is a scalar, or one per sample; float32 as TorchMetrics' scores are, or `dtype`.
@@ -84,13 +110,13 @@ at::Tensor ratio_score(const StatCounts& counts, const ClassificationOptions& o,
 
 at::Tensor accuracy(const StatCounts& counts, const ClassificationOptions& o) {
   const auto c = as_double(counts);
-  const auto all = c.tp + c.tn + c.fp + c.fn;
-  if (binary(o)) return finish(safe_divide(c.tp + c.tn, all, 0.0), o);
+  const auto all = [&] { return c.all.sum(0); };  // (multiclass averages need no sum of all four)
+  if (binary(o)) return finish(safe_divide(c.tp + c.tn, all(), 0.0), o);
   if (o.average() == Average::Micro) {
-    if (multilabel(o)) return finish(safe_divide((c.tp + c.tn).sum(-1), all.sum(-1), 0.0), o);
+    if (multilabel(o)) return finish(safe_divide((c.tp + c.tn).sum(-1), all().sum(-1), 0.0), o);
     return finish(safe_divide(c.tp.sum(-1), (c.tp + c.fn).sum(-1), 0.0), o);
   }
-  const auto score = multilabel(o) ? safe_divide(c.tp + c.tn, all, 0.0) : safe_divide(c.tp, c.tp + c.fn, 0.0);
+  const auto score = multilabel(o) ? safe_divide(c.tp + c.tn, all(), 0.0) : safe_divide(c.tp, c.tp + c.fn, 0.0);
   return finish(average_scores(score, c, o, o.top_k(), !counts.tp.is_floating_point(), at::kFloat), o);
 }
 
@@ -109,13 +135,14 @@ at::Tensor fbeta_score(const StatCounts& counts, double beta, const Classificati
   // counts take its steps in it, so that a score is its value to the bit (float64 ones, ours, stay)
   const auto dtype = c10::typeMetaToScalarType(c10::get_default_dtype());
   const bool integer_counts = !counts.tp.is_floating_point();
-  const auto in = [&](const at::Tensor& t) { return integer_counts ? t.to(dtype) : t; };
-  const auto score = [&](const at::Tensor& tp, const at::Tensor& fp, const at::Tensor& fn) {
-    return safe_divide((1 + beta2) * in(tp), (1 + beta2) * in(tp) + beta2 * in(fn) + in(fp), o.zero_division());
+  const auto score = [&](const at::Tensor& all) {  // rows tp, fp, tn, fn
+    const auto in = integer_counts ? all.to(dtype) : all;
+    const auto weighted_tp = (1 + beta2) * in[0];
+    return safe_divide(weighted_tp, weighted_tp + beta2 * in[3] + in[1], o.zero_division());
   };
-  if (binary(o)) return finish(score(c.tp, c.fp, c.fn), o, dtype);
-  if (o.average() == Average::Micro) return finish(score(c.tp.sum(-1), c.fp.sum(-1), c.fn.sum(-1)), o, dtype);
-  return finish(average_scores(score(c.tp, c.fp, c.fn), c, o, /*top_k=*/1, integer_counts, dtype), o, dtype);
+  if (binary(o)) return finish(score(c.all), o, dtype);
+  if (o.average() == Average::Micro) return finish(score(c.all.sum(-1)), o, dtype);
+  return finish(average_scores(score(c.all), c, o, /*top_k=*/1, integer_counts, dtype), o, dtype);
 }
 
 at::Tensor stat_scores(const StatCounts& c, const ClassificationOptions& o) {
