@@ -116,8 +116,7 @@ at::Tensor BadInput::from_version_2(const at::Tensor& counts) const {
 }
 
 at::Tensor BadInput::shift_first(const at::Tensor& theirs, const at::Tensor& offset) const {
-  const auto none = theirs.eq(kNone);
-  return theirs.masked_fill(none, 0).add_(offset).masked_fill_(none, kNone);
+  return theirs + offset;  // (kNone + offset: below 2^63, exact or rounded up in float64)
 }
 
 BadInputReport BadInput::report(const std::vector<StateEntry>& entries) const {

@@ -284,6 +284,17 @@ size_t MetricState::buffer_of(at::ScalarType dtype) const {
   TORCH_INTERNAL_ASSERT(false, "no state buffer of dtype ", dtype);
 }
 
+size_t MetricState::last_of_sums_packed_alike(const MetricState& other, size_t first) const {
+  auto last = first;
+  const auto next_packed = [&](size_t slot) {
+    return entries_[slot].reduction == Reduction::Sum && dtype(slot) == dtype(first) &&
+           offsets_[slot] == offsets_[slot - 1] + numel(slot - 1) && other.offsets_[slot] == offsets_[slot];
+  };
+  if (other.offsets_[first] != offsets_[first]) return first;
+  while (last + 1 < entries_.size() && next_packed(last + 1)) ++last;
+  return last;
+}
+
 at::Tensor MetricState::span(size_t first, size_t last) const {
   const auto dtype = entries_[first].tensor.scalar_type();
   TORCH_INTERNAL_ASSERT(first <= last && last < entries_.size() && entries_[last].tensor.scalar_type() == dtype);
@@ -472,18 +483,25 @@ void MetricState::merge(const MetricState& other, const std::string& metric, Mer
     check_has_values(theirs.tensor, mine.tensor, metric, ".merge: the other metric's state '" + theirs.name + "'");
     incoming.push_back(theirs.tensor.to(mine.tensor.device()));
   }
-  const auto offset = update_count_tensor().clone();
+  if (order == MergeOrder::Appended && bad_input_) {  // (before the update count grows)
+    auto& first = incoming[bad_input_->first_slot()];
+    first = bad_input_->shift_first(first, update_count_tensor());
+  }
   std::vector<std::pair<size_t, at::Tensor>> rows;
   for (size_t i = 0; i < entries_.size(); ++i) {
     auto& mine = entries_[i].tensor;
-    auto& theirs = incoming[i];
-    if (order == MergeOrder::Appended && bad_input_ && bad_input_->is_first_slot(i)) {
-      theirs = bad_input_->shift_first(theirs, offset);
-    }
+    const auto& theirs = incoming[i];
     switch (entries_[i].reduction) {
-      case Reduction::Sum:
-        mine.add_(theirs);
+      case Reduction::Sum: {
+        const auto last = last_of_sums_packed_alike(other, i);
+        if (last == i) {
+          mine.add_(theirs);
+        } else {  // one add_ for the run (the other's span read where it is: a copy where it is elsewhere)
+          span(i, last).add_(other.span(i, last).to(device()));
+          i = last;
+        }
         break;
+      }
       case Reduction::Min:
         at::minimum_out(mine, mine, theirs);
         break;

@@ -69,9 +69,8 @@ class BadInput {
   /// Writes the first bad update that `since_bad` implies into first_bad_update, and zeroes it.
   void settle(const std::vector<StateEntry>& entries, const at::Tensor& since_bad) const;
   /// Another stream's first_bad_update as seen after `offset` updates of this one (forward()
-  /// appends a batch so); kNone stays kNone.
+  /// appends a batch so), for the Min that merges it: kNone shifted stays above every index.
   at::Tensor shift_first(const at::Tensor& theirs, const at::Tensor& offset) const;
-  bool is_first_slot(size_t slot) const { return slot == first_slot_; }
   /// "bad_input_counts" as a state dict of format version 2 held it (each kind's own count), in
   /// this tally's form.
   at::Tensor from_version_2(const at::Tensor& counts) const;
