@@ -115,8 +115,8 @@ at::Tensor BadInput::from_version_2(const at::Tensor& counts) const {
   return at::cat({counts.narrow(0, 0, kinds).cumsum(0).to(counts.scalar_type()), counts.narrow(0, kinds, 1)});
 }
 
-at::Tensor BadInput::shift_first(const at::Tensor& theirs, const at::Tensor& offset) const {
-  return theirs + offset;  // (kNone + offset: below 2^63, exact or rounded up in float64)
+at::Tensor BadInput::shift_first(const at::Tensor& theirs, const at::Tensor& offset) {
+  return theirs + offset;  // (kNone + offset: never below kNone in float64; below 2^63 in int64)
 }
 
 BadInputReport BadInput::report(const std::vector<StateEntry>& entries) const {

@@ -290,7 +290,7 @@ size_t MetricState::last_of_sums_packed_alike(const MetricState& other, size_t f
     return entries_[slot].reduction == Reduction::Sum && dtype(slot) == dtype(first) &&
            offsets_[slot] == offsets_[slot - 1] + numel(slot - 1) && other.offsets_[slot] == offsets_[slot];
   };
-  if (other.offsets_[first] != offsets_[first]) return first;
+  if (other.device() != device() || other.offsets_[first] != offsets_[first]) return first;
   while (last + 1 < entries_.size() && next_packed(last + 1)) ++last;
   return last;
 }
@@ -462,11 +462,7 @@ void MetricState::reset() {
   zero_hidden();
 }
 
-void MetricState::merge(const MetricState& other, const std::string& metric, MergeOrder order) {
-  const at::NoGradGuard no_grad;
-  TORCH_CHECK_VALUE(this != &other, metric, ".merge: cannot merge a state into itself (the two metrics share it)");
-  settle();
-  other.settle();
+std::vector<at::Tensor> MetricState::mergeable(const MetricState& other, const std::string& metric) const {
   const bool same_kinds = tracks_bad_input() == other.tracks_bad_input() &&
                           (!tracks_bad_input() || bad_input_->kinds() == other.bad_input_->kinds());
   TORCH_CHECK_VALUE(entries_.size() == other.entries_.size() && same_kinds, metric,
@@ -483,25 +479,33 @@ void MetricState::merge(const MetricState& other, const std::string& metric, Mer
     check_has_values(theirs.tensor, mine.tensor, metric, ".merge: the other metric's state '" + theirs.name + "'");
     incoming.push_back(theirs.tensor.to(mine.tensor.device()));
   }
+  return incoming;
+}
+
+void MetricState::merge(const MetricState& other, const std::string& metric, MergeOrder order) {
+  const at::NoGradGuard no_grad;
+  TORCH_CHECK_VALUE(this != &other, metric, ".merge: cannot merge a state into itself (the two metrics share it)");
+  settle();
+  other.settle();
+  auto incoming = mergeable(other, metric);
   if (order == MergeOrder::Appended && bad_input_) {  // (before the update count grows)
     auto& first = incoming[bad_input_->first_slot()];
-    first = bad_input_->shift_first(first, update_count_tensor());
+    first = BadInput::shift_first(first, update_count_tensor());
   }
   std::vector<std::pair<size_t, at::Tensor>> rows;
-  for (size_t i = 0; i < entries_.size(); ++i) {
+  for (size_t i = 0, last = 0; i < entries_.size(); i = last + 1) {
+    last = i;
     auto& mine = entries_[i].tensor;
     const auto& theirs = incoming[i];
     switch (entries_[i].reduction) {
-      case Reduction::Sum: {
-        const auto last = last_of_sums_packed_alike(other, i);
+      case Reduction::Sum:  // a run of them packed alike: one add_
+        last = last_of_sums_packed_alike(other, i);
         if (last == i) {
           mine.add_(theirs);
-        } else {  // one add_ for the run (the other's span read where it is: a copy where it is elsewhere)
-          span(i, last).add_(other.span(i, last).to(device()));
-          i = last;
+        } else {
+          span(i, last).add_(other.span(i, last));
         }
         break;
-      }
       case Reduction::Min:
         at::minimum_out(mine, mine, theirs);
         break;

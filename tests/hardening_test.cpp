@@ -16,6 +16,7 @@
 #include <metrics/aggregation.h>
 #include <metrics/backend.h>
 #include <metrics/classification.h>
+#include <metrics/metric_state.h>
 #include <metrics/warning_capture.h>
 
 #include "test_support.h"
@@ -87,6 +88,46 @@ TEST(Merge, RejectsAMetaStateAndChangesNothing) {
   EXPECT_THROWS_WITH(accuracy.merge(on_meta), c10::ValueError,
                      "MulticlassAccuracy.merge: the other metric's state 'update_count' is on the meta device");
   EXPECT_TRUE(states_equal(accuracy.state_dict(), before));
+}
+
+// merge() adds a run of Sum entries with one add_ where they lie back to back alike in both states,
+// and entry by entry where they do not (a pending addend between two of them in one state alone):
+// the same sums either way, the Min entry between runs its own, the other state as it was.
+TEST(Merge, SumsEntriesPackedAlikeOrNot) {
+  const auto make = [](bool addend_between, int64_t base) {
+    MetricState state(at::kCPU);
+    state.add("a", {3}, at::kLong, 0, Reduction::Sum);
+    if (addend_between) state.add_pending_addend(1);
+    state.add("b", {2}, at::kLong, 0, Reduction::Sum);
+    state.add("least", {1}, at::kLong, 100, Reduction::Min);
+    state.add("c", {2}, at::kLong, 0, Reduction::Sum);
+    state[1].copy_(longs({base, base + 1, base + 2}));
+    state[2].copy_(longs({base + 3, base + 4}));
+    state[3].fill_(base);
+    state[4].copy_(longs({base + 5, base + 6}));
+    if (addend_between) state.count_buffer()[state.pending_addend_offset(1)].fill_(1000);  // a's, pending
+    return state;
+  };
+  const auto values = [](const MetricState& state) {
+    std::vector<int64_t> all;
+    for (size_t slot = 1; slot <= 4; ++slot) {
+      const auto entry = state[slot].contiguous();
+      all.insert(all.end(), entry.data_ptr<int64_t>(), entry.data_ptr<int64_t>() + entry.numel());
+    }
+    return all;
+  };
+  ASSERT_EQ(make(false, 0).offset(2), make(false, 0).offset(1) + 3);   // packed: one run
+  ASSERT_EQ(make(true, 0).offset(2), make(false, 0).offset(2) + 1);    // the addend between
+  for (const auto& [into_between, from_between] : {std::pair{false, false}, {false, true}, {true, false}}) {
+    auto mine = make(into_between, 10);
+    const auto theirs = make(from_between, 20);
+    const auto theirs_before = values(theirs);
+    mine.merge(theirs, "m");
+    const int64_t pending = (into_between ? 1000 : 0) + (from_between ? 1000 : 0);
+    const std::vector<int64_t> expected = {30 + pending, 32 + pending, 34 + pending, 36, 38, 10, 40, 42};
+    EXPECT_EQ(values(mine), expected) << into_between << from_between;
+    EXPECT_EQ(values(theirs), theirs_before);
+  }
 }
 
 TEST(Update, ErrorFromTheAllocatorNamesTheMetricAndCountsNothing) {

@@ -70,7 +70,7 @@ class BadInput {
   void settle(const std::vector<StateEntry>& entries, const at::Tensor& since_bad) const;
   /// Another stream's first_bad_update as seen after `offset` updates of this one (forward()
   /// appends a batch so), for the Min that merges it: kNone shifted stays above every index.
-  at::Tensor shift_first(const at::Tensor& theirs, const at::Tensor& offset) const;
+  static at::Tensor shift_first(const at::Tensor& theirs, const at::Tensor& offset);
   /// "bad_input_counts" as a state dict of format version 2 held it (each kind's own count), in
   /// this tally's form.
   at::Tensor from_version_2(const at::Tensor& counts) const;

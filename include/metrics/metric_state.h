@@ -208,8 +208,11 @@ class MetricState {
   void zero_hidden();
   size_t buffer_of(at::ScalarType dtype) const;
   // The last of the Sum entries from `first` (a Sum entry) on that lie back to back in one buffer,
-  // as they do in `other` (merge() adds them with one add_): `first` where the next does not.
+  // as they do in `other`, on this device (merge() adds them with one add_): `first` where the next
+  // does not.
   size_t last_of_sums_packed_alike(const MetricState& other, size_t first) const;
+  // The other state's entries on this device, once they are checked to merge into these.
+  std::vector<at::Tensor> mergeable(const MetricState& other, const std::string& metric) const;
   // Whether the entry holds counts: the update count, the tally, or one added as Counts (checked as
   // such when loaded).
   bool is_count(size_t slot) const;

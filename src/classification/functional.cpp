@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <vector>
 
 #include "kernels.h"
 
@@ -33,7 +32,7 @@ at::Tensor rows_of(const StatCounts& c) {
            t.strides() == tp.strides() && t.storage_offset() == tp.storage_offset() + i * apart;
   };
   if (apart < 0 || !row(c.fp, 1) || !row(c.tn, 2) || !row(c.fn, 3)) return at::stack({c.tp, c.fp, c.tn, c.fn});
-  std::vector<int64_t> sizes{4}, strides{apart};
+  at::DimVector sizes{4}, strides{apart};
   sizes.insert(sizes.end(), tp.sizes().begin(), tp.sizes().end());
   strides.insert(strides.end(), tp.strides().begin(), tp.strides().end());
   return tp.as_strided(sizes, strides);
@@ -110,13 +109,13 @@ at::Tensor ratio_score(const StatCounts& counts, const ClassificationOptions& o,
 
 at::Tensor accuracy(const StatCounts& counts, const ClassificationOptions& o) {
   const auto c = as_double(counts);
-  const auto all = [&] { return c.all.sum(0); };  // (multiclass averages need no sum of all four)
-  if (binary(o)) return finish(safe_divide(c.tp + c.tn, all(), 0.0), o);
+  const auto total = [&] { return c.tp + c.tn + c.fp + c.fn; };  // (multiclass averages need none)
+  if (binary(o)) return finish(safe_divide(c.tp + c.tn, total(), 0.0), o);
   if (o.average() == Average::Micro) {
-    if (multilabel(o)) return finish(safe_divide((c.tp + c.tn).sum(-1), all().sum(-1), 0.0), o);
+    if (multilabel(o)) return finish(safe_divide((c.tp + c.tn).sum(-1), total().sum(-1), 0.0), o);
     return finish(safe_divide(c.tp.sum(-1), (c.tp + c.fn).sum(-1), 0.0), o);
   }
-  const auto score = multilabel(o) ? safe_divide(c.tp + c.tn, all(), 0.0) : safe_divide(c.tp, c.tp + c.fn, 0.0);
+  const auto score = multilabel(o) ? safe_divide(c.tp + c.tn, total(), 0.0) : safe_divide(c.tp, c.tp + c.fn, 0.0);
   return finish(average_scores(score, c, o, o.top_k(), !counts.tp.is_floating_point(), at::kFloat), o);
 }
 
