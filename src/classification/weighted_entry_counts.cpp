@@ -635,7 +635,7 @@ struct Avx2 {
     std::memcpy(&cutoff_bits, &threshold, sizeof cutoff_bits);
     const __m256i cut_bits = _mm256_set1_epi64x(cutoff_bits);
     const __m256 cut = _mm256_set1_ps(threshold);
-    const __m256d zero = _mm256_setzero_pd();
+    const __m256d zero = _mm256_setzero_pd(), one = _mm256_set1_pd(1.0);
     __m256d sums[4][2] = {{zero, zero}, {zero, zero}, {zero, zero}, {zero, zero}};
     __m256i bits = _mm256_setzero_si256(), largest = bits;  // bits: the targets', and the weights' bad_weight_bits
     __m256 sum = _mm256_setzero_ps();
@@ -665,15 +665,20 @@ struct Avx2 {
         bits = _mm256_or_si256(bits, th);
         const __m256i yes = above_cutoff<plain, bits_compare>(p, h, lanes, above, cut_bits);
         if constexpr (F::cells) {
+          // 1.0 where positive and where negative (else 0.0), factors of fused multiply-adds that add
+          // the weight where predicted and where not into the cells: one op each where an and and an
+          // add took two (a product with 1.0 or 0.0 is exact)
           const __m256d all_ones_where_positive =
               _mm256_castsi256_pd(_mm256_sub_epi64(_mm256_setzero_si256(), th));
-          const __m256d positive_weight = _mm256_and_pd(all_ones_where_positive, w[h]);
-          const __m256d negative_weight = _mm256_andnot_pd(all_ones_where_positive, w[h]);
+          const __m256d positive = _mm256_and_pd(all_ones_where_positive, one);
+          const __m256d negative = _mm256_andnot_pd(all_ones_where_positive, one);
           const __m256d predicted = _mm256_castsi256_pd(yes);
-          sums[0][h] = _mm256_add_pd(sums[0][h], _mm256_and_pd(predicted, positive_weight));
-          sums[1][h] = _mm256_add_pd(sums[1][h], _mm256_and_pd(predicted, negative_weight));
-          sums[2][h] = _mm256_add_pd(sums[2][h], _mm256_andnot_pd(predicted, positive_weight));
-          sums[3][h] = _mm256_add_pd(sums[3][h], _mm256_andnot_pd(predicted, negative_weight));
+          const __m256d predicted_weight = _mm256_and_pd(predicted, w[h]);
+          const __m256d unpredicted_weight = _mm256_andnot_pd(predicted, w[h]);
+          sums[0][h] = _mm256_fmadd_pd(positive, predicted_weight, sums[0][h]);
+          sums[1][h] = _mm256_fmadd_pd(negative, predicted_weight, sums[1][h]);
+          sums[2][h] = _mm256_fmadd_pd(positive, unpredicted_weight, sums[2][h]);
+          sums[3][h] = _mm256_fmadd_pd(negative, unpredicted_weight, sums[3][h]);
         } else {
           // a target of 1 shifted into the exponent reads as 2.0 (0 as +0.0), a factor of the fused
           // multiply-adds below, which count twice the weight where positive: one op where a mask
