@@ -665,8 +665,8 @@ struct Avx2 {
         bits = _mm256_or_si256(bits, th);
         const __m256i yes = above_cutoff<plain, bits_compare>(p, h, lanes, above, cut_bits);
         if constexpr (F::cells) {
-          // 1.0 where positive and where negative (else 0.0), factors of fused multiply-adds that add
-          // the weight where predicted and where not into the cells: one op each where an and and an
+          // positive and negative are 1.0 or 0.0 by the target: factors of fused multiply-adds that add
+          // the weight where predicted and where not into the cells, one op each where an and and an
           // add took two (a product with 1.0 or 0.0 is exact)
           const __m256d all_ones_where_positive =
               _mm256_castsi256_pd(_mm256_sub_epi64(_mm256_setzero_si256(), th));
