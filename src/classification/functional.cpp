@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "kernels.h"
 
@@ -12,9 +13,13 @@ namespace {
 
 using detail::samplewise;
 
-// num / den, with zero_division where den == 0 (no scalar tensor: masked_fill takes a scalar).
-at::Tensor safe_divide(const at::Tensor& num, const at::Tensor& den, double zero_division) {
-  return (num / den).masked_fill_(den == 0, zero_division);
+// num / den, with zero_division where den == 0 (no scalar tensor: masked_fill takes a scalar); in
+// `dtype` where given, the division's quotient rounded once into it, as a cast after it would round it.
+at::Tensor safe_divide(const at::Tensor& num, const at::Tensor& den, double zero_division,
+                       std::optional<at::ScalarType> dtype = std::nullopt) {
+  auto quotient = at::empty({0}, num.options().dtype(dtype.value_or(at::result_type(num, den))));
+  at::div_out(quotient, num, den);
+  return quotient.masked_fill_(den == 0, zero_division);
 }
 
 // The counts in float64: `all`, [4, ...], whose rows are tp, fp, tn and fn.
@@ -96,10 +101,10 @@ at::Tensor finish(const at::Tensor& score, const ClassificationOptions& o, at::S
 at::Tensor ratio_score(const StatCounts& counts, const ClassificationOptions& o, bool precision) {
   const auto c = as_double(counts);
   const auto& other = precision ? c.fp : c.fn;
-  if (binary(o)) return finish(safe_divide(c.tp, c.tp + other, o.zero_division()), o);
+  if (binary(o)) return finish(safe_divide(c.tp, c.tp + other, o.zero_division(), at::kFloat), o);
   if (o.average() == Average::Micro) {
     const auto tp = c.tp.sum(-1);
-    return finish(safe_divide(tp, tp + other.sum(-1), o.zero_division()), o);
+    return finish(safe_divide(tp, tp + other.sum(-1), o.zero_division(), at::kFloat), o);
   }
   const auto score = safe_divide(c.tp, c.tp + other, o.zero_division());
   return finish(average_scores(score, c, o, o.top_k(), !counts.tp.is_floating_point(), at::kFloat), o);
@@ -109,13 +114,14 @@ at::Tensor ratio_score(const StatCounts& counts, const ClassificationOptions& o,
 
 at::Tensor accuracy(const StatCounts& counts, const ClassificationOptions& o) {
   const auto c = as_double(counts);
-  const auto total = [&] { return c.tp + c.tn + c.fp + c.fn; };  // (multiclass averages need none)
-  if (binary(o)) return finish(safe_divide(c.tp + c.tn, total(), 0.0), o);
+  const bool of_all = binary(o) || multilabel(o);  // (tp + tn) / all; multiclass: tp / (tp + fn)
+  const auto right = of_all ? c.tp + c.tn : c.tp;
+  const auto total = of_all ? right + c.fp + c.fn : c.tp + c.fn;
+  if (binary(o)) return finish(safe_divide(right, total, 0.0, at::kFloat), o);
   if (o.average() == Average::Micro) {
-    if (multilabel(o)) return finish(safe_divide((c.tp + c.tn).sum(-1), total().sum(-1), 0.0), o);
-    return finish(safe_divide(c.tp.sum(-1), (c.tp + c.fn).sum(-1), 0.0), o);
+    return finish(safe_divide(right.sum(-1), total.sum(-1), 0.0, at::kFloat), o);
   }
-  const auto score = multilabel(o) ? safe_divide(c.tp + c.tn, total(), 0.0) : safe_divide(c.tp, c.tp + c.fn, 0.0);
+  const auto score = safe_divide(right, total, 0.0);
   return finish(average_scores(score, c, o, o.top_k(), !counts.tp.is_floating_point(), at::kFloat), o);
 }
 
@@ -134,13 +140,14 @@ at::Tensor fbeta_score(const StatCounts& counts, double beta, const Classificati
   // counts take its steps in it, so that a score is its value to the bit (float64 ones, ours, stay)
   const auto dtype = c10::typeMetaToScalarType(c10::get_default_dtype());
   const bool integer_counts = !counts.tp.is_floating_point();
-  const auto score = [&](const at::Tensor& all) {  // rows tp, fp, tn, fn
+  // of rows tp, fp, tn, fn; in `out` where given
+  const auto score = [&](const at::Tensor& all, std::optional<at::ScalarType> out = std::nullopt) {
     const auto in = integer_counts ? all.to(dtype) : all;
     const auto weighted_tp = (1 + beta2) * in[0];
-    return safe_divide(weighted_tp, weighted_tp + beta2 * in[3] + in[1], o.zero_division());
+    return safe_divide(weighted_tp, weighted_tp + beta2 * in[3] + in[1], o.zero_division(), out);
   };
-  if (binary(o)) return finish(score(c.all), o, dtype);
-  if (o.average() == Average::Micro) return finish(score(c.all.sum(-1)), o, dtype);
+  if (binary(o)) return finish(score(c.all, dtype), o, dtype);
+  if (o.average() == Average::Micro) return finish(score(c.all.sum(-1), dtype), o, dtype);
   return finish(average_scores(score(c.all), c, o, /*top_k=*/1, integer_counts, dtype), o, dtype);
 }
 
