@@ -72,14 +72,18 @@ at::Tensor seen_classes(const Doubles& c, int64_t top_k, const at::Tensor& like,
   return seen;
 }
 
+// The dtype an average of scores takes its steps in: integer counts (as TorchMetrics' are) its dtype,
+// `dtype`, so that an average is its value to the bit; float64 (weighted) counts, ours alone, float64.
+at::ScalarType averaging_dtype(bool integer_counts, at::ScalarType dtype) {
+  return integer_counts ? dtype : at::kDouble;
+}
+
 // Combines per-class scores as options.average says (TorchMetrics' _adjust_weights_safe_divide:
-// each score times its weight over the weights' sum, then their sum). Integer counts (as
-// TorchMetrics' are) take its steps in its dtype, `dtype`, so that an average is its value to the
-// bit; float64 (weighted) counts, ours alone, average in float64.
+// each score times its weight over the weights' sum, then their sum), in averaging_dtype.
 at::Tensor average_scores(const at::Tensor& score, const Doubles& c, const ClassificationOptions& o, int64_t top_k,
                           bool integer_counts, at::ScalarType dtype) {
   if (o.average() == Average::None || o.average() == Average::Micro) return score;  // (micro: the callers')
-  const auto in = integer_counts ? dtype : at::kDouble;
+  const auto in = averaging_dtype(integer_counts, dtype);
   at::Tensor weights, total;
   if (o.average() == Average::Weighted) {
     const auto support = c.tp + c.fn;
@@ -106,8 +110,9 @@ at::Tensor ratio_score(const StatCounts& counts, const ClassificationOptions& o,
     const auto tp = c.tp.sum(-1);
     return finish(safe_divide(tp, tp + other.sum(-1), o.zero_division(), at::kFloat), o);
   }
-  const auto score = safe_divide(c.tp, c.tp + other, o.zero_division());
-  return finish(average_scores(score, c, o, o.top_k(), !counts.tp.is_floating_point(), at::kFloat), o);
+  const bool integer_counts = !counts.tp.is_floating_point();
+  const auto score = safe_divide(c.tp, c.tp + other, o.zero_division(), averaging_dtype(integer_counts, at::kFloat));
+  return finish(average_scores(score, c, o, o.top_k(), integer_counts, at::kFloat), o);
 }
 
 }  // namespace
@@ -121,8 +126,9 @@ at::Tensor accuracy(const StatCounts& counts, const ClassificationOptions& o) {
   if (o.average() == Average::Micro) {
     return finish(safe_divide(right.sum(-1), total.sum(-1), 0.0, at::kFloat), o);
   }
-  const auto score = safe_divide(right, total, 0.0);
-  return finish(average_scores(score, c, o, o.top_k(), !counts.tp.is_floating_point(), at::kFloat), o);
+  const bool integer_counts = !counts.tp.is_floating_point();
+  const auto score = safe_divide(right, total, 0.0, averaging_dtype(integer_counts, at::kFloat));
+  return finish(average_scores(score, c, o, o.top_k(), integer_counts, at::kFloat), o);
 }
 
 at::Tensor precision(const StatCounts& counts, const ClassificationOptions& o) {
