@@ -141,7 +141,6 @@ at::Tensor recall(const StatCounts& counts, const ClassificationOptions& o) {
 
 at::Tensor fbeta_score(const StatCounts& counts, double beta, const ClassificationOptions& o) {
   const double beta2 = beta * beta;
-  const auto c = as_double(counts, 1 + beta2);
   // in the default dtype, as TorchMetrics' (1 + beta^2) * tp makes it of integer counts; integer
   // counts take its steps in it, so that a score is its value to the bit (float64 ones, ours, stay)
   const auto dtype = c10::typeMetaToScalarType(c10::get_default_dtype());
@@ -152,8 +151,12 @@ at::Tensor fbeta_score(const StatCounts& counts, double beta, const Classificati
     const auto weighted_tp = (1 + beta2) * in[0];
     return safe_divide(weighted_tp, weighted_tp + beta2 * in[3] + in[1], o.zero_division(), out);
   };
-  if (binary(o)) return finish(score(c.all, dtype), o, dtype);
-  if (o.average() == Average::Micro) return finish(score(c.all.sum(-1), dtype), o, dtype);
+  // integer counts as they are where no average needs them in float64: `score` casts them (or their
+  // exact sums) into `dtype` once
+  const auto rows = [&] { return integer_counts ? rows_of(counts) : as_double(counts, 1 + beta2).all; };
+  if (binary(o)) return finish(score(rows(), dtype), o, dtype);
+  if (o.average() == Average::Micro) return finish(score(rows().sum(-1), dtype), o, dtype);
+  const auto c = as_double(counts, 1 + beta2);
   return finish(average_scores(score(c.all), c, o, /*top_k=*/1, integer_counts, dtype), o, dtype);
 }
 

@@ -481,3 +481,25 @@ def test_fbeta_takes_torchmetrics_float32_steps_to_the_bit(beta):
         expected = (weights * score / weights.sum()).sum()
         got = nm.MulticlassFBetaScore(beta, num_classes=classes, average="macro")(preds, target)
         assert torch.equal(got, expected), classes
+
+
+@pytest.mark.parametrize("beta", [0.3, 2.5])
+def test_binary_and_micro_fbeta_take_torchmetrics_float32_steps_to_the_bit(beta):
+    # TorchMetrics' _fbeta_reduce: (1 + b^2) tp / ((1 + b^2) tp + b^2 fn + fp) of int64 counts (micro:
+    # their sums over the classes), each product and sum in float32
+    def expected(tp, fp, fn):
+        den = (1 + beta**2) * tp + beta**2 * fn + fp
+        return torch.where(den != 0, (1 + beta**2) * tp / den, torch.zeros(()))
+
+    gen = torch.Generator().manual_seed(10)
+    for n in (1, 37, 4096):
+        preds, target = torch.rand(n, generator=gen), torch.randint(0, 2, (n,), generator=gen)
+        hit, positive = preds > 0.5, target == 1
+        tp, fp, fn = (hit & positive).sum(), (hit & ~positive).sum(), (~hit & positive).sum()
+        assert torch.equal(nm.BinaryFBetaScore(beta)(preds, target), expected(tp, fp, fn)), n
+        classes = 7
+        preds, target = torch.rand(n, classes, generator=gen), torch.randint(0, classes, (n,), generator=gen)
+        hits = preds.argmax(1) == target
+        tp, wrong = hits.sum(), (~hits).sum()  # micro: every miss is one class's fp and another's fn
+        got = nm.MulticlassFBetaScore(beta, num_classes=classes, average="micro")(preds, target)
+        assert torch.equal(got, expected(tp, wrong, wrong)), n
