@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <optional>
 
 #include "kernels.h"
 
@@ -13,17 +12,19 @@ namespace {
 
 using detail::samplewise;
 
-// num / den, with zero_division where den == 0 (no scalar tensor: masked_fill takes a scalar); in
-// `dtype` where given, the division's quotient rounded once into it, as a cast after it would round it.
-at::Tensor safe_divide(const at::Tensor& num, const at::Tensor& den, double zero_division,
-                       std::optional<at::ScalarType> dtype = std::nullopt) {
-  auto quotient = at::empty({0}, num.options().dtype(dtype.value_or(at::result_type(num, den))));
+// num / den in `dtype`, with zero_division where den == 0 (no scalar tensor: masked_fill takes a
+// scalar). Integer counts are rounded into `dtype` and divided there, as TorchMetrics' _safe_divide
+// divides them in float32 (past 2^24 they round); a float64 quotient is rounded once into it, as a
+// cast after it would round it.
+at::Tensor safe_divide(const at::Tensor& num, const at::Tensor& den, double zero_division, at::ScalarType dtype) {
+  auto quotient = at::empty({0}, num.options().dtype(dtype));
   at::div_out(quotient, num, den);
   return quotient.masked_fill_(den == 0, zero_division);
 }
 
-// The counts in float64: `all`, [4, ...], whose rows are tp, fp, tn and fn.
-struct Doubles {
+// The counts: `all`, [4, ...], whose rows are tp, fp, tn and fn; integer ones as they are (their
+// sums exact, as TorchMetrics' are), weighted ones in float64.
+struct Counts {
   at::Tensor all, tp, fp, tn, fn;
 };
 
@@ -48,9 +49,10 @@ at::Tensor rows_of(const StatCounts& c) {
 // each times at most `coefficient`: 1 + beta^2 for F-beta), that is only near the float64 maximum:
 // smaller ones, subnormal counts included, stay as they are (a scale to below 2 would turn 5e-324
 // beside 3 into 0).
-Doubles as_double(const StatCounts& c, double coefficient = 1.0) {
-  auto all = rows_of(c).to(at::kDouble);
+Counts counts_of(const StatCounts& c, double coefficient = 1.0) {
+  auto all = rows_of(c);
   if (c.tp.is_floating_point()) {
+    all = all.to(at::kDouble);
     // a sum of 4 * numel counts times `coefficient`, each below 2^(floor(log2(largest)) + 1), is
     // below 2^(that + headroom)
     const auto terms = 4.0 * static_cast<double>(std::max<int64_t>(c.tp.numel(), 1));
@@ -66,7 +68,7 @@ bool multilabel(const ClassificationOptions& o) { return o.task() == Task::Multi
 
 // 1 for each class seen (a tp, fp or fn; top_k > 1: a tp or fn), else 0, shaped as `like`, in
 // `dtype`: one compare writes them.
-at::Tensor seen_classes(const Doubles& c, int64_t top_k, const at::Tensor& like, at::ScalarType dtype) {
+at::Tensor seen_classes(const Counts& c, int64_t top_k, const at::Tensor& like, at::ScalarType dtype) {
   auto seen = at::empty_like(like, dtype);
   at::ne_out(seen, top_k == 1 ? c.tp + c.fp + c.fn : c.tp + c.fn, 0);
   return seen;
@@ -80,7 +82,7 @@ at::ScalarType averaging_dtype(bool integer_counts, at::ScalarType dtype) {
 
 // Combines per-class scores as options.average says (TorchMetrics' _adjust_weights_safe_divide:
 // each score times its weight over the weights' sum, then their sum), in averaging_dtype.
-at::Tensor average_scores(const at::Tensor& score, const Doubles& c, const ClassificationOptions& o, int64_t top_k,
+at::Tensor average_scores(const at::Tensor& score, const Counts& c, const ClassificationOptions& o, int64_t top_k,
                           bool integer_counts, at::ScalarType dtype) {
   if (o.average() == Average::None || o.average() == Average::Micro) return score;  // (micro: the callers')
   const auto in = averaging_dtype(integer_counts, dtype);
@@ -93,7 +95,7 @@ at::Tensor average_scores(const at::Tensor& score, const Doubles& c, const Class
     weights = multilabel(o) ? at::ones_like(score, in) : seen_classes(c, top_k, score, in);
     total = weights.sum(-1, /*keepdim=*/true);  // (of ones and zeros, in `in`, as TorchMetrics sums them)
   }
-  return safe_divide(weights * score.to(in), total.expand_as(score), 0.0).sum(-1);
+  return safe_divide(weights * score.to(in), total.expand_as(score), 0.0, in).sum(-1);
 }
 
 // A binary score is a scalar, or one per sample; float32 as TorchMetrics' scores are, or `dtype`.
@@ -103,7 +105,7 @@ at::Tensor finish(const at::Tensor& score, const ClassificationOptions& o, at::S
 
 // tp / (tp + other): precision (other = fp) and recall (other = fn).
 at::Tensor ratio_score(const StatCounts& counts, const ClassificationOptions& o, bool precision) {
-  const auto c = as_double(counts);
+  const auto c = counts_of(counts);
   const auto& other = precision ? c.fp : c.fn;
   if (binary(o)) return finish(safe_divide(c.tp, c.tp + other, o.zero_division(), at::kFloat), o);
   if (o.average() == Average::Micro) {
@@ -118,7 +120,7 @@ at::Tensor ratio_score(const StatCounts& counts, const ClassificationOptions& o,
 }  // namespace
 
 at::Tensor accuracy(const StatCounts& counts, const ClassificationOptions& o) {
-  const auto c = as_double(counts);
+  const auto c = counts_of(counts);
   const bool of_all = binary(o) || multilabel(o);  // (tp + tn) / all; multiclass: tp / (tp + fn)
   const auto right = of_all ? c.tp + c.tn : c.tp;
   const auto total = of_all ? right + c.fp + c.fn : c.tp + c.fn;
@@ -145,19 +147,16 @@ at::Tensor fbeta_score(const StatCounts& counts, double beta, const Classificati
   // counts take its steps in it, so that a score is its value to the bit (float64 ones, ours, stay)
   const auto dtype = c10::typeMetaToScalarType(c10::get_default_dtype());
   const bool integer_counts = !counts.tp.is_floating_point();
-  // of rows tp, fp, tn, fn; in `out` where given
-  const auto score = [&](const at::Tensor& all, std::optional<at::ScalarType> out = std::nullopt) {
+  const auto score = [&](const at::Tensor& all, at::ScalarType out) {  // of rows tp, fp, tn, fn
     const auto in = integer_counts ? all.to(dtype) : all;
     const auto weighted_tp = (1 + beta2) * in[0];
     return safe_divide(weighted_tp, weighted_tp + beta2 * in[3] + in[1], o.zero_division(), out);
   };
-  // integer counts as they are where no average needs them in float64: `score` casts them (or their
-  // exact sums) into `dtype` once
-  const auto rows = [&] { return integer_counts ? rows_of(counts) : as_double(counts, 1 + beta2).all; };
-  if (binary(o)) return finish(score(rows(), dtype), o, dtype);
-  if (o.average() == Average::Micro) return finish(score(rows().sum(-1), dtype), o, dtype);
-  const auto c = as_double(counts, 1 + beta2);
-  return finish(average_scores(score(c.all), c, o, /*top_k=*/1, integer_counts, dtype), o, dtype);
+  const auto c = counts_of(counts, 1 + beta2);
+  if (binary(o)) return finish(score(c.all, dtype), o, dtype);
+  if (o.average() == Average::Micro) return finish(score(c.all.sum(-1), dtype), o, dtype);
+  const auto averaged = score(c.all, averaging_dtype(integer_counts, dtype));
+  return finish(average_scores(averaged, c, o, /*top_k=*/1, integer_counts, dtype), o, dtype);
 }
 
 at::Tensor stat_scores(const StatCounts& c, const ClassificationOptions& o) {
@@ -194,7 +193,7 @@ at::Tensor normalize_confusion_matrix(const at::Tensor& confusion_matrix, Normal
     default:
       total = counts.sum({-2, -1}, /*keepdim=*/true);
   }
-  return safe_divide(counts, total.expand_as(counts), 0.0).to(at::kFloat);
+  return safe_divide(counts, total.expand_as(counts), 0.0, at::kFloat);
 }
 
 }  // namespace metrics::functional

@@ -6,6 +6,7 @@ multilabel), the reference applies TorchMetrics' rule on top of sklearn's metric
 """
 
 import copy
+import functools
 import itertools
 
 import numpy as np
@@ -503,3 +504,44 @@ def test_binary_and_micro_fbeta_take_torchmetrics_float32_steps_to_the_bit(beta)
         tp, wrong = hits.sum(), (~hits).sum()  # micro: every miss is one class's fp and another's fn
         got = nm.MulticlassFBetaScore(beta, num_classes=classes, average="micro")(preds, target)
         assert torch.equal(got, expected(tp, wrong, wrong)), n
+
+
+def _safe_divide(num, den, dtype=torch.float32):  # TorchMetrics 1.6's of integer counts: in float32
+    num, den = num.to(dtype), den.to(dtype)
+    return torch.where(den != 0, num / den, torch.zeros((), dtype=dtype))
+
+
+def _weighted_average(scores, support):  # each score times its support over their sum (in int64), summed
+    return (support * scores / support.sum().to(scores.dtype)).sum()
+
+
+@pytest.mark.parametrize("make, expected", [
+    (nm.BinaryAccuracy, lambda divide, tp, fp, tn, fn: divide(tp + tn, tp + tn + fp + fn)),
+    (nm.BinaryPrecision, lambda divide, tp, fp, tn, fn: divide(tp, tp + fp)),
+    (nm.BinaryRecall, lambda divide, tp, fp, tn, fn: divide(tp, tp + fn)),
+    (lambda: nm.MulticlassPrecision(num_classes=3, average="micro"),
+     lambda divide, tp, fp, tn, fn: divide(tp.sum(), tp.sum() + fp.sum())),
+    (lambda: nm.MulticlassPrecision(num_classes=3, average="macro"),
+     lambda divide, tp, fp, tn, fn: (divide(tp, tp + fp) / 3).sum()),
+    (lambda: nm.MulticlassRecall(num_classes=3, average="weighted"),
+     lambda divide, tp, fp, tn, fn: _weighted_average(divide(tp, tp + fn), support=tp + fn)),
+])
+def test_counts_past_2_to_the_24_round_into_float32_as_torchmetrics_rounds_them(make, expected):
+    # a count past 2^24 rounds in float32: TorchMetrics divides the rounded counts (their sums exact,
+    # in int64), whose quotient may differ from the exact ratio's rounding
+    gen = torch.Generator().manual_seed(11)
+    binary = type(make()).__name__.startswith("Binary")
+    batch = (torch.tensor([0.9]), torch.tensor([1]))
+    if not binary:
+        batch = (torch.tensor([[0.9, 0.05, 0.05]]), torch.tensor([0]))
+    differs = 0
+    for _ in range(50):
+        counts = [2**24 + torch.randint(0, 2**26, (1 if binary else 3,), generator=gen) for _ in range(4)]
+        metric = make()
+        metric.update(*batch)
+        metric.load_state_dict({**metric.state_dict(), **dict(zip(("tp", "fp", "tn", "fn"), counts))})
+        want = expected(_safe_divide, *counts).reshape(())
+        assert torch.equal(metric.compute(), want), counts
+        in_float64 = functools.partial(_safe_divide, dtype=torch.float64)
+        differs += not torch.equal(expected(in_float64, *counts).reshape(()).float(), want)
+    assert differs > 0  # (float32 rounds these counts: the test tells the two apart)
