@@ -181,7 +181,8 @@ at::Tensor stat_scores(const StatCounts& c, const ClassificationOptions& o) {
 
 at::Tensor normalize_confusion_matrix(const at::Tensor& confusion_matrix, Normalize normalize) {
   if (normalize == Normalize::None) return confusion_matrix.clone();
-  const auto counts = confusion_matrix.to(at::kDouble);
+  // integer counts in float32, summed there, as TorchMetrics normalizes them; weighted ones in float64
+  const auto counts = confusion_matrix.to(confusion_matrix.is_floating_point() ? at::kDouble : at::kFloat);
   at::Tensor total;
   switch (normalize) {
     case Normalize::True:

@@ -545,3 +545,19 @@ def test_counts_past_2_to_the_24_round_into_float32_as_torchmetrics_rounds_them(
         in_float64 = functools.partial(_safe_divide, dtype=torch.float64)
         differs += not torch.equal(expected(in_float64, *counts).reshape(()).float(), want)
     assert differs > 0  # (float32 rounds these counts: the test tells the two apart)
+
+
+@pytest.mark.parametrize("normalize", ["true", "pred", "all"])
+def test_normalized_confusion_matrix_past_2_to_the_24_takes_torchmetrics_float32_steps(normalize):
+    # TorchMetrics' _confusion_matrix_reduce: the int64 matrix in float32, over its float32 sums
+    # (NaN, of an empty row or column, then 0)
+    dims = {"true": -1, "pred": -2, "all": [-2, -1]}[normalize]
+    gen = torch.Generator().manual_seed(12)
+    for _ in range(20):
+        matrix = 2**24 + torch.randint(0, 2**26, (4, 4), generator=gen)
+        matrix[1] = 0  # an empty row
+        metric = nm.MulticlassConfusionMatrix(num_classes=4, normalize=normalize)
+        metric.update(torch.tensor([[0.7, 0.1, 0.1, 0.1]]), torch.tensor([0]))
+        metric.load_state_dict({**metric.state_dict(), "confmat": matrix})
+        expected = matrix.float() / matrix.float().sum(dims, keepdim=True)
+        assert torch.equal(metric.compute(), expected.nan_to_num(0.0))
