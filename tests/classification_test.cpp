@@ -2121,5 +2121,22 @@ TEST(Classification, FunctionalScoresReadCountsPackedOrApart) {
   }
 }
 
+TEST(Classification, FunctionalScoresOfInt32CountsSumInInt64) {
+  // 2^30 of each: tp + tn, tp + fp and the total overflow int32 (2^31 and 2^32); every score is 0.5
+  // (float32 rounds none of these counts), as for the same counts in int64
+  const auto counts = [](at::ScalarType dtype) {
+    const auto c = at::full({}, int64_t{1} << 30, at::TensorOptions().dtype(dtype));
+    return StatCounts{c, c, c, c};
+  };
+  const auto opts = Opts::binary();
+  for (const auto dtype : {at::kInt, at::kLong}) {
+    const auto c = counts(dtype);
+    for (const auto& score : {functional::accuracy(c, opts), functional::precision(c, opts),
+                              functional::recall(c, opts), functional::fbeta_score(c, 1.0, opts)}) {
+      EXPECT_TRUE(at::equal(score, at::full({}, 0.5f))) << dtype << ": " << score;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace metrics

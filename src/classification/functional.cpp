@@ -17,15 +17,18 @@ using detail::samplewise;
 // divides them in float32 (past 2^24 they round); a float64 quotient is rounded once into it, as a
 // cast after it would round it.
 at::Tensor safe_divide(const at::Tensor& num, const at::Tensor& den, double zero_division, at::ScalarType dtype) {
+  // (a division of integers takes the default dtype's steps: cast them where that is not `dtype`)
+  const bool cast = !num.is_floating_point() && dtype != c10::typeMetaToScalarType(c10::get_default_dtype());
   auto quotient = at::empty({0}, num.options().dtype(dtype));
-  at::div_out(quotient, num, den);
+  at::div_out(quotient, cast ? num.to(dtype) : num, cast ? den.to(dtype) : den);
   return quotient.masked_fill_(den == 0, zero_division);
 }
 
-// The counts: `all`, [4, ...], whose rows are tp, fp, tn and fn; integer ones as they are (their
-// sums exact, as TorchMetrics' are), weighted ones in float64.
+// The counts: `all`, [4, ...], whose rows are tp, fp, tn and fn; integer ones in int64 (their sums
+// exact, as TorchMetrics' are), weighted ones in float64.
 struct Counts {
   at::Tensor all, tp, fp, tn, fn;
+  bool integer;
 };
 
 // tp, fp, tn and fn as the rows of one tensor: a view where they lie one stride apart in one buffer
@@ -50,9 +53,9 @@ at::Tensor rows_of(const StatCounts& c) {
 // smaller ones, subnormal counts included, stay as they are (a scale to below 2 would turn 5e-324
 // beside 3 into 0).
 Counts counts_of(const StatCounts& c, double coefficient = 1.0) {
-  auto all = rows_of(c);
-  if (c.tp.is_floating_point()) {
-    all = all.to(at::kDouble);
+  const bool integer = !c.tp.is_floating_point();
+  auto all = rows_of(c).to(integer ? at::kLong : at::kDouble);  // (int32 ones' sums could overflow)
+  if (!integer) {
     // a sum of 4 * numel counts times `coefficient`, each below 2^(floor(log2(largest)) + 1), is
     // below 2^(that + headroom)
     const auto terms = 4.0 * static_cast<double>(std::max<int64_t>(c.tp.numel(), 1));
@@ -60,7 +63,7 @@ Counts counts_of(const StatCounts& c, double coefficient = 1.0) {
     const auto excess = all.amax().log2_().floor_().add_(1.0 + headroom - 1023.0).clamp_min_(0);
     all = all * at::pow(2.0, excess.neg_());  // 2^-k: exact (never in place: `all` may be the state)
   }
-  return {all, all[0], all[1], all[2], all[3]};
+  return {all, all[0], all[1], all[2], all[3], integer};
 }
 
 bool binary(const ClassificationOptions& o) { return o.task() == Task::Binary; }
@@ -74,28 +77,29 @@ at::Tensor seen_classes(const Counts& c, int64_t top_k, const at::Tensor& like, 
   return seen;
 }
 
-// The dtype an average of scores takes its steps in: integer counts (as TorchMetrics' are) its dtype,
-// `dtype`, so that an average is its value to the bit; float64 (weighted) counts, ours alone, float64.
+// The dtype scores are averaged in: TorchMetrics' (`dtype`) for integer counts, so that an average
+// is its value to the bit; float64 for weighted counts, which are ours alone.
 at::ScalarType averaging_dtype(bool integer_counts, at::ScalarType dtype) {
   return integer_counts ? dtype : at::kDouble;
 }
 
 // Combines per-class scores as options.average says (TorchMetrics' _adjust_weights_safe_divide:
-// each score times its weight over the weights' sum, then their sum), in averaging_dtype.
+// each score times its weight over the weights' sum, then their sum); `score` in averaging_dtype.
 at::Tensor average_scores(const at::Tensor& score, const Counts& c, const ClassificationOptions& o, int64_t top_k,
-                          bool integer_counts, at::ScalarType dtype) {
+                          at::ScalarType dtype) {
   if (o.average() == Average::None || o.average() == Average::Micro) return score;  // (micro: the callers')
-  const auto in = averaging_dtype(integer_counts, dtype);
+  const auto in = averaging_dtype(c.integer, dtype);
   at::Tensor weights, total;
   if (o.average() == Average::Weighted) {
     const auto support = c.tp + c.fn;
-    total = support.sum(-1, /*keepdim=*/true).to(in);  // (an exact sum of integers, then rounded)
+    // an exact sum, of integers rounded into float32 (as _safe_divide rounds them, whatever `dtype`)
+    total = support.sum(-1, /*keepdim=*/true).to(c.integer ? at::kFloat : at::kDouble);
     weights = support.to(in);
   } else {
     weights = multilabel(o) ? at::ones_like(score, in) : seen_classes(c, top_k, score, in);
     total = weights.sum(-1, /*keepdim=*/true);  // (of ones and zeros, in `in`, as TorchMetrics sums them)
   }
-  return safe_divide(weights * score.to(in), total.expand_as(score), 0.0, in).sum(-1);
+  return safe_divide(weights * score, total.expand_as(score), 0.0, in).sum(-1);
 }
 
 // A binary score is a scalar, or one per sample; float32 as TorchMetrics' scores are, or `dtype`.
@@ -112,9 +116,8 @@ at::Tensor ratio_score(const StatCounts& counts, const ClassificationOptions& o,
     const auto tp = c.tp.sum(-1);
     return finish(safe_divide(tp, tp + other.sum(-1), o.zero_division(), at::kFloat), o);
   }
-  const bool integer_counts = !counts.tp.is_floating_point();
-  const auto score = safe_divide(c.tp, c.tp + other, o.zero_division(), averaging_dtype(integer_counts, at::kFloat));
-  return finish(average_scores(score, c, o, o.top_k(), integer_counts, at::kFloat), o);
+  const auto score = safe_divide(c.tp, c.tp + other, o.zero_division(), averaging_dtype(c.integer, at::kFloat));
+  return finish(average_scores(score, c, o, o.top_k(), at::kFloat), o);
 }
 
 }  // namespace
@@ -128,9 +131,8 @@ at::Tensor accuracy(const StatCounts& counts, const ClassificationOptions& o) {
   if (o.average() == Average::Micro) {
     return finish(safe_divide(right.sum(-1), total.sum(-1), 0.0, at::kFloat), o);
   }
-  const bool integer_counts = !counts.tp.is_floating_point();
-  const auto score = safe_divide(right, total, 0.0, averaging_dtype(integer_counts, at::kFloat));
-  return finish(average_scores(score, c, o, o.top_k(), integer_counts, at::kFloat), o);
+  const auto score = safe_divide(right, total, 0.0, averaging_dtype(c.integer, at::kFloat));
+  return finish(average_scores(score, c, o, o.top_k(), at::kFloat), o);
 }
 
 at::Tensor precision(const StatCounts& counts, const ClassificationOptions& o) {
@@ -146,17 +148,16 @@ at::Tensor fbeta_score(const StatCounts& counts, double beta, const Classificati
   // in the default dtype, as TorchMetrics' (1 + beta^2) * tp makes it of integer counts; integer
   // counts take its steps in it, so that a score is its value to the bit (float64 ones, ours, stay)
   const auto dtype = c10::typeMetaToScalarType(c10::get_default_dtype());
-  const bool integer_counts = !counts.tp.is_floating_point();
+  const auto c = counts_of(counts, 1 + beta2);
   const auto score = [&](const at::Tensor& all, at::ScalarType out) {  // of rows tp, fp, tn, fn
-    const auto in = integer_counts ? all.to(dtype) : all;
+    const auto in = c.integer ? all.to(dtype) : all;
     const auto weighted_tp = (1 + beta2) * in[0];
     return safe_divide(weighted_tp, weighted_tp + beta2 * in[3] + in[1], o.zero_division(), out);
   };
-  const auto c = counts_of(counts, 1 + beta2);
   if (binary(o)) return finish(score(c.all, dtype), o, dtype);
   if (o.average() == Average::Micro) return finish(score(c.all.sum(-1), dtype), o, dtype);
-  const auto averaged = score(c.all, averaging_dtype(integer_counts, dtype));
-  return finish(average_scores(averaged, c, o, /*top_k=*/1, integer_counts, dtype), o, dtype);
+  const auto averaged = score(c.all, averaging_dtype(c.integer, dtype));
+  return finish(average_scores(averaged, c, o, /*top_k=*/1, dtype), o, dtype);
 }
 
 at::Tensor stat_scores(const StatCounts& c, const ClassificationOptions& o) {
@@ -168,7 +169,7 @@ at::Tensor stat_scores(const StatCounts& c, const ClassificationOptions& o) {
     case Average::Macro:
       return table.to(at::kFloat).mean(-2);
     case Average::Weighted: {  // integer counts in TorchMetrics' float32 steps (to its bit), float64 ones in float64
-      const auto in = c.tp.is_floating_point() ? at::kDouble : at::kFloat;
+      const auto in = averaging_dtype(!c.tp.is_floating_point(), at::kFloat);
       const auto support = c.tp + c.fn;
       const auto share = support.to(in) / support.sum(-1, true).to(in);
       return (table.to(in) * share.unsqueeze(-1)).sum(-2).to(at::kFloat);

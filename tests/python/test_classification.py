@@ -6,7 +6,6 @@ multilabel), the reference applies TorchMetrics' rule on top of sklearn's metric
 """
 
 import copy
-import functools
 import itertools
 
 import numpy as np
@@ -484,31 +483,39 @@ def test_fbeta_takes_torchmetrics_float32_steps_to_the_bit(beta):
         assert torch.equal(got, expected), classes
 
 
-@pytest.mark.parametrize("beta", [0.3, 2.5])
+@pytest.mark.parametrize("beta", [0.3, 0.7])
 def test_binary_and_micro_fbeta_take_torchmetrics_float32_steps_to_the_bit(beta):
     # TorchMetrics' _fbeta_reduce: (1 + b^2) tp / ((1 + b^2) tp + b^2 fn + fp) of int64 counts (micro:
-    # their sums over the classes), each product and sum in float32
-    def expected(tp, fp, fn):
+    # their sums over the classes), each product and sum in float32 (1 + b^2 and b^2 rounded to it)
+    def expected(tp, fp, fn, dtype=torch.float32):
+        tp, fp, fn = tp.to(dtype), fp.to(dtype), fn.to(dtype)
         den = (1 + beta**2) * tp + beta**2 * fn + fp
-        return torch.where(den != 0, (1 + beta**2) * tp / den, torch.zeros(()))
+        return torch.where(den != 0, (1 + beta**2) * tp / den, torch.zeros((), dtype=dtype))
 
     gen = torch.Generator().manual_seed(10)
-    for n in (1, 37, 4096):
+    differs = 0
+    for n in [1, 4096] + torch.randint(2, 600, (30,), generator=gen).tolist():
         preds, target = torch.rand(n, generator=gen), torch.randint(0, 2, (n,), generator=gen)
         hit, positive = preds > 0.5, target == 1
         tp, fp, fn = (hit & positive).sum(), (hit & ~positive).sum(), (~hit & positive).sum()
         assert torch.equal(nm.BinaryFBetaScore(beta)(preds, target), expected(tp, fp, fn)), n
+        differs += not torch.equal(expected(tp, fp, fn, torch.float64).float(), expected(tp, fp, fn))
         classes = 7
         preds, target = torch.rand(n, classes, generator=gen), torch.randint(0, classes, (n,), generator=gen)
         hits = preds.argmax(1) == target
         tp, wrong = hits.sum(), (~hits).sum()  # micro: every miss is one class's fp and another's fn
         got = nm.MulticlassFBetaScore(beta, num_classes=classes, average="micro")(preds, target)
         assert torch.equal(got, expected(tp, wrong, wrong)), n
+    assert differs > 0  # (float64 steps would round some of these scores apart)
 
 
 def _safe_divide(num, den, dtype=torch.float32):  # TorchMetrics 1.6's of integer counts: in float32
     num, den = num.to(dtype), den.to(dtype)
     return torch.where(den != 0, num / den, torch.zeros((), dtype=dtype))
+
+
+def _rounded_float64_quotient(num, den):  # the exact ratio's rounding, not TorchMetrics'
+    return _safe_divide(num, den, torch.float64).float()
 
 
 def _weighted_average(scores, support):  # each score times its support over their sum (in int64), summed
@@ -526,9 +533,20 @@ def _weighted_average(scores, support):  # each score times its support over the
     (lambda: nm.MulticlassRecall(num_classes=3, average="weighted"),
      lambda divide, tp, fp, tn, fn: _weighted_average(divide(tp, tp + fn), support=tp + fn)),
 ])
-def test_counts_past_2_to_the_24_round_into_float32_as_torchmetrics_rounds_them(make, expected):
+@pytest.mark.parametrize("default_dtype", [torch.float32, torch.float64])
+def test_counts_past_2_to_the_24_round_into_float32_as_torchmetrics_rounds_them(make, expected, default_dtype):
     # a count past 2^24 rounds in float32: TorchMetrics divides the rounded counts (their sums exact,
-    # in int64), whose quotient may differ from the exact ratio's rounding
+    # in int64), whose quotient may differ from the exact ratio's rounding; its .float() takes float32
+    # whatever the default dtype (in which torch divides integers)
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(default_dtype)
+    try:
+        _check_counts_past_2_to_the_24(make, expected)
+    finally:
+        torch.set_default_dtype(before)
+
+
+def _check_counts_past_2_to_the_24(make, expected):
     gen = torch.Generator().manual_seed(11)
     binary = type(make()).__name__.startswith("Binary")
     batch = (torch.tensor([0.9]), torch.tensor([1]))
@@ -542,9 +560,8 @@ def test_counts_past_2_to_the_24_round_into_float32_as_torchmetrics_rounds_them(
         metric.load_state_dict({**metric.state_dict(), **dict(zip(("tp", "fp", "tn", "fn"), counts))})
         want = expected(_safe_divide, *counts).reshape(())
         assert torch.equal(metric.compute(), want), counts
-        in_float64 = functools.partial(_safe_divide, dtype=torch.float64)
-        differs += not torch.equal(expected(in_float64, *counts).reshape(()).float(), want)
-    assert differs > 0  # (float32 rounds these counts: the test tells the two apart)
+        differs += not torch.equal(expected(_rounded_float64_quotient, *counts).reshape(()), want)
+    assert differs > 0  # (float32 rounds these counts: a score of the exact ratio would differ)
 
 
 @pytest.mark.parametrize("normalize", ["true", "pred", "all"])

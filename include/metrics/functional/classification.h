@@ -19,8 +19,9 @@ struct StatCounts {
 /// micro sums the counts first; macro averages the per-class scores over the classes with
 /// tp + fp + fn > 0 (precision, recall and accuracy with top_k > 1: tp + fn > 0; multilabel:
 /// every label); weighted weights them by support tp + fn; none returns them. Binary tasks
-/// ignore average. Scores are float32: integer counts are summed as they are and divided in float32
-/// (rounded into it, as TorchMetrics divides them), weighted ones in float64.
+/// ignore average. Scores are float32: integer counts are summed in int64 and divided in float32,
+/// rounded into it as TorchMetrics divides them; weighted (float64) ones are divided in float64 and
+/// each score rounded once.
 namespace functional {
 
 at::Tensor accuracy(const StatCounts& counts, const ClassificationOptions& options);
