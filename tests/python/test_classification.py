@@ -578,3 +578,25 @@ def test_normalized_confusion_matrix_past_2_to_the_24_takes_torchmetrics_float32
         metric.load_state_dict({**metric.state_dict(), "confmat": matrix})
         expected = matrix.float() / matrix.float().sum(dims, keepdim=True)
         assert torch.equal(metric.compute(), expected.nan_to_num(0.0))
+
+
+def test_weighted_fbeta_under_a_float64_default_divides_by_the_support_sum_in_float32():
+    # TorchMetrics' _adjust_weights_safe_divide: scores in float64 (the default dtype) times the int64
+    # support, over the support's int64 sum, which _safe_divide rounds into float32
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        gen, beta2, differs = torch.Generator().manual_seed(13), 0.7**2, 0
+        for _ in range(50):
+            tp, fp, tn, fn = (2**24 + torch.randint(0, 2**26, (3,), generator=gen) for _ in range(4))
+            metric = nm.MulticlassFBetaScore(0.7, num_classes=3, average="weighted")
+            metric.update(torch.tensor([[0.9, 0.05, 0.05]]), torch.tensor([0]))
+            metric.load_state_dict({**metric.state_dict(), "tp": tp, "fp": fp, "tn": tn, "fn": fn})
+            score = (1 + beta2) * tp / ((1 + beta2) * tp + beta2 * fn + fp)
+            support = tp + fn
+            expected = (support * score / support.sum().float()).sum()
+            assert torch.equal(metric.compute(), expected)
+            differs += not torch.equal((support * score / support.sum().double()).sum(), expected)
+        assert differs > 0  # (float32 rounds these sums)
+    finally:
+        torch.set_default_dtype(before)
