@@ -93,7 +93,7 @@ at::Tensor average_scores(const at::Tensor& score, const Counts& c, const Classi
   if (o.average() == Average::Weighted) {
     const auto support = c.tp + c.fn;
     // an exact sum, of integers rounded into float32 (as _safe_divide rounds them, whatever `dtype`)
-    total = support.sum(-1, /*keepdim=*/true).to(c.integer ? at::kFloat : at::kDouble);
+    total = support.sum(-1, /*keepdim=*/true).to(averaging_dtype(c.integer, at::kFloat));
     weights = support.to(in);
   } else {
     weights = multilabel(o) ? at::ones_like(score, in) : seen_classes(c, top_k, score, in);
@@ -161,7 +161,10 @@ at::Tensor fbeta_score(const StatCounts& counts, double beta, const Classificati
 }
 
 at::Tensor stat_scores(const StatCounts& c, const ClassificationOptions& o) {
-  const auto table = at::stack({c.tp, c.fp, c.tn, c.fn, c.tp + c.fn}, /*dim=*/-1);  // [C, 5], samplewise [S, C, 5]
+  // integer counts in int64, so that int32 ones' support cannot overflow
+  const auto wide = [](const at::Tensor& t) { return t.is_floating_point() ? t : t.to(at::kLong); };
+  const auto tp = wide(c.tp), fn = wide(c.fn);
+  const auto table = at::stack({tp, wide(c.fp), wide(c.tn), fn, tp + fn}, /*dim=*/-1);  // [C, 5], samplewise [S, C, 5]
   if (binary(o)) return samplewise(o) ? table.reshape({-1, 5}).squeeze() : table.reshape({5});  // as TorchMetrics
   switch (o.average()) {
     case Average::Micro:
@@ -169,8 +172,8 @@ at::Tensor stat_scores(const StatCounts& c, const ClassificationOptions& o) {
     case Average::Macro:
       return table.to(at::kFloat).mean(-2);
     case Average::Weighted: {  // integer counts in TorchMetrics' float32 steps (to its bit), float64 ones in float64
-      const auto in = averaging_dtype(!c.tp.is_floating_point(), at::kFloat);
-      const auto support = c.tp + c.fn;
+      const auto in = averaging_dtype(!tp.is_floating_point(), at::kFloat);
+      const auto support = table.select(-1, 4);
       const auto share = support.to(in) / support.sum(-1, true).to(in);
       return (table.to(in) * share.unsqueeze(-1)).sum(-2).to(at::kFloat);
     }

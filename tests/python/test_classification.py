@@ -518,8 +518,10 @@ def _rounded_float64_quotient(num, den):  # the exact ratio's rounding, not Torc
     return _safe_divide(num, den, torch.float64).float()
 
 
-def _weighted_average(scores, support):  # each score times its support over their sum (in int64), summed
-    return (support * scores / support.sum().to(scores.dtype)).sum()
+def _weighted_average(scores, support, total_dtype=None):
+    """Each score times its support over their (int64) sum, rounded into total_dtype (the scores' if
+    None), summed."""
+    return (support * scores / support.sum().to(total_dtype or scores.dtype)).sum()
 
 
 @pytest.mark.parametrize("make, expected", [
@@ -533,20 +535,10 @@ def _weighted_average(scores, support):  # each score times its support over the
     (lambda: nm.MulticlassRecall(num_classes=3, average="weighted"),
      lambda divide, tp, fp, tn, fn: _weighted_average(divide(tp, tp + fn), support=tp + fn)),
 ])
-@pytest.mark.parametrize("default_dtype", [torch.float32, torch.float64])
 def test_counts_past_2_to_the_24_round_into_float32_as_torchmetrics_rounds_them(make, expected, default_dtype):
     # a count past 2^24 rounds in float32: TorchMetrics divides the rounded counts (their sums exact,
     # in int64), whose quotient may differ from the exact ratio's rounding; its .float() takes float32
     # whatever the default dtype (in which torch divides integers)
-    before = torch.get_default_dtype()
-    torch.set_default_dtype(default_dtype)
-    try:
-        _check_counts_past_2_to_the_24(make, expected)
-    finally:
-        torch.set_default_dtype(before)
-
-
-def _check_counts_past_2_to_the_24(make, expected):
     gen = torch.Generator().manual_seed(11)
     binary = type(make()).__name__.startswith("Binary")
     batch = (torch.tensor([0.9]), torch.tensor([1]))
@@ -580,23 +572,18 @@ def test_normalized_confusion_matrix_past_2_to_the_24_takes_torchmetrics_float32
         assert torch.equal(metric.compute(), expected.nan_to_num(0.0))
 
 
-def test_weighted_fbeta_under_a_float64_default_divides_by_the_support_sum_in_float32():
+@pytest.mark.parametrize("default_dtype", [torch.float64], indirect=True)
+def test_weighted_fbeta_under_a_float64_default_divides_by_the_support_sum_in_float32(default_dtype):
     # TorchMetrics' _adjust_weights_safe_divide: scores in float64 (the default dtype) times the int64
     # support, over the support's int64 sum, which _safe_divide rounds into float32
-    before = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    try:
-        gen, beta2, differs = torch.Generator().manual_seed(13), 0.7**2, 0
-        for _ in range(50):
-            tp, fp, tn, fn = (2**24 + torch.randint(0, 2**26, (3,), generator=gen) for _ in range(4))
-            metric = nm.MulticlassFBetaScore(0.7, num_classes=3, average="weighted")
-            metric.update(torch.tensor([[0.9, 0.05, 0.05]]), torch.tensor([0]))
-            metric.load_state_dict({**metric.state_dict(), "tp": tp, "fp": fp, "tn": tn, "fn": fn})
-            score = (1 + beta2) * tp / ((1 + beta2) * tp + beta2 * fn + fp)
-            support = tp + fn
-            expected = (support * score / support.sum().float()).sum()
-            assert torch.equal(metric.compute(), expected)
-            differs += not torch.equal((support * score / support.sum().double()).sum(), expected)
-        assert differs > 0  # (float32 rounds these sums)
-    finally:
-        torch.set_default_dtype(before)
+    gen, beta2, differs = torch.Generator().manual_seed(13), 0.7**2, 0
+    for _ in range(50):
+        tp, fp, tn, fn = (2**24 + torch.randint(0, 2**26, (3,), generator=gen) for _ in range(4))
+        metric = nm.MulticlassFBetaScore(0.7, num_classes=3, average="weighted")
+        metric.update(torch.tensor([[0.9, 0.05, 0.05]]), torch.tensor([0]))
+        metric.load_state_dict({**metric.state_dict(), "tp": tp, "fp": fp, "tn": tn, "fn": fn})
+        score = (1 + beta2) * tp / ((1 + beta2) * tp + beta2 * fn + fp)
+        expected = _weighted_average(score, support=tp + fn, total_dtype=torch.float32)
+        assert torch.equal(metric.compute(), expected)
+        differs += not torch.equal(_weighted_average(score, support=tp + fn), expected)
+    assert differs > 0  # (float32 rounds these sums)

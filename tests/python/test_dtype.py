@@ -71,16 +71,6 @@ def _values(metric, batch):
     return metric(*batch), metric.compute()
 
 
-@pytest.fixture(params=[torch.float32, torch.float64], ids=["default_float32", "default_float64"])
-def default_dtype(request):
-    before = torch.get_default_dtype()
-    torch.set_default_dtype(request.param)
-    try:
-        yield request.param
-    finally:
-        torch.set_default_dtype(before)
-
-
 @pytest.mark.parametrize("name", CASES)
 def test_values_come_in_torchmetrics_dtypes(name, default_dtype):
     make, batch, dtype = CASES[name]
@@ -120,13 +110,10 @@ def test_set_dtype_float64_gives_the_float64_accumulators_full_precision():
     assert mean.compute().dtype == torch.float64 and mean.compute().item() == pytest.approx(want, rel=1e-15)
 
 
-def test_default_dtype_float64_when_made_gives_float64_values():
-    before = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    try:
-        mean = nm.MeanMetric()
-    finally:
-        torch.set_default_dtype(before)
+@pytest.mark.parametrize("default_dtype", [torch.float64], indirect=True)
+def test_default_dtype_float64_when_made_gives_float64_values(default_dtype):
+    mean = nm.MeanMetric()
+    torch.set_default_dtype(torch.float32)  # (the metric keeps the dtype it was made in)
     mean.update(T([0.1, 0.2, 0.4], dtype=torch.float64))
     assert mean.dtype == torch.float64 and mean.compute().dtype == torch.float64
     assert mean.compute().item() == pytest.approx(np.mean([0.1, 0.2, 0.4]), rel=1e-15)
@@ -223,20 +210,17 @@ def test_the_conversion_adds_no_sync(name):
     assert converted_syncs.by_op == native_syncs.by_op
 
 
-def test_fbeta_under_a_float64_default_is_computed_in_float64():
+@pytest.mark.parametrize("default_dtype", [torch.float64], indirect=True)
+def test_fbeta_under_a_float64_default_is_computed_in_float64(default_dtype):
     """As TorchMetrics computes it (and sklearn, in float64): not a float32 value widened."""
     rng = np.random.default_rng(3)
     preds, target = rng.integers(0, 5, 997), rng.integers(0, 5, 997)
     want = sklearn_metrics.fbeta_score(target, preds, beta=0.3, average="macro")
-    before = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    try:
-        metric = nm.MulticlassFBetaScore(0.3, 5)
-        metric.update(T(preds), T(target))
-        value = metric.compute()
-    finally:
-        torch.set_default_dtype(before)
+    metric = nm.MulticlassFBetaScore(0.3, 5)
+    metric.update(T(preds), T(target))
+    value = metric.compute()
     assert value.dtype == torch.float64 and value.item() == pytest.approx(want, rel=1e-15)
     assert float(np.float32(want)) != want  # a float32 value would differ
-    metric.update(T(preds), T(target))  # back under float32: float32
+    torch.set_default_dtype(torch.float32)  # back under float32: float32
+    metric.update(T(preds), T(target))
     assert metric.compute().dtype == torch.float32

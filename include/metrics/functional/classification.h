@@ -19,9 +19,9 @@ struct StatCounts {
 /// micro sums the counts first; macro averages the per-class scores over the classes with
 /// tp + fp + fn > 0 (precision, recall and accuracy with top_k > 1: tp + fn > 0; multilabel:
 /// every label); weighted weights them by support tp + fn; none returns them. Binary tasks
-/// ignore average. Scores are float32: integer counts are summed in int64 and divided in float32,
-/// rounded into it as TorchMetrics divides them; weighted (float64) ones are divided in float64 and
-/// each score rounded once.
+/// ignore average. Scores are float32 (F-beta: the default dtype): integer counts are summed in
+/// int64 and divided in float32 (F-beta: the default dtype), rounded into it as TorchMetrics divides
+/// them; weighted (float64) ones are divided in float64 and each score rounded once.
 namespace functional {
 
 at::Tensor accuracy(const StatCounts& counts, const ClassificationOptions& options);
@@ -30,8 +30,9 @@ at::Tensor recall(const StatCounts& counts, const ClassificationOptions& options
 /// (1 + beta^2) tp / ((1 + beta^2) tp + beta^2 fn + fp); beta = 1 is F1. In the default dtype
 /// (c10::get_default_dtype()), as TorchMetrics' arithmetic makes it, not float32.
 at::Tensor fbeta_score(const StatCounts& counts, double beta, const ClassificationOptions& options);
-/// [tp, fp, tn, fn, support] for binary and micro (counts' dtype), [C, 5] for none, and the
-/// float32 mean (macro) or support-weighted mean (weighted) over classes.
+/// [tp, fp, tn, fn, support] for binary and micro (int64 for integer counts, else the counts'
+/// dtype), [C, 5] for none, and the float32 mean (macro) or support-weighted mean (weighted) over
+/// classes.
 at::Tensor stat_scores(const StatCounts& counts, const ClassificationOptions& options);
 /// Divides by row sums (True), column sums (Pred) or the total (All) of the last two dims; 0/0
 /// becomes 0. None returns the counts as they are.
