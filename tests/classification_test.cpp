@@ -2139,17 +2139,23 @@ TEST(Classification, FunctionalScoresOfInt32CountsSumInInt64) {
 }
 
 TEST(Classification, FunctionalStatScoresOfInt32CountsSumInInt64) {
-  // 2^30 of each in two classes: the support (tp + fn) and the micro sums are 2^31, past int32
-  const auto c = at::full({2}, int64_t{1} << 30, at::TensorOptions().dtype(at::kInt));
-  const StatCounts counts{c, c, c, c};
+  // 2^30 of each in two classes: the support (tp + fn) is 2^31, past int32; the table comes in int64
   const int64_t g = int64_t{1} << 30;
   const auto row = at::tensor({g, g, g, g, 2 * g});
-  EXPECT_TRUE(at::equal(functional::stat_scores(StatCounts{c[0], c[0], c[0], c[0]}, Opts::binary()), row));
   const auto multiclass = Opts::multiclass(2);
-  EXPECT_TRUE(at::equal(functional::stat_scores(counts, Opts(multiclass).average(Average::None)), at::stack({row, row})));
-  EXPECT_TRUE(at::equal(functional::stat_scores(counts, Opts(multiclass).average(Average::Micro)), 2 * row));
-  for (const auto average : {Average::Macro, Average::Weighted}) {
-    EXPECT_TRUE(at::equal(functional::stat_scores(counts, Opts(multiclass).average(average)), row.to(at::kFloat)));
+  const auto expect = [](const at::Tensor& got, const at::Tensor& want, at::ScalarType dtype) {
+    EXPECT_EQ(got.scalar_type(), dtype);  // (at::equal compares values alone)
+    EXPECT_TRUE(at::equal(got, want)) << got;
+  };
+  for (const auto dtype : {at::kInt, at::kLong}) {
+    const auto c = at::full({2}, g, at::TensorOptions().dtype(dtype));
+    const StatCounts counts{c, c, c, c};
+    expect(functional::stat_scores(StatCounts{c[0], c[0], c[0], c[0]}, Opts::binary()), row, at::kLong);
+    expect(functional::stat_scores(counts, Opts(multiclass).average(Average::None)), at::stack({row, row}), at::kLong);
+    expect(functional::stat_scores(counts, Opts(multiclass).average(Average::Micro)), 2 * row, at::kLong);
+    for (const auto average : {Average::Macro, Average::Weighted}) {
+      expect(functional::stat_scores(counts, Opts(multiclass).average(average)), row.to(at::kFloat), at::kFloat);
+    }
   }
 }
 

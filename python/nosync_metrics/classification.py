@@ -113,12 +113,9 @@ def _values_dtype(self):
 
 def _stat_scores_dtype(self):
     """As _values_dtype, but TorchMetrics' macro average is float32 whatever the states' dtype
-    (res.float().mean(), as the C++ gives it), and its weighted average floating (counts times
-    support / total: the default dtype)."""
-    average = self._arguments.get("average")
-    if average == "macro":
-        return None
-    return self.dtype if average == "weighted" else _values_dtype(self)
+    (res.float().mean(), as the C++ gives it). Its weighted average of integer counts comes in the
+    default dtype (counts times support / total), as the C++ computes it."""
+    return None if self._arguments.get("average") == "macro" else _values_dtype(self)
 
 
 def _task_class(name, base, task, parameters, construct, doc, attributes, options, result_dtype):

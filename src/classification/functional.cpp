@@ -12,13 +12,16 @@ namespace {
 
 using detail::samplewise;
 
+// The dtype that torch divides integers in, and TorchMetrics' floating values of integer counts take.
+at::ScalarType default_dtype() { return c10::typeMetaToScalarType(c10::get_default_dtype()); }
+
 // num / den in `dtype`, with zero_division where den == 0 (no scalar tensor: masked_fill takes a
 // scalar). Integer counts are rounded into `dtype` and divided there, as TorchMetrics' _safe_divide
 // divides them in float32 (past 2^24 they round); a float64 quotient is rounded once into it, as a
 // cast after it would round it.
 at::Tensor safe_divide(const at::Tensor& num, const at::Tensor& den, double zero_division, at::ScalarType dtype) {
   // (a division of integers takes the default dtype's steps: cast them where that is not `dtype`)
-  const bool cast = !num.is_floating_point() && dtype != c10::typeMetaToScalarType(c10::get_default_dtype());
+  const bool cast = !num.is_floating_point() && dtype != default_dtype();
   auto quotient = at::empty({0}, num.options().dtype(dtype));
   at::div_out(quotient, cast ? num.to(dtype) : num, cast ? den.to(dtype) : den);
   return quotient.masked_fill_(den == 0, zero_division);
@@ -147,7 +150,7 @@ at::Tensor fbeta_score(const StatCounts& counts, double beta, const Classificati
   const double beta2 = beta * beta;
   // in the default dtype, as TorchMetrics' (1 + beta^2) * tp makes it of integer counts; integer
   // counts take its steps in it, so that a score is its value to the bit (float64 ones, ours, stay)
-  const auto dtype = c10::typeMetaToScalarType(c10::get_default_dtype());
+  const auto dtype = default_dtype();
   const auto c = counts_of(counts, 1 + beta2);
   const auto score = [&](const at::Tensor& all, at::ScalarType out) {  // of rows tp, fp, tn, fn
     const auto in = c.integer ? all.to(dtype) : all;
@@ -161,21 +164,24 @@ at::Tensor fbeta_score(const StatCounts& counts, double beta, const Classificati
 }
 
 at::Tensor stat_scores(const StatCounts& c, const ClassificationOptions& o) {
-  // integer counts in int64, so that int32 ones' support cannot overflow
-  const auto wide = [](const at::Tensor& t) { return t.is_floating_point() ? t : t.to(at::kLong); };
-  const auto tp = wide(c.tp), fn = wide(c.fn);
-  const auto table = at::stack({tp, wide(c.fp), wide(c.tn), fn, tp + fn}, /*dim=*/-1);  // [C, 5], samplewise [S, C, 5]
+  auto rows = rows_of(c);  // integer counts in int64, so that int32 ones' support cannot overflow
+  if (!rows.is_floating_point()) rows = rows.to(at::kLong);
+  // [C, 5], samplewise [S, C, 5]: tp, fp, tn, fn and the support
+  const auto table = at::stack({rows[0], rows[1], rows[2], rows[3], rows[0] + rows[3]}, /*dim=*/-1);
   if (binary(o)) return samplewise(o) ? table.reshape({-1, 5}).squeeze() : table.reshape({5});  // as TorchMetrics
   switch (o.average()) {
     case Average::Micro:
       return table.sum(-2);
     case Average::Macro:
       return table.to(at::kFloat).mean(-2);
-    case Average::Weighted: {  // integer counts in TorchMetrics' float32 steps (to its bit), float64 ones in float64
-      const auto in = averaging_dtype(!tp.is_floating_point(), at::kFloat);
+    case Average::Weighted: {
+      // integer counts take TorchMetrics' steps in the default dtype (its int64 support over their
+      // sum), to its bit; float64 ones are weighed in float64
+      const auto dtype = default_dtype();
+      const auto in = averaging_dtype(!rows.is_floating_point(), dtype);
       const auto support = table.select(-1, 4);
       const auto share = support.to(in) / support.sum(-1, true).to(in);
-      return (table.to(in) * share.unsqueeze(-1)).sum(-2).to(at::kFloat);
+      return (table.to(in) * share.unsqueeze(-1)).sum(-2).to(dtype);
     }
     case Average::None:
       break;

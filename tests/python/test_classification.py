@@ -521,7 +521,7 @@ def _rounded_float64_quotient(num, den):  # the exact ratio's rounding, not Torc
 def _weighted_average(scores, support, total_dtype=None):
     """Each score times its support over their (int64) sum, rounded into total_dtype (the scores' if
     None), summed."""
-    return (support * scores / support.sum().to(total_dtype or scores.dtype)).sum()
+    return (support * scores / support.sum().to(scores.dtype if total_dtype is None else total_dtype)).sum()
 
 
 @pytest.mark.parametrize("make, expected", [
@@ -572,7 +572,7 @@ def test_normalized_confusion_matrix_past_2_to_the_24_takes_torchmetrics_float32
         assert torch.equal(metric.compute(), expected.nan_to_num(0.0))
 
 
-@pytest.mark.parametrize("default_dtype", [torch.float64], indirect=True)
+@pytest.mark.parametrize("default_dtype", [torch.float64], indirect=True, ids=["default_float64"])
 def test_weighted_fbeta_under_a_float64_default_divides_by_the_support_sum_in_float32(default_dtype):
     # TorchMetrics' _adjust_weights_safe_divide: scores in float64 (the default dtype) times the int64
     # support, over the support's int64 sum, which _safe_divide rounds into float32
@@ -587,3 +587,27 @@ def test_weighted_fbeta_under_a_float64_default_divides_by_the_support_sum_in_fl
         assert torch.equal(metric.compute(), expected)
         differs += not torch.equal(_weighted_average(score, support=tp + fn), expected)
     assert differs > 0  # (float32 rounds these sums)
+
+
+@pytest.mark.parametrize("make", [lambda: nm.MulticlassStatScores(num_classes=5, average="weighted"),
+                                  lambda: nm.MultilabelStatScores(num_labels=5, average="weighted")])
+def test_weighted_stat_scores_take_torchmetrics_steps_in_the_default_dtype(make, default_dtype):
+    # _multiclass_stat_scores_compute: the int64 table times support / support.sum(), a division of
+    # integers, so in the default dtype, and summed over the classes there
+    gen, differs = torch.Generator().manual_seed(14), 0
+    for n in range(20, 220, 10):
+        metric = make()
+        if isinstance(metric, nm.MulticlassStatScores):
+            metric.update(torch.randint(0, 5, (n,), generator=gen), torch.randint(0, 5, (n,), generator=gen))
+        else:
+            metric.update(torch.rand(n, 5, generator=gen), torch.randint(0, 2, (n, 5), generator=gen))
+        state = metric.state_dict()
+        tp, fp, tn, fn = (state[k] for k in ("tp", "fp", "tn", "fn"))
+        table, support = torch.stack([tp, fp, tn, fn, tp + fn], -1), tp + fn
+        expected = (table * (support / support.sum()).unsqueeze(-1)).sum(-2)
+        assert expected.dtype == default_dtype
+        got = metric.compute()
+        assert got.dtype == default_dtype and torch.equal(got, expected), n
+        in_float32 = (table * (support.float() / support.sum().float()).unsqueeze(-1)).sum(-2)
+        differs += not torch.equal(in_float32.to(default_dtype), expected)
+    assert differs > 0 or default_dtype == torch.float32  # (float32 steps would round some apart)

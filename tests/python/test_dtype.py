@@ -110,7 +110,7 @@ def test_set_dtype_float64_gives_the_float64_accumulators_full_precision():
     assert mean.compute().dtype == torch.float64 and mean.compute().item() == pytest.approx(want, rel=1e-15)
 
 
-@pytest.mark.parametrize("default_dtype", [torch.float64], indirect=True)
+@pytest.mark.parametrize("default_dtype", [torch.float64], indirect=True, ids=["default_float64"])
 def test_default_dtype_float64_when_made_gives_float64_values(default_dtype):
     mean = nm.MeanMetric()
     torch.set_default_dtype(torch.float32)  # (the metric keeps the dtype it was made in)
@@ -210,7 +210,7 @@ def test_the_conversion_adds_no_sync(name):
     assert converted_syncs.by_op == native_syncs.by_op
 
 
-@pytest.mark.parametrize("default_dtype", [torch.float64], indirect=True)
+@pytest.mark.parametrize("default_dtype", [torch.float64], indirect=True, ids=["default_float64"])
 def test_fbeta_under_a_float64_default_is_computed_in_float64(default_dtype):
     """As TorchMetrics computes it (and sklearn, in float64): not a float32 value widened."""
     rng = np.random.default_rng(3)

@@ -19,20 +19,21 @@ struct StatCounts {
 /// micro sums the counts first; macro averages the per-class scores over the classes with
 /// tp + fp + fn > 0 (precision, recall and accuracy with top_k > 1: tp + fn > 0; multilabel:
 /// every label); weighted weights them by support tp + fn; none returns them. Binary tasks
-/// ignore average. Scores are float32 (F-beta: the default dtype): integer counts are summed in
-/// int64 and divided in float32 (F-beta: the default dtype), rounded into it as TorchMetrics divides
-/// them; weighted (float64) ones are divided in float64 and each score rounded once.
+/// ignore average. Scores are float32: integer counts are summed in int64 and rounded into float32,
+/// where they are divided, as TorchMetrics' _safe_divide divides them (F-beta: see below);
+/// weighted (float64) ones are divided in float64 and each score rounded once.
 namespace functional {
 
 at::Tensor accuracy(const StatCounts& counts, const ClassificationOptions& options);
 at::Tensor precision(const StatCounts& counts, const ClassificationOptions& options);
 at::Tensor recall(const StatCounts& counts, const ClassificationOptions& options);
 /// (1 + beta^2) tp / ((1 + beta^2) tp + beta^2 fn + fp); beta = 1 is F1. In the default dtype
-/// (c10::get_default_dtype()), as TorchMetrics' arithmetic makes it, not float32.
+/// (c10::get_default_dtype()), as TorchMetrics' arithmetic makes it, not float32: integer counts
+/// are rounded into it and summed there, save the weighted average's support total (float32).
 at::Tensor fbeta_score(const StatCounts& counts, double beta, const ClassificationOptions& options);
 /// [tp, fp, tn, fn, support] for binary and micro (int64 for integer counts, else the counts'
-/// dtype), [C, 5] for none, and the float32 mean (macro) or support-weighted mean (weighted) over
-/// classes.
+/// dtype), [C, 5] for none, and over the classes the float32 mean (macro) or the support-weighted
+/// mean in the default dtype (weighted), as TorchMetrics computes them.
 at::Tensor stat_scores(const StatCounts& counts, const ClassificationOptions& options);
 /// Divides by row sums (True), column sums (Pred) or the total (All) of the last two dims; 0/0
 /// becomes 0. None returns the counts as they are.
