@@ -540,8 +540,8 @@ void MetricState::load_state_dict(const StateDict& dict, const std::string& metr
     const auto& entry = entries_[slot];
     auto it = dict.find(entry.name);
     TORCH_CHECK_VALUE(it != dict.end(), metric, ".load_state_dict: missing key '", entry.name, "'");
+    TORCH_CHECK_VALUE(it->second.defined(), metric, ".load_state_dict: '", entry.name, "' is an undefined tensor");
     const auto given = widened(it->second, slot);
-    TORCH_CHECK_VALUE(given.defined(), metric, ".load_state_dict: '", entry.name, "' is an undefined tensor");
     TORCH_CHECK_VALUE(same_shape(entry, given) && given.scalar_type() == entry.tensor.scalar_type(), metric,
                       ".load_state_dict: '", entry.name, "' must be ", entry.tensor.scalar_type(), shape_text(entry),
                       " but is ", given.scalar_type(), given.sizes());
@@ -617,7 +617,7 @@ bool MetricState::is_count(size_t slot) const {
 }
 
 at::Tensor MetricState::widened(const at::Tensor& given, size_t slot) const {
-  if (!given.defined() || given.scalar_type() != at::kLong || !is_update_count_or_tally(slot)) return given;
+  if (given.scalar_type() != at::kLong || !is_update_count_or_tally(slot)) return given;
   auto tally = given;
   if (bad_input_ && slot == bad_input_->first_slot() && !given.is_meta()) {
     // before format version 2 "no bad update yet" was INT64_MAX; it is 2^62 now (exact in float64)

@@ -93,6 +93,30 @@ def test_a_refused_dict_raises_what_nn_module_raises_and_changes_nothing(make):
     assert partial.missing_keys == [key for key in saved if key != counts] and partial.unexpected_keys == ["foo"]
 
 
+@pytest.mark.parametrize("make, who", [(lambda: nm.MulticlassAccuracy(num_classes=4), "MulticlassAccuracy"),
+                                       (_collection, r"the part of '\w+' .*: \w+"), (nm.MeanMetric, "Mean")])
+def test_a_sparse_tensor_in_a_dict_is_refused_by_name_and_changes_nothing(make, who):
+    """A sparse tensor holds no strided values to check or copy: it was a bare RuntimeError from deep
+    in the load ("Cannot access data pointer"), naming neither metric nor key."""
+    preds, target, loss = _batches(1)[0]
+    metric = make()
+    if isinstance(metric, nm.MeanMetric):
+        metric.update(loss)
+    else:
+        metric.update(preds=preds, target=target, **({"value": loss} if isinstance(metric, nm.MetricCollection) else {}))
+    saved = metric.state_dict()
+    counts = [k for k, v in saved.items() if v.dim() > 0 and not nm.metric.is_description(k)][-1]
+    for key in [k for k in saved if nm.metric.is_description(k)] + [counts]:
+        bad = {**saved, key: saved[key].to_sparse()}
+        state = key.rsplit(".", 1)[-1]
+        with pytest.raises(nm.StateDictError, match=rf"{who}\.load_state_dict: '{state}' has layout Sparse; expected a"):
+            metric.load_state_dict(bad)
+        if not isinstance(metric, nm.MetricCollection):
+            with pytest.raises(ValueError, match=f"'{state}' has layout Sparse; expected a dense tensor"):
+                metric.merge_state(bad)
+        assert _same(metric.state_dict(), saved)
+
+
 @pytest.mark.parametrize("make", [lambda: nm.MulticlassAccuracy(num_classes=4), _collection])
 @pytest.mark.parametrize("description", ["_metric", "_version"])
 def test_a_strict_load_needs_the_descriptions_as_a_parent_modules_does(make, description):
