@@ -48,7 +48,13 @@ void report_each(size_t count, Report&& report) {
 
 // Whether `metric` has not counted anything yet. A meta state holds no count to read: it counts as
 // fresh, so that meta collections group as real ones do.
-bool never_updated(const Metric& metric) { return metric.device().is_meta() || metric.update_count() == 0; }
+// Whether `metric` holds a fresh state (a meta one holds no values: it arrives fresh), which it may
+// give up for a group's; a state loaded without updates counts as not fresh.
+bool holds_fresh_state(const Metric& metric) {
+  if (metric.device().is_meta()) return true;
+  const detail::UpdateLocks locks(metric.state(), metric.state());
+  return metric.state().holds_fresh_values();
+}
 
 // The largest magnitude among the float64 tensors of two state dicts (0 where none).
 double largest_float(const StateDict& a, const StateDict& b) {
@@ -161,13 +167,13 @@ void MetricCollection::join_group(size_t index, Updates updates) {
   auto& metric = *entries_[index].metric;
   const auto key = metric.sharing_key();
   const bool can_share = options_.compute_groups() && updates == Updates::Together && !key.counts.empty() &&
-                         never_updated(metric);
+                         holds_fresh_state(metric);
   for (auto& group : groups_) {
     if (!can_share) break;
     if (group.updates == Updates::Apart || group.closed) continue;
     auto& current = owner(group);
     const auto theirs = current.sharing_key();
-    if (theirs.counts != key.counts || current.device() != metric.device() || !never_updated(current)) continue;
+    if (theirs.counts != key.counts || current.device() != metric.device() || !holds_fresh_state(current)) continue;
     return share_group_with(group, index);
   }
   groups_.push_back({index, {index}, updates});

@@ -462,6 +462,13 @@ void MetricState::reset() {
   zero_hidden();
 }
 
+bool MetricState::holds_fresh_values() const {
+  settle();
+  return std::all_of(entries_.begin(), entries_.end(), [](const StateEntry& e) {
+    return e.reduction == Reduction::Cat ? e.tensor.size(0) == 0 : e.tensor.eq(e.fill).all().item<bool>();
+  });
+}
+
 std::vector<at::Tensor> MetricState::mergeable(const MetricState& other, const std::string& metric) const {
   const bool same_kinds = tracks_bad_input() == other.tracks_bad_input() &&
                           (!tracks_bad_input() || bad_input_->kinds() == other.bad_input_->kinds());

@@ -2138,6 +2138,50 @@ TEST(Classification, FunctionalScoresOfInt32CountsSumInInt64) {
   }
 }
 
+TEST(Classification, FunctionalRefusesCountsAndOptionsItCannotReadByName) {
+  const auto counts = [](const at::Tensor& t) { return StatCounts{t, t.clone(), t.clone(), t.clone()}; };
+  const auto c = counts(at::ones({3}, at::kLong));
+  const auto o = Opts::multiclass(3);
+  auto shapes = c;
+  shapes.fp = at::ones({2}, at::kLong);
+  EXPECT_THROWS_WITH(functional::precision(shapes, o), c10::ValueError,
+                     "functional::precision: counts.fp is [2] on cpu but counts.tp is [3] on cpu");
+  auto undefined = c;
+  undefined.fn = at::Tensor();
+  EXPECT_THROWS_WITH(functional::recall(undefined, o), c10::ValueError,
+                     "functional::recall: counts.fn is an undefined tensor");
+  auto devices = c;
+  devices.tn = at::ones({3}, at::TensorOptions().dtype(at::kLong).device(at::kMeta));
+  EXPECT_THROWS_WITH(functional::stat_scores(devices, o), c10::ValueError, "counts.tn is [3] on meta");
+  auto grad = counts(at::ones({3}, at::kDouble));
+  grad.tp = at::ones({3}, at::kDouble).requires_grad_();
+  EXPECT_THROWS_WITH(functional::accuracy(grad, o), c10::ValueError, "counts.tp requires grad");
+  EXPECT_THROWS_WITH(functional::accuracy(c, Opts::binary()), c10::ValueError,
+                     "functional::accuracy: a binary task's counts hold one value each, got [3]");
+  EXPECT_THROWS_WITH(functional::accuracy(c, Opts(o).zero_division(0.5)), c10::ValueError,
+                     "functional::accuracy: zero_division must be 0 or 1");
+  for (const double beta : {0.0, -1.0, std::nan(""), std::numeric_limits<double>::infinity()}) {
+    EXPECT_THROWS_WITH(functional::fbeta_score(c, beta, o), c10::ValueError,
+                       "functional::fbeta_score: beta must be a finite number larger than 0");
+  }
+  EXPECT_THROWS_WITH(functional::normalize_confusion_matrix(at::ones({3}), Normalize::True), c10::ValueError,
+                     "expected a matrix (or a stack of them), got a tensor of shape [3]");
+  // empty counts (a samplewise state before its first row) give empty scores, weighted ones too
+  for (const auto dtype : {at::kLong, at::kDouble}) {
+    EXPECT_EQ(functional::precision(counts(at::ones({0}, dtype)), Opts(o).average(Average::None)).numel(), 0);
+  }
+}
+
+TEST(Classification, FunctionalCountsWithOneFloatingAmongIntegersAreAllFloating) {
+  // fp's halves were cut off (the rows stacked as floats, then read as integers, as tp is)
+  const StatCounts c{at::tensor({2, 3}), at::tensor({0.5, 1.5}, at::kDouble), at::tensor({0, 0}),
+                     at::tensor({1, 1})};
+  const auto o = Opts::multiclass(2).average(Average::None);
+  EXPECT_TRUE(at::equal(functional::precision(c, o), at::tensor({2 / 2.5, 3 / 4.5}, at::kDouble).to(at::kFloat)));
+  EXPECT_TRUE(at::equal(functional::recall(c, o), at::tensor({2 / 3.0, 3 / 4.0}, at::kDouble).to(at::kFloat)));
+  EXPECT_TRUE(at::equal(functional::stat_scores(c, o).select(-1, 1), at::tensor({0.5, 1.5}, at::kDouble)));
+}
+
 TEST(Classification, FunctionalStatScoresOfInt32CountsSumInInt64) {
   // 2^30 of each in two classes: the support (tp + fn) is 2^31, past int32; the table comes in int64
   const int64_t g = int64_t{1} << 30;

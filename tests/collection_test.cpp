@@ -186,6 +186,29 @@ TEST(MetricCollection, MetricsWithUpdatesKeepTheirOwnState) {
   EXPECT_TRUE(tensors_close(collection.compute().at("trained"), trained.compute()));
 }
 
+TEST(MetricCollection, MetricsLoadedWithoutUpdatesKeepTheirOwnStateAddedFirstOrLast) {
+  // counts with an update count of 0, as a TorchMetrics-style dict (no update count) loads: they
+  // were dropped for the group's fresh state when added beside a fresh metric
+  const auto o = Opts::multiclass(10);
+  const auto first = batch(0), second = batch(1);
+  Accuracy reference(o);
+  reference.update(first.preds, first.target);
+  auto counts = reference.state_dict();
+  counts.at("update_count").fill_(0);
+  reference.update(second.preds, second.target);
+  for (const bool loaded_first : {true, false}) {
+    Accuracy loaded(o);
+    loaded.load_state_dict(counts);
+    MetricCollection collection;
+    if (loaded_first) collection.add("loaded", loaded);
+    collection.add("precision", Precision(o));
+    if (!loaded_first) collection.add("loaded", loaded);
+    EXPECT_EQ(collection.groups().size(), 2u);
+    collection.update(second.preds, second.target);
+    EXPECT_TRUE(at::equal(collection.compute().at("loaded"), reference.compute())) << loaded_first;
+  }
+}
+
 TEST(MetricCollection, MetricsUpdatedApartKeepTheirOwnStateWhichUpdateAndForwardLeaveAlone) {
   const auto o = Opts::multiclass(10);
   auto collection = four_macro_metrics(o);

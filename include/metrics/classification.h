@@ -153,6 +153,8 @@ class F1Score : public Cloneable<F1Score, FBetaScore> {
 
 /// Rows targets, columns predictions: [C, C] multiclass, [2, 2] binary ([[tn, fp], [fn, tp]]),
 /// [L, 2, 2] multilabel. Counts (int64, float64 when weighted), or float32 when normalized.
+/// Multiclass with top_k > 1 (ours: TorchMetrics' takes no top_k, and counts the argmax): a sample
+/// whose target is among its k highest scores counts as predicting it, else as its argmax.
 class ConfusionMatrix : public Cloneable<ConfusionMatrix, ClassificationMetric> {
  public:
   explicit ConfusionMatrix(ClassificationOptions options, Normalize normalize = Normalize::None);

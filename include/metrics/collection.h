@@ -43,10 +43,11 @@ enum class Updates { Together, Apart };
 ///
 /// Metrics whose sharing keys match share one state (a multiclass ConfusionMatrix's C x C state
 /// also serves the other multiclass metrics with the same counting options), so update() counts
-/// each batch once per distinct state. Metrics that already have updates keep their own state.
-/// update() checks every distinct state's arguments before counting into any: a call that throws
-/// changes nothing. Calls from several threads take turns (a lock of the collection's own, taken
-/// before any state's): add() and detach() never run in the middle of an update.
+/// each batch once per distinct state. Metrics whose state holds counts (updates, or a load) keep
+/// their own state. update() checks every distinct state's arguments before counting into any: a
+/// call that throws changes nothing. Calls from several threads take turns (a lock of the
+/// collection's own, taken before any state's): add() and detach() never run in the middle of an
+/// update.
 class MetricCollection {
  public:
   explicit MetricCollection(MetricCollectionOptions options = {});

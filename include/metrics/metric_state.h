@@ -156,6 +156,9 @@ class MetricState {
   std::pair<int64_t, BadInputReport> update_count_and_report() const;
 
   void reset();
+  /// Whether it holds what reset() leaves (reads every entry back): a loaded state may hold counts
+  /// with no update counted.
+  bool holds_fresh_values() const;
   /// Reduces `other` into this state (sum, min or max per tensor); `other` is left unchanged.
   /// `metric` names the caller in error messages. Checks everything before changing anything.
   void merge(const MetricState& other, const std::string& metric, MergeOrder order = MergeOrder::Parallel);

@@ -19,41 +19,6 @@
 namespace metrics {
 namespace {
 
-void check_options(const std::string& metric, const ClassificationOptions& o) {
-  const auto k = o.num_classes();
-  switch (o.task()) {
-    case Task::Binary:
-      TORCH_CHECK_VALUE(k == 1, metric, ": a binary task has num_classes 1, got ", k);
-      break;
-    case Task::Multiclass:
-      if (k == kUnknownClasses) {
-        TORCH_CHECK_VALUE(o.average() == Average::Micro, metric,
-                          ": num_classes can only be None (unknown) for average='micro', got average='",
-                          average_name(o.average()), "'");
-        TORCH_CHECK_VALUE(o.top_k() == 1, metric, ": top_k = ", o.top_k(), " needs num_classes, got None");
-        TORCH_CHECK_VALUE(o.multidim_average() == MultidimAverage::Global, metric,
-                          ": multidim_average=samplewise needs num_classes, got None");
-        break;
-      }
-      TORCH_CHECK_VALUE(k >= 2, metric, ": num_classes must be at least 2, got ", k);
-      break;
-    case Task::Multilabel:
-      TORCH_CHECK_VALUE(k >= 2, metric, ": num_labels must be at least 2, got ", k);
-      break;
-  }
-  TORCH_CHECK_VALUE(o.threshold() >= 0.0 && o.threshold() <= 1.0, metric, ": threshold must be in [0, 1], got ",
-                    o.threshold());
-  TORCH_CHECK_VALUE(o.top_k() >= 1, metric, ": top_k must be at least 1, got ", o.top_k());
-  TORCH_CHECK_VALUE(o.top_k() == 1 || o.task() == Task::Multiclass, metric,
-                    ": top_k applies to multiclass tasks only, got top_k = ", o.top_k());
-  TORCH_CHECK_VALUE(o.top_k() <= k || o.task() != Task::Multiclass || k == kUnknownClasses, metric,
-                    ": top_k = ", o.top_k(), " is larger than num_classes = ", k);
-  TORCH_CHECK_VALUE(o.zero_division() == 0.0 || o.zero_division() == 1.0, metric,
-                    ": zero_division must be 0 or 1, got ", o.zero_division());
-  TORCH_CHECK_VALUE(o.multidim_average() == MultidimAverage::Global || !o.weighted(), metric,
-                    ": multidim_average=samplewise counts without weights; build it with weighted=false");
-}
-
 std::string task_name(const std::string& base_name, const ClassificationOptions& options) {
   return task_prefix(options.task()) + base_name;
 }
@@ -86,7 +51,7 @@ MetricState checked_state(const std::string& base_name, const ClassificationOpti
   const auto metric = task_name(base_name, options);
   TORCH_CHECK_VALUE(layout == CountLayout::PerClass || options.num_classes() != kUnknownClasses, metric,
                     ": num_classes is required, got None (only micro-averaged scores count without it)");
-  check_options(metric, options);
+  detail::check_options(metric, options);
   check_state_size(metric, options, layout);
   const auto sizing = sizing_option(options);
   const auto what = "the state" + (sizing.empty() ? "" : " for " + sizing) + " on " + options.device().str();
@@ -251,8 +216,7 @@ FBetaScore::FBetaScore(double beta, ClassificationOptions options) : FBetaScore(
 
 FBetaScore::FBetaScore(const std::string& base_name, double beta, ClassificationOptions options)
     : Cloneable(base_name, options), beta_(beta) {
-  TORCH_CHECK_VALUE(beta > 0.0 && std::isfinite(beta), name(), ": beta must be a finite number larger than 0, got ",
-                    beta);
+  detail::check_beta(name(), beta);
 }
 
 std::string FBetaScore::options_text() const {

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <utility>
 
 #include "kernels.h"
 
@@ -56,9 +58,11 @@ at::Tensor rows_of(const StatCounts& c) {
 // smaller ones, subnormal counts included, stay as they are (a scale to below 2 would turn 5e-324
 // beside 3 into 0).
 Counts counts_of(const StatCounts& c, double coefficient = 1.0) {
-  const bool integer = !c.tp.is_floating_point();
+  // (a floating count among integer ones makes them all floating, as stacking them does)
+  const bool integer = !(c.tp.is_floating_point() || c.fp.is_floating_point() || c.tn.is_floating_point() ||
+                         c.fn.is_floating_point());
   auto all = rows_of(c).to(integer ? at::kLong : at::kDouble);  // (int32 ones' sums could overflow)
-  if (!integer) {
+  if (!integer && all.numel() > 0) {
     // a sum of 4 * numel counts times `coefficient`, each below 2^(floor(log2(largest)) + 1), is
     // below 2^(that + headroom)
     const auto terms = 4.0 * static_cast<double>(std::max<int64_t>(c.tp.numel(), 1));
@@ -71,6 +75,23 @@ Counts counts_of(const StatCounts& c, double coefficient = 1.0) {
 
 bool binary(const ClassificationOptions& o) { return o.task() == Task::Binary; }
 bool multilabel(const ClassificationOptions& o) { return o.task() == Task::Multilabel; }
+
+// Refuses options no metric takes and counts the reductions cannot read, naming `function` and the
+// count (metadata only: nothing is read back).
+void check_counts(const char* function, const StatCounts& c, const ClassificationOptions& o) {
+  const auto name = std::string("functional::") + function;
+  detail::check_options(name, o);
+  const std::pair<const char*, const at::Tensor*> counts[] = {{"tp", &c.tp}, {"fp", &c.fp}, {"tn", &c.tn}, {"fn", &c.fn}};
+  for (const auto& [label, t] : counts) {
+    TORCH_CHECK_VALUE(t->defined(), name, ": counts.", label, " is an undefined tensor");
+    TORCH_CHECK_VALUE(t->sizes() == c.tp.sizes() && t->device() == c.tp.device(), name, ": counts.", label, " is ",
+                      t->sizes(), " on ", t->device(), " but counts.tp is ", c.tp.sizes(), " on ", c.tp.device());
+    TORCH_CHECK_VALUE(!t->requires_grad(), name, ": counts.", label,
+                      " requires grad, and the reductions are not differentiable (detach it)");
+  }
+  TORCH_CHECK_VALUE(!binary(o) || samplewise(o) || c.tp.numel() == 1, name,
+                    ": a binary task's counts hold one value each, got ", c.tp.sizes());
+}
 
 // 1 for each class seen (a tp, fp or fn; top_k > 1: a tp or fn), else 0, shaped as `like`, in
 // `dtype`: one compare writes them.
@@ -112,6 +133,7 @@ at::Tensor finish(const at::Tensor& score, const ClassificationOptions& o, at::S
 
 // tp / (tp + other): precision (other = fp) and recall (other = fn).
 at::Tensor ratio_score(const StatCounts& counts, const ClassificationOptions& o, bool precision) {
+  check_counts(precision ? "precision" : "recall", counts, o);
   const auto c = counts_of(counts);
   const auto& other = precision ? c.fp : c.fn;
   if (binary(o)) return finish(safe_divide(c.tp, c.tp + other, o.zero_division(), at::kFloat), o);
@@ -126,6 +148,7 @@ at::Tensor ratio_score(const StatCounts& counts, const ClassificationOptions& o,
 }  // namespace
 
 at::Tensor accuracy(const StatCounts& counts, const ClassificationOptions& o) {
+  check_counts("accuracy", counts, o);
   const auto c = counts_of(counts);
   const bool of_all = binary(o) || multilabel(o);  // (tp + tn) / all; multiclass: tp / (tp + fn)
   const auto right = of_all ? c.tp + c.tn : c.tp;
@@ -147,6 +170,8 @@ at::Tensor recall(const StatCounts& counts, const ClassificationOptions& o) {
 }
 
 at::Tensor fbeta_score(const StatCounts& counts, double beta, const ClassificationOptions& o) {
+  check_counts("fbeta_score", counts, o);
+  detail::check_beta("functional::fbeta_score", beta);
   const double beta2 = beta * beta;
   // in the default dtype, as TorchMetrics' (1 + beta^2) * tp makes it of integer counts; integer
   // counts take its steps in it, so that a score is its value to the bit (float64 ones, ours, stay)
@@ -164,6 +189,7 @@ at::Tensor fbeta_score(const StatCounts& counts, double beta, const Classificati
 }
 
 at::Tensor stat_scores(const StatCounts& c, const ClassificationOptions& o) {
+  check_counts("stat_scores", c, o);
   auto rows = rows_of(c);  // integer counts in int64, so that int32 ones' support cannot overflow
   if (!rows.is_floating_point()) rows = rows.to(at::kLong);
   // [C, 5], samplewise [S, C, 5]: tp, fp, tn, fn and the support
@@ -190,6 +216,9 @@ at::Tensor stat_scores(const StatCounts& c, const ClassificationOptions& o) {
 }
 
 at::Tensor normalize_confusion_matrix(const at::Tensor& confusion_matrix, Normalize normalize) {
+  TORCH_CHECK_VALUE(confusion_matrix.defined(), "functional::normalize_confusion_matrix: the matrix is undefined");
+  TORCH_CHECK_VALUE(confusion_matrix.dim() >= 2, "functional::normalize_confusion_matrix: expected a matrix (or a ",
+                    "stack of them), got a tensor of shape ", confusion_matrix.sizes());
   if (normalize == Normalize::None) return confusion_matrix.clone();
   // integer counts in float32, summed there, as TorchMetrics normalizes them; weighted ones in float64
   const auto counts = confusion_matrix.to(confusion_matrix.is_floating_point() ? at::kDouble : at::kFloat);

@@ -2,10 +2,12 @@
 
 #include <ATen/core/Tensor.h>
 #include <c10/util/BFloat16.h>
+#include <c10/util/Exception.h>
 #include <c10/util/Half.h>
 #include <c10/util/Optional.h>
 
 #include <array>
+#include <cmath>
 #include <limits>
 #include <string>
 #include <utility>
@@ -84,6 +86,15 @@ inline int64_t weight_dtype_key(const ClassificationBatch& b) {
 /// CPU, where TorchMetrics asks whether every score is inside [0, 1] (normalize_logits_if_needed),
 /// and not on other devices, where it asks whether any is outside.
 inline bool nan_makes_logits(const at::Device& device) { return device.is_cpu(); }
+
+/// Refuses options no metric (and no reduction) takes, naming `metric` (a class or a function).
+void check_options(const std::string& metric, const ClassificationOptions& o);
+
+/// Refuses an F-beta's beta that is not a finite number above 0, naming `metric`.
+inline void check_beta(const std::string& metric, double beta) {
+  TORCH_CHECK_VALUE(beta > 0.0 && std::isfinite(beta), metric, ": beta must be a finite number larger than 0, got ",
+                    beta);
+}
 
 /// Checks shapes, dtypes and devices (metadata only) and reshapes into canonical form.
 ClassificationBatch canonicalize(const std::string& metric, const ClassificationOptions& options,
