@@ -46,12 +46,9 @@ void report_each(size_t count, Report&& report) {
   if (first) std::rethrow_exception(first);
 }
 
-// Whether `metric` has not counted anything yet. A meta state holds no count to read: it counts as
-// fresh, so that meta collections group as real ones do.
-// Whether `metric` holds a fresh state (a meta one holds no values: it arrives fresh), which it may
-// give up for a group's; a state loaded without updates counts as not fresh.
+// Whether `metric` holds a fresh state, which it may give up for a group's (a meta one does, so that
+// meta collections group as real ones do); a state loaded without updates is not fresh.
 bool holds_fresh_state(const Metric& metric) {
-  if (metric.device().is_meta()) return true;
   const detail::UpdateLocks locks(metric.state(), metric.state());
   return metric.state().holds_fresh_values();
 }

@@ -463,10 +463,14 @@ void MetricState::reset() {
 }
 
 bool MetricState::holds_fresh_values() const {
+  if (device().is_meta()) return true;  // (it holds no values: it arrives reset)
   settle();
-  return std::all_of(entries_.begin(), entries_.end(), [](const StateEntry& e) {
-    return e.reduction == Reduction::Cat ? e.tensor.size(0) == 0 : e.tensor.eq(e.fill).all().item<bool>();
-  });
+  std::vector<at::Tensor> at_fill;
+  for (const auto& e : entries_) {
+    if (e.reduction == Reduction::Cat && e.tensor.size(0) > 0) return false;
+    if (e.reduction != Reduction::Cat) at_fill.push_back(e.tensor.eq(e.fill).all());
+  }
+  return at_fill.empty() || at::stack(at_fill).all().item<bool>();  // one read back
 }
 
 std::vector<at::Tensor> MetricState::mergeable(const MetricState& other, const std::string& metric) const {

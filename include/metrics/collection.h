@@ -20,7 +20,8 @@ namespace metrics {
 
 struct MetricCollectionOptions {
   /// Let metrics that count the same things share one state (TorchMetrics' compute_groups):
-  /// worked out from their sharing keys when they are added, no trial update, no sync.
+  /// worked out from their sharing keys when they are added (no trial update, no comparison of
+  /// states: add() reads back once whether a state is fresh).
   TORCH_ARG(bool, compute_groups) = true;
 };
 
@@ -115,8 +116,8 @@ class MetricCollection {
   /// Makes `groups` (every metric's name once, each group's metrics counting the same things on one
   /// device, a metric updated apart alone) the collection's compute groups, in that order, each
   /// sharing one state (the own state of the metric that counts most): how a copy rebuilds the
-  /// groups of the collection it copies, which detach() and metrics added after updates make
-  /// differ from what add() works out. Load the state after. On error nothing has changed.
+  /// groups of the collection it copies, which detach() and metrics added after updates (or a load)
+  /// make differ from what add() works out. Load the state after. On error nothing has changed.
   void regroup(const std::vector<std::vector<std::string>>& groups);
 
   const Metric& at(const std::string& name) const;

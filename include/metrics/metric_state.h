@@ -156,8 +156,8 @@ class MetricState {
   std::pair<int64_t, BadInputReport> update_count_and_report() const;
 
   void reset();
-  /// Whether it holds what reset() leaves (reads every entry back): a loaded state may hold counts
-  /// with no update counted.
+  /// Whether it holds what reset() leaves (settles it, then reads one flag back; a meta state does):
+  /// a loaded state may hold counts with no update counted. Take the update lock around it.
   bool holds_fresh_values() const;
   /// Reduces `other` into this state (sum, min or max per tensor); `other` is left unchanged.
   /// `metric` names the caller in error messages. Checks everything before changing anything.

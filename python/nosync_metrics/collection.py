@@ -2,9 +2,9 @@
 
 A thin layer over the C++ MetricCollection, which holds metrics of every family. With
 ``compute_groups=True`` (the default), metrics that count the same things share one state, worked
-out from their options when they are added (no trial update, no comparison of states, no sync);
-each distinct state is updated once per batch, and every state's arguments are checked before any
-is counted into.
+out from their options when they are added (no trial update, no comparison of states: one read of
+whether a state is fresh); each distinct state is updated once per batch, and every state's
+arguments are checked before any is counted into.
 
 Under torch.distributed, compute() returns each metric's value over every rank where it has
 ``sync_on_compute=True`` (the default; its own value where not, as TorchMetrics computes each metric

@@ -58,10 +58,9 @@ at::Tensor rows_of(const StatCounts& c) {
 // smaller ones, subnormal counts included, stay as they are (a scale to below 2 would turn 5e-324
 // beside 3 into 0).
 Counts counts_of(const StatCounts& c, double coefficient = 1.0) {
-  // (a floating count among integer ones makes them all floating, as stacking them does)
-  const bool integer = !(c.tp.is_floating_point() || c.fp.is_floating_point() || c.tn.is_floating_point() ||
-                         c.fn.is_floating_point());
-  auto all = rows_of(c).to(integer ? at::kLong : at::kDouble);  // (int32 ones' sums could overflow)
+  auto all = rows_of(c);  // (a floating count among integer ones makes them all floating)
+  const bool integer = !all.is_floating_point();
+  all = all.to(integer ? at::kLong : at::kDouble);  // (int32 ones' sums could overflow)
   if (!integer && all.numel() > 0) {
     // a sum of 4 * numel counts times `coefficient`, each below 2^(floor(log2(largest)) + 1), is
     // below 2^(that + headroom)

@@ -22,6 +22,12 @@ struct StatCounts {
 /// ignore average. Scores are float32: integer counts are summed in int64 and rounded into float32,
 /// where they are divided, as TorchMetrics' _safe_divide divides them (F-beta: see below);
 /// weighted (float64) ones are divided in float64 and each score rounded once.
+///
+/// tp, fp, tn and fn have one shape and device: [C] ([1] binary; samplewise [S, C], binary [S, 1]
+/// or [S]). Counts are integer only when all four are. Counts of other shapes or devices, undefined
+/// ones, ones that require grad, options no metric takes and an F-beta beta that is not a finite
+/// number above 0 raise a ValueError naming functional::<function> (metadata only: nothing is
+/// read back).
 namespace functional {
 
 at::Tensor accuracy(const StatCounts& counts, const ClassificationOptions& options);
