@@ -1,20 +1,32 @@
 #pragma once
 
-// An update's tensors are dense (strided): a sparse, MKL-DNN or nested tensor would reach a kernel
-// that cannot read it, and fail there without naming the argument.
+// Metrics read tensors as dense (strided) ones: a sparse, MKL-DNN or nested tensor would reach a
+// kernel that cannot read it, and fail there without naming the argument.
 
 #include <ATen/core/Tensor.h>
 #include <c10/util/Exception.h>
 
+#include <sstream>
 #include <string>
 
 namespace metrics::detail {
 
+inline bool is_dense(const at::Tensor& t) { return t.layout() == at::kStrided && !t.is_nested(); }
+
+/// What `t`, not dense, is: " is a nested tensor; ..." or " has layout Sparse; ...".
+inline std::string not_dense(const at::Tensor& t) {
+  std::ostringstream text;
+  if (t.is_nested()) {
+    text << " is a nested tensor; expected a dense tensor";
+  } else {
+    text << " has layout " << t.layout() << "; expected a dense tensor (call .to_dense() first)";
+  }
+  return text.str();
+}
+
 /// Refuses `t`, argument `name` of `metric`'s update, unless it is a dense tensor.
 inline void check_dense(const std::string& metric, const char* name, const at::Tensor& t) {
-  TORCH_CHECK_TYPE(!t.is_nested(), metric, ".update: ", name, " is a nested tensor; expected a dense tensor");
-  TORCH_CHECK_TYPE(t.layout() == at::kStrided, metric, ".update: ", name, " has layout ", t.layout(),
-                   "; expected a dense tensor (call .to_dense() first)");
+  TORCH_CHECK_TYPE(is_dense(t), metric, ".update: ", name, not_dense(t));
 }
 
 }  // namespace metrics::detail

@@ -13,6 +13,7 @@
 #include <metrics/report_context.h>
 
 #include "collection_call.h"
+#include "dense_input.h"
 #include "normal_tensors.h"
 #include "update_locks.h"
 
@@ -310,10 +311,9 @@ StateDict Metric::state_dict() const {
 void Metric::load_state_dict(const StateDict& dict) {
   check_alone("load_state_dict");
   const UpdateLocks locks(*state_, *state_);
-  for (const auto& [key, tensor] : dict) {  // a sparse, MKL-DNN or nested one has no strided values to read
-    TORCH_CHECK_VALUE(!tensor.defined() || (tensor.layout() == at::kStrided && !tensor.is_nested()), name_,
-                      ".load_state_dict: '", key, "' has layout ", tensor.layout(), tensor.is_nested() ? " (nested)" : "",
-                      "; expected a dense tensor (call .to_dense() first)");
+  for (const auto& [key, tensor] : dict) {
+    TORCH_CHECK_VALUE(!tensor.defined() || detail::is_dense(tensor), name_, ".load_state_dict: '", key, "'",
+                      detail::not_dense(tensor));
   }
   auto state = dict;
   const auto version = take_format_version(state);
