@@ -14,6 +14,7 @@
 #include "../allocated_state.h"
 #include "../number_text.h"
 #include "kernels.h"
+#include "unchecked_scores.h"
 
 namespace metrics {
 namespace {
@@ -197,19 +198,19 @@ at::Tensor ClassificationMetric::confusion_matrix() const {
 
 StatScores::StatScores(ClassificationOptions options) : Cloneable("StatScores", options) {}
 
-at::Tensor StatScores::value() const { return functional::stat_scores(stat_counts(), options()); }
+at::Tensor StatScores::value() const { return functional::unchecked::stat_scores(stat_counts(), options()); }
 
 Accuracy::Accuracy(ClassificationOptions options) : Cloneable("Accuracy", options) {}
 
-at::Tensor Accuracy::value() const { return functional::accuracy(stat_counts(), options()); }
+at::Tensor Accuracy::value() const { return functional::unchecked::accuracy(stat_counts(), options()); }
 
 Precision::Precision(ClassificationOptions options) : Cloneable("Precision", options) {}
 
-at::Tensor Precision::value() const { return functional::precision(stat_counts(), options()); }
+at::Tensor Precision::value() const { return functional::unchecked::precision(stat_counts(), options()); }
 
 Recall::Recall(ClassificationOptions options) : Cloneable("Recall", options) {}
 
-at::Tensor Recall::value() const { return functional::recall(stat_counts(), options()); }
+at::Tensor Recall::value() const { return functional::unchecked::recall(stat_counts(), options()); }
 
 FBetaScore::FBetaScore(double beta, ClassificationOptions options) : FBetaScore("FBetaScore", beta, options) {}
 
@@ -222,7 +223,7 @@ std::string FBetaScore::options_text() const {
   return "beta=" + detail::number_text(beta_) + ", " + ClassificationMetric::options_text();
 }
 
-at::Tensor FBetaScore::value() const { return functional::fbeta_score(stat_counts(), beta_, options()); }
+at::Tensor FBetaScore::value() const { return functional::unchecked::fbeta_score(stat_counts(), beta_, options()); }
 
 F1Score::F1Score(ClassificationOptions options) : Cloneable("F1Score", 1.0, options) {}
 

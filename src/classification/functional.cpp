@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "kernels.h"
+#include "unchecked_scores.h"
 
 namespace metrics::functional {
 namespace {
@@ -52,15 +53,22 @@ at::Tensor rows_of(const StatCounts& c) {
   return tp.as_strided(sizes, strides);
 }
 
+// rows_of(c), integer ones in int64 (int32 ones' sums could overflow); a floating count among
+// integer ones makes them all floating.
+at::Tensor widened_rows_of(const StatCounts& c) {
+  auto rows = rows_of(c);
+  return rows.is_floating_point() ? rows : rows.to(at::kLong);
+}
+
 // Scores are ratios of counts, unchanged (bit for bit) when every count is scaled by one power of
 // two. Weighted counts are scaled down only as far as keeps the scores' sums finite (of all counts,
 // each times at most `coefficient`: 1 + beta^2 for F-beta), that is only near the float64 maximum:
 // smaller ones, subnormal counts included, stay as they are (a scale to below 2 would turn 5e-324
 // beside 3 into 0).
 Counts counts_of(const StatCounts& c, double coefficient = 1.0) {
-  auto all = rows_of(c);  // (a floating count among integer ones makes them all floating)
+  auto all = widened_rows_of(c);
   const bool integer = !all.is_floating_point();
-  all = all.to(integer ? at::kLong : at::kDouble);  // (int32 ones' sums could overflow)
+  if (!integer) all = all.to(at::kDouble);
   if (!integer && all.numel() > 0) {
     // a sum of 4 * numel counts times `coefficient`, each below 2^(floor(log2(largest)) + 1), is
     // below 2^(that + headroom)
@@ -132,7 +140,6 @@ at::Tensor finish(const at::Tensor& score, const ClassificationOptions& o, at::S
 
 // tp / (tp + other): precision (other = fp) and recall (other = fn).
 at::Tensor ratio_score(const StatCounts& counts, const ClassificationOptions& o, bool precision) {
-  check_counts(precision ? "precision" : "recall", counts, o);
   const auto c = counts_of(counts);
   const auto& other = precision ? c.fp : c.fn;
   if (binary(o)) return finish(safe_divide(c.tp, c.tp + other, o.zero_division(), at::kFloat), o);
@@ -146,8 +153,9 @@ at::Tensor ratio_score(const StatCounts& counts, const ClassificationOptions& o,
 
 }  // namespace
 
+namespace unchecked {
+
 at::Tensor accuracy(const StatCounts& counts, const ClassificationOptions& o) {
-  check_counts("accuracy", counts, o);
   const auto c = counts_of(counts);
   const bool of_all = binary(o) || multilabel(o);  // (tp + tn) / all; multiclass: tp / (tp + fn)
   const auto right = of_all ? c.tp + c.tn : c.tp;
@@ -169,8 +177,6 @@ at::Tensor recall(const StatCounts& counts, const ClassificationOptions& o) {
 }
 
 at::Tensor fbeta_score(const StatCounts& counts, double beta, const ClassificationOptions& o) {
-  check_counts("fbeta_score", counts, o);
-  detail::check_beta("functional::fbeta_score", beta);
   const double beta2 = beta * beta;
   // in the default dtype, as TorchMetrics' (1 + beta^2) * tp makes it of integer counts; integer
   // counts take its steps in it, so that a score is its value to the bit (float64 ones, ours, stay)
@@ -188,9 +194,7 @@ at::Tensor fbeta_score(const StatCounts& counts, double beta, const Classificati
 }
 
 at::Tensor stat_scores(const StatCounts& c, const ClassificationOptions& o) {
-  check_counts("stat_scores", c, o);
-  auto rows = rows_of(c);  // integer counts in int64, so that int32 ones' support cannot overflow
-  if (!rows.is_floating_point()) rows = rows.to(at::kLong);
+  const auto rows = widened_rows_of(c);  // (int32 counts' support could overflow)
   // [C, 5], samplewise [S, C, 5]: tp, fp, tn, fn and the support
   const auto table = at::stack({rows[0], rows[1], rows[2], rows[3], rows[0] + rows[3]}, /*dim=*/-1);
   if (binary(o)) return samplewise(o) ? table.reshape({-1, 5}).squeeze() : table.reshape({5});  // as TorchMetrics
@@ -212,6 +216,34 @@ at::Tensor stat_scores(const StatCounts& c, const ClassificationOptions& o) {
       break;
   }
   return table;
+}
+
+}  // namespace unchecked
+
+at::Tensor accuracy(const StatCounts& counts, const ClassificationOptions& o) {
+  check_counts("accuracy", counts, o);
+  return unchecked::accuracy(counts, o);
+}
+
+at::Tensor precision(const StatCounts& counts, const ClassificationOptions& o) {
+  check_counts("precision", counts, o);
+  return unchecked::precision(counts, o);
+}
+
+at::Tensor recall(const StatCounts& counts, const ClassificationOptions& o) {
+  check_counts("recall", counts, o);
+  return unchecked::recall(counts, o);
+}
+
+at::Tensor fbeta_score(const StatCounts& counts, double beta, const ClassificationOptions& o) {
+  check_counts("fbeta_score", counts, o);
+  detail::check_beta("functional::fbeta_score", beta);
+  return unchecked::fbeta_score(counts, beta, o);
+}
+
+at::Tensor stat_scores(const StatCounts& counts, const ClassificationOptions& o) {
+  check_counts("stat_scores", counts, o);
+  return unchecked::stat_scores(counts, o);
 }
 
 at::Tensor normalize_confusion_matrix(const at::Tensor& confusion_matrix, Normalize normalize) {
