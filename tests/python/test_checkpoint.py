@@ -103,7 +103,8 @@ def test_a_sparse_tensor_in_a_dict_is_refused_by_name_and_changes_nothing(make, 
     if isinstance(metric, nm.MeanMetric):
         metric.update(loss)
     else:
-        metric.update(preds=preds, target=target, **({"value": loss} if isinstance(metric, nm.MetricCollection) else {}))
+        extra = {"value": loss} if isinstance(metric, nm.MetricCollection) else {}
+        metric.update(preds=preds, target=target, **extra)
     saved = metric.state_dict()
     counts = [k for k, v in saved.items() if v.dim() > 0 and not nm.metric.is_description(k)][-1]
     for key in [k for k in saved if nm.metric.is_description(k)] + [counts]:

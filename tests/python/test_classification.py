@@ -589,25 +589,27 @@ def test_weighted_fbeta_under_a_float64_default_divides_by_the_support_sum_in_fl
     assert differs > 0  # (float32 rounds these sums)
 
 
-@pytest.mark.parametrize("make", [lambda: nm.MulticlassStatScores(num_classes=5, average="weighted"),
-                                  lambda: nm.MultilabelStatScores(num_labels=5, average="weighted")])
-def test_weighted_stat_scores_take_torchmetrics_steps_in_the_default_dtype(make, default_dtype):
-    # _multiclass_stat_scores_compute: the int64 table times support / support.sum(), a division of
-    # integers, so in the default dtype, and summed over the classes there
-    gen, differs = torch.Generator().manual_seed(14), 0
+@pytest.mark.parametrize("multidim_average", ["global", "samplewise"])
+@pytest.mark.parametrize("task", ["multiclass", "multilabel"])
+def test_weighted_stat_scores_take_torchmetrics_steps_in_the_default_dtype(task, multidim_average, default_dtype):
+    # _multiclass_stat_scores_compute: the int64 table times support / support.sum(-1), a division of
+    # integers, so in the default dtype, and summed over the classes there (per sample: samplewise)
+    gen, differs, extra = torch.Generator().manual_seed(14), 0, (3,) if multidim_average == "samplewise" else ()
     for n in range(20, 220, 10):
-        metric = make()
-        if isinstance(metric, nm.MulticlassStatScores):
-            metric.update(torch.randint(0, 5, (n,), generator=gen), torch.randint(0, 5, (n,), generator=gen))
+        if task == "multiclass":
+            metric = nm.MulticlassStatScores(num_classes=5, average="weighted", multidim_average=multidim_average)
+            preds, target = (torch.randint(0, 5, (n, *extra), generator=gen) for _ in range(2))
+            metric.update(preds, target)
         else:
-            metric.update(torch.rand(n, 5, generator=gen), torch.randint(0, 2, (n, 5), generator=gen))
+            metric = nm.MultilabelStatScores(num_labels=5, average="weighted", multidim_average=multidim_average)
+            metric.update(torch.rand(n, 5, *extra, generator=gen), torch.randint(0, 2, (n, 5, *extra), generator=gen))
         state = metric.state_dict()
         tp, fp, tn, fn = (state[k] for k in ("tp", "fp", "tn", "fn"))
         table, support = torch.stack([tp, fp, tn, fn, tp + fn], -1), tp + fn
-        expected = (table * (support / support.sum()).unsqueeze(-1)).sum(-2)
-        assert expected.dtype == default_dtype
-        got = metric.compute()
-        assert got.dtype == default_dtype and torch.equal(got, expected), n
-        in_float32 = (table * (support.float() / support.sum().float()).unsqueeze(-1)).sum(-2)
-        differs += not torch.equal(in_float32.to(default_dtype), expected)
+        expected = (table * (support / support.sum(-1, keepdim=True)).unsqueeze(-1)).sum(-2)
+        assert expected.dtype == default_dtype and expected.shape == ((n, 5) if extra else (5,))
+        # (a sample without positives has support 0: NaN, as TorchMetrics' 0 / 0)
+        torch.testing.assert_close(metric.compute(), expected, rtol=0, atol=0, equal_nan=True, msg=str(n))
+        in_float32 = (table * (support.float() / support.sum(-1, keepdim=True).float()).unsqueeze(-1)).sum(-2)
+        differs += not torch.allclose(in_float32.to(default_dtype), expected, rtol=0, atol=0, equal_nan=True)
     assert differs > 0 or default_dtype == torch.float32  # (float32 steps would round some apart)
