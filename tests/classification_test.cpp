@@ -2164,11 +2164,16 @@ TEST(Classification, FunctionalRefusesCountsAndOptionsItCannotReadByName) {
     EXPECT_THROWS_WITH(functional::fbeta_score(c, beta, o), c10::ValueError,
                        "functional::fbeta_score: beta must be a finite number larger than 0");
   }
+  EXPECT_THROWS_WITH(functional::accuracy(counts(at::ones({4}, at::kLong)), o), c10::ValueError,
+                     "functional::accuracy: expected counts of shape [num_classes] = 3, got [4]");
+  EXPECT_THROWS_WITH(functional::recall(c, Opts::multilabel(3).multidim_average(MultidimAverage::Samplewise)),
+                     c10::ValueError, "functional::recall: expected counts of shape [samples, num_labels] = 3, got [3]");
   EXPECT_THROWS_WITH(functional::normalize_confusion_matrix(at::ones({3}), Normalize::True), c10::ValueError,
                      "expected a matrix (or a stack of them), got a tensor of shape [3]");
   // empty counts (a samplewise state before its first row) give empty scores, weighted ones too
   for (const auto dtype : {at::kLong, at::kDouble}) {
-    EXPECT_EQ(functional::precision(counts(at::ones({0}, dtype)), Opts(o).average(Average::None)).numel(), 0);
+    const auto none = Opts(o).average(Average::None).multidim_average(MultidimAverage::Samplewise);
+    EXPECT_EQ(functional::precision(counts(at::ones({0, 3}, dtype)), none).numel(), 0);
   }
 }
 
