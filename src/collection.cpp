@@ -31,19 +31,43 @@ std::string part_of(const char* who, const std::string& name) {
   return c10::str(kName, who, ": the part of '", name, "' (its keys '", name, ".*'): ");
 }
 
+// What the exception in flight says.
+std::string message_of_current_exception() {
+  try {
+    throw;
+  } catch (const c10::Error& e) {
+    return e.what_without_backtrace();
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "an exception that is no std::exception";
+  }
+}
+
 // Calls report(i) for i < count, each whatever the ones before raised, so that every report that
-// warns does; then raises the first that raised.
+// warns does; then raises the first that raised, with what the others raised as its context.
 template <class Report>
 void report_each(size_t count, Report&& report) {
   std::exception_ptr first;
+  std::vector<std::string> others;
   for (size_t i = 0; i < count; ++i) {
     try {
       report(i);
     } catch (...) {
-      if (!first) first = std::current_exception();
+      if (first) {
+        others.push_back(message_of_current_exception());
+      } else {
+        first = std::current_exception();
+      }
     }
   }
-  if (first) std::rethrow_exception(first);
+  if (!first) return;
+  try {
+    std::rethrow_exception(first);
+  } catch (c10::Error& e) {
+    for (auto& other : others) e.add_context("Also raised: " + std::move(other));
+    throw;
+  }
 }
 
 // Whether `metric` holds a fresh state, which it may give up for a group's (a meta one does, so that

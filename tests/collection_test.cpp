@@ -453,6 +453,28 @@ TEST(MetricCollection, EveryReportWarnsThenTheFirstThatRaisesIsRaised) {
   }
 }
 
+// What the others raised follows the first's message, in the groups' order.
+TEST(MetricCollection, WhatTheFirstRaisedCarriesWhatTheOthersRaised) {
+  auto b = batch(0);
+  b.target[3] = 12;
+  auto loss = loss_of(0);
+  loss[1] = std::nan("");
+  MetricCollection collection;
+  const auto error = AggregationOptions().nan_policy(NanPolicy::error());
+  collection.add("accuracy", Accuracy(Opts::multiclass(10))).add("loss", Mean(error)).add("worst", Max(error));
+  collection.update(keyword_args(loss, b));
+  const std::string nan = ": 1 NaN value in 1 update, first at update 0 (kept out of the state)";
+  try {
+    (void)collection.compute();
+    ADD_FAILURE() << "compute() raised nothing";
+  } catch (const c10::ValueError& e) {
+    EXPECT_EQ(std::string(e.what_without_backtrace()),
+              "MetricCollection.compute: 'accuracy': MulticlassAccuracy: 1 target outside [0, 10) in 1 update, first "
+              "at update 0 (kept out of the state)\n  Also raised: MetricCollection.compute: 'loss': Mean" + nan +
+                  "\n  Also raised: MetricCollection.compute: 'worst': Max" + nan);
+  }
+}
+
 TEST(ReportContext, PrefixesTheReportsOfTheMetricsItsThreadComputesAndNests) {
   Mean mean;
   auto loss = loss_of(0);

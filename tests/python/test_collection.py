@@ -352,6 +352,18 @@ def test_what_the_first_raised_carries_the_others_and_every_call_ran():
                                           "value in 1 update, first at update 0 (kept out of the state)"]
 
 
+def test_what_the_first_built_in_metric_raised_says_what_the_others_raised():
+    collection = nm.MetricCollection({"err": nm.MeanMetric(nan_strategy="error"),
+                                      "acc": nm.MulticlassAccuracy(num_classes=3)})
+    collection.update(value=torch.tensor([float("nan")]), preds=torch.tensor([5]), target=torch.tensor([0]))
+    with pytest.raises(ValueError) as raised:
+        collection.compute()
+    tail = "in 1 update, first at update 0 (kept out of the state)"
+    assert str(raised.value) == (f"MetricCollection.compute: 'acc': MulticlassAccuracy: 1 NaN or out-of-range "
+                                 f"prediction {tail} (Also raised: MetricCollection.compute: 'err': Mean: 1 NaN "
+                                 f"value {tail})")
+
+
 def test_where_exceptions_take_no_notes_the_others_are_warned():
     with pytest.warns(RuntimeWarning, match="^Also raised: KeyError"):
         nm.collection._note(object(), "Also raised: KeyError: 'x'")
