@@ -69,9 +69,8 @@ def _checked(who, arguments):
             # num_classes=None: classes unknown, micro only (the C++ metric checks average and top_k)
             a[name] = check_int(who, name, a[name], optional=name == "num_classes")
     a["ignore_index"] = check_int(who, "ignore_index", a["ignore_index"], optional=True)
-    for name in ("threshold", "beta", "zero_division"):
-        if name in a:
-            a[name] = check_real(who, name, a[name])
+    if "zero_division" in a:  # (threshold and beta: construct_task's)
+        a["zero_division"] = check_real(who, "zero_division", a["zero_division"])
     for name in ("average", "normalize"):
         if name in a:
             check_str(who, name, a[name], optional=True)
@@ -120,7 +119,13 @@ def _stat_scores_dtype(self):
 
 def _task_class(name, base, task, parameters, construct, doc, attributes, options, result_dtype):
     """A subclass of the C++ metric `base` whose __init__ takes `parameters` (TorchMetrics' names)."""
-    return metric_class(name, base, parameters, lambda self, arguments: construct(self, task, arguments), doc,
+    def construct_task(self, arguments):
+        for option in ("threshold", "beta"):  # kept as the float taken (an int 1 reads back 1.0)
+            if option in arguments:
+                arguments[option] = check_real(type(self).__name__, option, arguments[option])
+        construct(self, task, arguments)
+
+    return metric_class(name, base, parameters, construct_task, doc,
                         shown_always=[p.name for p in parameters
                                       if p.default is _P.empty or p.name in ("num_classes", "num_labels")],
                         update=_UPDATE,
@@ -168,8 +173,7 @@ _F1 = _define_family("F1Score", _C.F1Score, "F1 score.", _scores, _SCORE_ATTRIBU
                      zero_division=_ZERO_DIVISION_POSITIONAL, fixed={"beta": 1.0})
 _FBETA = _define_family(
     "FBetaScore", _C.FBetaScore, "F-beta score.",
-    lambda self, base, task, a: base.__init__(self, check_real(type(self).__name__, "beta", a["beta"]),
-                                              _options(type(self).__name__, task, a)),
+    lambda self, base, task, a: base.__init__(self, a["beta"], _options(type(self).__name__, task, a)),
     _SCORE_ATTRIBUTES, leading=[_arg("beta")], zero_division=_ZERO_DIVISION_POSITIONAL)
 _CONFUSION = _define_family(
     "ConfusionMatrix", _C.ConfusionMatrix, "Confusion matrix: rows are targets, columns predictions.",

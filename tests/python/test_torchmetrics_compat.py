@@ -139,6 +139,8 @@ OPTIONS = [
      {"num_labels": 4, "threshold": 0.7, "average": "micro", "ignore_index": None, "zero_division": 0, "beta": 1.0,
       **COMMON}),
     (lambda: nm.BinaryFBetaScore(beta=2.0), {"beta": 2.0, "threshold": 0.5, "zero_division": 0, **COMMON}),
+    (lambda: nm.MulticlassFBetaScore(2, num_classes=3), {"beta": 2.0, "num_classes": 3}),  # an int: the float taken
+    (lambda: nm.BinaryAccuracy(threshold=1), {"threshold": 1.0}),
     (lambda: nm.MultilabelStatScores(num_labels=3, average=None), {"num_labels": 3, "average": None, **COMMON}),
     (lambda: nm.MulticlassConfusionMatrix(num_classes=3, normalize="true"),
      {"num_classes": 3, "ignore_index": None, "normalize": "true", "validate_args": True}),
@@ -153,6 +155,7 @@ OPTIONS = [
 def test_options_are_readable_and_read_only(make, expected):
     metric = make()
     assert {name: getattr(metric, name) for name in expected} == expected
+    assert all(type(getattr(metric, name)) is type(value) for name, value in expected.items())
     name = next(iter(expected))
     with pytest.raises(AttributeError, match=f"{type(metric).__name__}: {name} is fixed when the metric is made"):
         setattr(metric, name, expected[name])
