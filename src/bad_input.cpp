@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "host_copy.h"
+
 namespace metrics {
 
 namespace {
@@ -120,7 +122,7 @@ at::Tensor BadInput::shift_first(const at::Tensor& theirs, const at::Tensor& off
 }
 
 BadInputReport BadInput::report(const std::vector<StateEntry>& entries) const {
-  const auto host = at::cat(tally(entries)).cpu().to(at::kLong);
+  const auto host = detail::host_copy(at::cat(tally(entries))).to(at::kLong);
   return report_of(host.data_ptr<int64_t>());
 }
 

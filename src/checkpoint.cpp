@@ -9,13 +9,14 @@
 #include <vector>
 
 #include "error_context.h"
+#include "host_copy.h"
 
 namespace metrics {
 namespace {
 
 void write(const StateDict& state, const std::string& who, const std::string& path) {
   c10::Dict<std::string, at::Tensor> dict;
-  for (const auto& [key, tensor] : state) dict.insert(key, tensor.cpu());
+  for (const auto& [key, tensor] : state) dict.insert(key, detail::host_copy(tensor));
   const auto bytes = torch::jit::pickle_save(dict);
   std::ofstream out(path, std::ios::binary);
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));

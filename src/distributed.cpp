@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "host_copy.h"
 #include "update_locks.h"
 
 namespace metrics {
@@ -37,7 +38,7 @@ std::vector<at::Tensor> all_gather(c10d::ProcessGroup& group, const at::Tensor& 
   std::vector<std::vector<at::Tensor>> output(1);
   for (int rank = 0; rank < group.getSize(); ++rank) output[0].push_back(at::empty_like(tensor));
   group.allgather(output, input)->wait();
-  for (auto& t : output[0]) t = t.cpu();
+  for (auto& t : output[0]) t = detail::host_copy(t);
   return output[0];
 }
 

@@ -14,6 +14,7 @@
 
 #include "collection_call.h"
 #include "dense_input.h"
+#include "host_copy.h"
 #include "normal_tensors.h"
 #include "update_locks.h"
 
@@ -41,7 +42,7 @@ constexpr int64_t kStateFormatVersion = 5;
 constexpr int64_t kOldestReadableVersion = 1;
 
 std::string as_text(const at::Tensor& bytes) {
-  const auto host = bytes.to(at::kCPU).contiguous();
+  const auto host = detail::host_copy(bytes).contiguous();
   const auto* data = host.data_ptr<uint8_t>();
   return std::string(data, data + host.numel());
 }

@@ -10,6 +10,7 @@
 #include <sstream>
 #include <type_traits>
 
+#include "host_copy.h"
 #include "normal_tensors.h"
 
 namespace metrics {
@@ -69,7 +70,7 @@ void check_weight_sums(const at::Tensor& host, const StateEntry& entry, const st
 
 void check_count(const at::Tensor& given, const StateEntry& entry, const std::string& metric) {
   if (given.is_meta() || given.numel() == 0) return;
-  const auto host = given.to(at::kCPU).contiguous();
+  const auto host = detail::host_copy(given).contiguous();
   if (host.scalar_type() == at::kLong) return check_counts_of<int64_t>(host, entry, metric);
   if (entry.counts != Counts::kNo) return check_weight_sums(host, entry, metric);
   check_counts_of<double>(host, entry, metric);  // the update count and the tally, in a float64 state
@@ -382,7 +383,7 @@ std::pair<int64_t, BadInputReport> MetricState::update_count_and_report() const 
   if (bad_input_) {
     for (const auto& t : bad_input_->tally(entries_)) read.push_back(t);
   }
-  const auto host = at::cat(read).cpu().to(at::kLong);
+  const auto host = detail::host_copy(at::cat(read)).to(at::kLong);
   const auto* values = host.data_ptr<int64_t>();
   return {values[0], bad_input_ ? bad_input_->report_of(values + 1) : BadInputReport{}};
 }

@@ -464,7 +464,7 @@ TEST(Errors, ClearMessagesAndStateUnchanged) {
                      "MulticlassPrecision.update: preds of shape [2, 3] must hold floating-point scores, got Long");
   EXPECT_THROWS_WITH(precision.update(longs({0, 1}), longs({0, 1}), values({1, 1})), c10::TypeError,
                      "a weight was given (the third argument or weight=), but the metric counts without weights; "
-                     "build it with weighted=true");
+                     "build it with weighted=True (C++: .weighted(true))");
   EXPECT_THROWS_WITH(precision.update(longs({0}).to(at::kMeta), longs({0}).to(at::kMeta)), c10::ValueError,
                      "preds and target are on meta but the metric's state is on cpu; move the metric with .to(meta)");
   EXPECT_THROWS_WITH(precision.update(longs({0}), longs({0}).to(at::kMeta)), c10::ValueError,

@@ -84,7 +84,7 @@ void check_tensors(const std::string& metric, const at::Tensor& preds, const at:
 void check_weight_type(const std::string& metric, const ClassificationOptions& o, const at::Tensor& weight) {
   // a TypeError, as an unexpected argument is (TorchMetrics' metrics take no weight)
   TORCH_CHECK_TYPE(o.weighted(), metric, ".update: a weight was given (the third argument or weight=), but the ",
-                   "metric counts without weights; build it with weighted=true");
+                   "metric counts without weights; build it with weighted=True (C++: .weighted(true))");
   check_dense(metric, "weight", weight);
   TORCH_CHECK_TYPE(is_input_floating(weight.scalar_type()), metric, ".update: weight has dtype ", weight.scalar_type(),
                    "; expected a floating-point tensor");

@@ -242,6 +242,22 @@ def test_strict_raises_at_a_host_read_naming_it():
     assert syncs.by_op == {"Tensor.tolist": 1}
 
 
+def test_the_read_back_of_compute_is_a_host_read_on_the_cpu_too():
+    """compute() reads the update count and the tally back in one copy per state: on the CPU it
+    dispatches nothing, on an accelerator it waits; counted on every device, so a strict block that
+    passes on the CPU passes on a GPU."""
+    collection = nm.MetricCollection({"loss": nm.MeanMetric(), "acc": nm.MulticlassAccuracy(num_classes=3),
+                                      "f1": nm.MulticlassF1Score(num_classes=3)})
+    collection.update(value=torch.ones(2), preds=torch.tensor([0, 2]), target=torch.tensor([0, 1]))
+    with nm.count_syncs() as syncs:
+        collection.compute()
+    assert syncs.by_op == {"Tensor.cpu": 2}  # the loss's state, and the one acc and f1 share
+    with pytest.raises(RuntimeError, match=r"Tensor.cpu reads tensor data on the host, a sync on an accelerator, "
+                                           r"inside metrics::.*compute"):
+        with nm.count_syncs(strict=True):
+            collection.compute()
+
+
 def test_one_counter_entered_inside_itself_counts_once():
     counter = nm.count_syncs()
     with counter:

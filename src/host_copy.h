@@ -1,0 +1,19 @@
+#pragma once
+
+// The library's own reads of tensor data on the host. On the CPU the data is there already and
+// .cpu() dispatches nothing, so a SyncCounter would see no read; on an accelerator the copy waits
+// for the device. Counted as a HostRead, the read is seen on every device, as users' are.
+
+#include <ATen/core/Tensor.h>
+
+#include <metrics/sync_counter.h>
+
+namespace metrics::detail {
+
+/// `t` in host memory (`t` itself where it is there), counted as the HostRead "Tensor.cpu".
+inline at::Tensor host_copy(const at::Tensor& t) {
+  const HostRead counted("Tensor.cpu");
+  return t.cpu();
+}
+
+}  // namespace metrics::detail
