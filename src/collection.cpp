@@ -220,7 +220,13 @@ void MetricCollection::update(const UpdateArgs& args) {
   std::vector<std::pair<Metric*, UpdateStep>> steps;
   steps.reserve(groups_.size());
   for (size_t g = 0; g < groups_.size(); ++g) {
-    if (counts_batches(g)) steps.emplace_back(&owner(groups_[g]), owner(groups_[g]).prepare_update(shared));
+    if (!counts_batches(g)) continue;
+    try {
+      steps.emplace_back(&owner(groups_[g]), owner(groups_[g]).prepare_update(shared));
+    } catch (c10::Error& e) {  // (the metric names its class; which of the collection's is it?)
+      e.add_context(c10::str("in ", kName, ": ", names_sharing_state_of(g)));
+      throw;
+    }
   }
   for (auto& [metric, step] : steps) metric->apply(step);
 }
@@ -230,13 +236,17 @@ void MetricCollection::update(const at::Tensor& preds, const at::Tensor& target,
   update(classification_args(preds, target, weight));
 }
 
-std::string MetricCollection::report_prefix(const char* who, size_t g) const {
+std::string MetricCollection::names_sharing_state_of(size_t g) const {
   std::string names;
   for (size_t h = 0; h < groups_.size(); ++h) {
     if (&owner(groups_[h]).state() != &owner(groups_[g]).state()) continue;
     for (auto member : groups_[h].members) names += (names.empty() ? "'" : ", '") + entries_[member].name + "'";
   }
-  return c10::str(kName, who, ": ", names, ": ");
+  return names;
+}
+
+std::string MetricCollection::report_prefix(const char* who, size_t g) const {
+  return c10::str(kName, who, ": ", names_sharing_state_of(g), ": ");
 }
 
 void MetricCollection::check() const {

@@ -9,6 +9,7 @@
 #include <metrics/classification.h>
 #include <metrics/collection.h>
 #include <metrics/report_context.h>
+#include <metrics/shape_error.h>
 #include <metrics/sync_counter.h>
 #include <metrics/warning_capture.h>
 
@@ -451,6 +452,20 @@ TEST(MetricCollection, EveryReportWarnsThenTheFirstThatRaisesIsRaised) {
     const std::string nan = ": 1 NaN value in 1 update, first at update 0 (kept out of the state)";
     EXPECT_THAT(warnings.messages(), ElementsAre(call + "'loss': Mean" + nan, call + "'worst': Max" + nan));
   }
+}
+
+// An update's refusal names the collection's metrics it comes from, forward()'s too; its type stays.
+TEST(MetricCollection, ARefusedUpdateNamesTheMetricsItCameFrom) {
+  MetricCollection collection;
+  collection.add("a3", Accuracy(Opts::multiclass(3))).add("a5", Accuracy(Opts::multiclass(5)));
+  collection.add("p3", Precision(Opts::multiclass(3)));
+  const auto preds = at::rand({10, 5}, generator(1)), target = at::zeros({10}, at::kLong);
+  const auto before = collection.state_dict();
+  const std::string says = "MulticlassAccuracy.update: preds has shape [10, 5] but target has [10]; expected preds "
+                           "(N, 3, ...) and target (N, ...) (in MetricCollection: 'a3', 'p3')";
+  EXPECT_THROWS_WITH(collection.update(preds, target), ShapeError, says);
+  EXPECT_THROWS_WITH(collection.forward(preds, target), ShapeError, says);
+  EXPECT_TRUE(states_equal(collection.state_dict(), before));
 }
 
 // What the others raised follows the first's message, in the groups' order.

@@ -148,6 +148,8 @@ class MetricCollection {
   // Makes every member of group `g` share entry `index`'s state, which the group then uses.
   void share_group_with(Group& group, size_t index);
   size_t index_of(const std::string& name) const;
+  // "'<name>', ...": the metrics that share group `g`'s state.
+  std::string names_sharing_state_of(size_t g) const;
   // "MetricCollection<who>: '<name>', ...: ", the metrics that share group `g`'s state: what a
   // report of the bad input it counted says first.
   std::string report_prefix(const char* who, size_t g) const;

@@ -352,6 +352,17 @@ def test_what_the_first_raised_carries_the_others_and_every_call_ran():
                                           "value in 1 update, first at update 0 (kept out of the state)"]
 
 
+@pytest.mark.parametrize("call", ["update", "forward"])
+def test_a_refused_update_names_the_metrics_of_the_collection_it_came_from(call):
+    collection = nm.MetricCollection({"a3": nm.MulticlassAccuracy(num_classes=3),
+                                      "a5": nm.MulticlassAccuracy(num_classes=5)})
+    before = collection.state_dict()
+    with pytest.raises(nm.ShapeError, match=r"^MulticlassAccuracy.update: preds has shape \[10, 5\] .* "
+                                            r"\(in MetricCollection: 'a3'\)$"):
+        getattr(collection, call)(torch.rand(10, 5), torch.randint(0, 5, (10,)))
+    assert all(torch.equal(before[k], v) for k, v in collection.state_dict().items())
+
+
 def test_what_the_first_built_in_metric_raised_says_what_the_others_raised():
     collection = nm.MetricCollection({"err": nm.MeanMetric(nan_strategy="error"),
                                       "acc": nm.MulticlassAccuracy(num_classes=3)})
