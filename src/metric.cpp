@@ -58,7 +58,7 @@ class ExclusiveUpdate {
  public:
   ExclusiveUpdate(std::atomic<bool>& busy, const std::string& metric) : busy_(busy) {
     TORCH_CHECK(!busy_.exchange(true), metric, ".update: called from two threads at once; update a metric from ",
-                "one thread at a time, or turn on lock_updates(true)");
+                "one thread at a time, or turn on lock_updates(True) (C++: lock_updates(true))");
   }
   ~ExclusiveUpdate() { busy_ = false; }
   ExclusiveUpdate(const ExclusiveUpdate&) = delete;

@@ -2165,9 +2165,16 @@ TEST(Classification, FunctionalRefusesCountsAndOptionsItCannotReadByName) {
                        "functional::fbeta_score: beta must be a finite number larger than 0");
   }
   EXPECT_THROWS_WITH(functional::accuracy(counts(at::ones({4}, at::kLong)), o), c10::ValueError,
-                     "functional::accuracy: expected counts of shape [num_classes] = 3, got [4]");
+                     "functional::accuracy: expected counts of shape [3] (num_classes = 3), got [4]");
   EXPECT_THROWS_WITH(functional::recall(c, Opts::multilabel(3).multidim_average(MultidimAverage::Samplewise)),
-                     c10::ValueError, "functional::recall: expected counts of shape [samples, num_labels] = 3, got [3]");
+                     c10::ValueError,
+                     "functional::recall: expected counts of shape [samples, 3] (num_labels = 3), got [3]");
+  const auto binary_rows = Opts::binary().multidim_average(MultidimAverage::Samplewise);
+  EXPECT_THROWS_WITH(functional::stat_scores(counts(at::ones({4, 3}, at::kLong)), binary_rows), c10::ValueError,
+                     "functional::stat_scores: a binary task's samplewise counts are [samples] or [samples, 1], got "
+                     "[4, 3]");
+  const auto unknown = Opts::multiclass(kUnknownClasses).average(Average::Micro);  // (counts of any width)
+  EXPECT_TRUE(at::equal(functional::accuracy(counts(at::ones({7}, at::kLong)), unknown), at::full({}, 0.5f)));
   EXPECT_THROWS_WITH(functional::normalize_confusion_matrix(at::ones({3}), Normalize::True), c10::ValueError,
                      "expected a matrix (or a stack of them), got a tensor of shape [3]");
   // empty counts (a samplewise state before its first row) give empty scores, weighted ones too

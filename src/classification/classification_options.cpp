@@ -122,7 +122,8 @@ void check_options(const std::string& metric, const ClassificationOptions& o) {
   TORCH_CHECK_VALUE(o.zero_division() == 0.0 || o.zero_division() == 1.0, metric,
                     ": zero_division must be 0 or 1, got ", o.zero_division());
   TORCH_CHECK_VALUE(o.multidim_average() == MultidimAverage::Global || !o.weighted(), metric,
-                    ": multidim_average=samplewise counts without weights; build it with weighted=false");
+                    ": multidim_average=samplewise counts without weights; build it with weighted=False (C++: ",
+                    ".weighted(false))");
 }
 
 }  // namespace detail

@@ -96,16 +96,20 @@ void check_counts(const char* function, const StatCounts& c, const Classificatio
     TORCH_CHECK_VALUE(!t->requires_grad(), name, ": counts.", label,
                       " requires grad, and the reductions are not differentiable (detach it)");
   }
+  const auto& t = c.tp;
   if (binary(o)) {
-    TORCH_CHECK_VALUE(samplewise(o) || c.tp.numel() == 1, name, ": a binary task's counts hold one value each, got ",
-                      c.tp.sizes());
+    TORCH_CHECK_VALUE(samplewise(o) || t.numel() == 1, name, ": a binary task's counts hold one value each, got ",
+                      t.sizes());
+    TORCH_CHECK_VALUE(!samplewise(o) || t.dim() == 1 || (t.dim() == 2 && t.size(1) == 1), name,
+                      ": a binary task's samplewise counts are [samples] or [samples, 1], got ", t.sizes());
     return;
   }
   const auto classes = multilabel(o) ? "num_labels" : "num_classes";
   const bool known = o.num_classes() != kUnknownClasses;
-  TORCH_CHECK_VALUE(c.tp.dim() == 1 + samplewise(o) && (!known || c.tp.size(-1) == o.num_classes()), name,
-                    ": expected counts of shape ", samplewise(o) ? "[samples, " : "[", classes, "]",
-                    known ? " = " + std::to_string(o.num_classes()) : std::string(), ", got ", c.tp.sizes());
+  const auto width = known ? std::to_string(o.num_classes()) : std::string(classes);
+  TORCH_CHECK_VALUE(t.dim() == 1 + samplewise(o) && (!known || t.size(-1) == o.num_classes()), name,
+                    ": expected counts of shape ", samplewise(o) ? "[samples, " : "[", width, "]",
+                    known ? c10::str(" (", classes, " = ", o.num_classes(), ")") : std::string(), ", got ", t.sizes());
 }
 
 // 1 for each class seen (a tp, fp or fn; top_k > 1: a tp or fn), else 0, shaped as `like`, in

@@ -258,6 +258,17 @@ def test_the_read_back_of_compute_is_a_host_read_on_the_cpu_too():
             collection.compute()
 
 
+def test_the_reads_of_a_load_are_host_reads_on_the_cpu_too():
+    """load_state_dict reads the version (item()), the description, the counts it checks and the
+    tally (one read: update count, bad-input counts and first bad update) on the host."""
+    metric = nm.MeanMetric()
+    metric.update(torch.ones(3))
+    saved = metric.state_dict()
+    with nm.count_syncs() as syncs:
+        metric.load_state_dict(saved)
+    assert syncs.by_op == {"Tensor.cpu": 5, "aten::item": 1}
+
+
 def test_one_counter_entered_inside_itself_counts_once():
     counter = nm.count_syncs()
     with counter:

@@ -13,7 +13,8 @@ struct StatCounts {
 };
 
 /// The reductions from counts to scores, as TorchMetrics 1.6 defines them. The metric classes
-/// compute through these; they run on the counts' device and read nothing back.
+/// compute the same reductions, without the checks below; they run on the counts' device and read
+/// nothing back.
 ///
 /// Ratios with a zero denominator take options.zero_division (accuracy: 0). Averages:
 /// micro sums the counts first; macro averages the per-class scores over the classes with
