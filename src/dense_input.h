@@ -6,7 +6,6 @@
 #include <ATen/core/Tensor.h>
 #include <c10/util/Exception.h>
 
-#include <sstream>
 #include <string>
 
 namespace metrics::detail {
@@ -15,13 +14,8 @@ inline bool is_dense(const at::Tensor& t) { return t.layout() == at::kStrided &&
 
 /// What `t`, not dense, is: " is a nested tensor; ..." or " has layout Sparse; ...".
 inline std::string not_dense(const at::Tensor& t) {
-  std::ostringstream text;
-  if (t.is_nested()) {
-    text << " is a nested tensor; expected a dense tensor";
-  } else {
-    text << " has layout " << t.layout() << "; expected a dense tensor (call .to_dense() first)";
-  }
-  return text.str();
+  if (t.is_nested()) return " is a nested tensor; expected a dense tensor";
+  return c10::str(" has layout ", t.layout(), "; expected a dense tensor (call .to_dense() first)");
 }
 
 /// Refuses `t`, argument `name` of `metric`'s update, unless it is a dense tensor.

@@ -584,6 +584,7 @@ void MetricState::check_tally_agrees(const std::vector<at::Tensor>& incoming, co
   const auto& counts = incoming[bad_input_->counts_slot()];
   const auto& first = incoming[bad_input_->first_slot()];
   if (counts.is_meta() || first.is_meta() || incoming.front().is_meta()) return;
+  // the counts are whole numbers in any state dtype, so int64 holds them exactly
   const auto host = detail::host_copy(at::cat({incoming.front().reshape({1}), counts, first})).to(at::kLong);
   const auto* v = host.data_ptr<int64_t>();
   const auto kinds = static_cast<int64_t>(bad_input_->kinds().size());

@@ -2175,6 +2175,8 @@ TEST(Classification, FunctionalRefusesCountsAndOptionsItCannotReadByName) {
                      "[4, 3]");
   const auto unknown = Opts::multiclass(kUnknownClasses).average(Average::Micro);  // (counts of any width)
   EXPECT_TRUE(at::equal(functional::accuracy(counts(at::ones({7}, at::kLong)), unknown), at::full({}, 0.5f)));
+  EXPECT_THROWS_WITH(functional::accuracy(counts(at::ones({2, 7}, at::kLong)), unknown), c10::ValueError,
+                     "functional::accuracy: expected counts of shape [classes] (num_classes = None), got [2, 7]");
   EXPECT_THROWS_WITH(functional::normalize_confusion_matrix(at::ones({3}), Normalize::True), c10::ValueError,
                      "expected a matrix (or a stack of them), got a tensor of shape [3]");
   // empty counts (a samplewise state before its first row) give empty scores, weighted ones too

@@ -23,14 +23,6 @@ std::string task_name(const std::string& base_name, const ClassificationOptions&
   return task_prefix(options.task()) + base_name;
 }
 
-// The option that sizes the state, as given: "num_classes = 5", "num_labels = 4", "num_classes =
-// None"; "" for a binary metric.
-std::string sizing_option(const ClassificationOptions& o) {
-  if (o.task() == Task::Binary) return "";
-  const auto value = o.num_classes() == kUnknownClasses ? std::string("None") : std::to_string(o.num_classes());
-  return (o.task() == Task::Multilabel ? "num_labels = " : "num_classes = ") + value;
-}
-
 // A num_classes too large for memory gets this error rather than the allocator's, before any
 // allocation where the size is known to be too large (it overflows, or exceeds the RAM of a CPU).
 void check_state_size(const std::string& metric, const ClassificationOptions& o, CountLayout layout) {
@@ -41,7 +33,7 @@ void check_state_size(const std::string& metric, const ClassificationOptions& o,
   const auto ram = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
   const bool too_large = overflows || bytes > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
                          (o.device().is_cpu() && bytes > ram);
-  TORCH_CHECK_VALUE(!too_large, metric, ": ", sizing_option(o), " needs ",
+  TORCH_CHECK_VALUE(!too_large, metric, ": ", detail::sizing_option(o), " needs ",
                     overflows ? std::string("more than 2^64 bytes") : std::to_string(bytes) + " bytes",
                     " of state, more than ", o.device().is_cpu() ? "this machine's memory" : "can be addressed");
 }
@@ -53,7 +45,7 @@ MetricState checked_state(const std::string& base_name, const ClassificationOpti
                     ": num_classes is required, got None (only micro-averaged scores count without it)");
   detail::check_options(metric, options);
   check_state_size(metric, options, layout);
-  const auto sizing = sizing_option(options);
+  const auto sizing = detail::sizing_option(options);
   const auto what = "the state" + (sizing.empty() ? "" : " for " + sizing) + " on " + options.device().str();
   return detail::allocated_state(metric, what, [&] { return detail::make_count_state(options, layout); });
 }

@@ -126,5 +126,11 @@ void check_options(const std::string& metric, const ClassificationOptions& o) {
                     ".weighted(false))");
 }
 
+std::string sizing_option(const ClassificationOptions& o) {
+  if (o.task() == Task::Binary) return "";
+  const auto value = o.num_classes() == kUnknownClasses ? std::string("None") : std::to_string(o.num_classes());
+  return (o.task() == Task::Multilabel ? "num_labels = " : "num_classes = ") + value;
+}
+
 }  // namespace detail
 }  // namespace metrics

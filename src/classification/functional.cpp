@@ -104,12 +104,11 @@ void check_counts(const char* function, const StatCounts& c, const Classificatio
                       ": a binary task's samplewise counts are [samples] or [samples, 1], got ", t.sizes());
     return;
   }
-  const auto classes = multilabel(o) ? "num_labels" : "num_classes";
   const bool known = o.num_classes() != kUnknownClasses;
-  const auto width = known ? std::to_string(o.num_classes()) : std::string(classes);
   TORCH_CHECK_VALUE(t.dim() == 1 + samplewise(o) && (!known || t.size(-1) == o.num_classes()), name,
-                    ": expected counts of shape ", samplewise(o) ? "[samples, " : "[", width, "]",
-                    known ? c10::str(" (", classes, " = ", o.num_classes(), ")") : std::string(), ", got ", t.sizes());
+                    ": expected counts of shape ", samplewise(o) ? "[samples, " : "[",
+                    known ? std::to_string(o.num_classes()) : std::string("classes"), "] (",
+                    detail::sizing_option(o), "), got ", t.sizes());
 }
 
 // 1 for each class seen (a tp, fp or fn; top_k > 1: a tp or fn), else 0, shaped as `like`, in

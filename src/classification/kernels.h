@@ -90,6 +90,10 @@ inline bool nan_makes_logits(const at::Device& device) { return device.is_cpu();
 /// Refuses options no metric (and no reduction) takes, naming `metric` (a class or a function).
 void check_options(const std::string& metric, const ClassificationOptions& o);
 
+/// The option that sizes the state, as given: "num_classes = 5", "num_labels = 4", "num_classes =
+/// None"; "" for a binary task.
+std::string sizing_option(const ClassificationOptions& o);
+
 /// Refuses an F-beta's beta that is not a finite number above 0, naming `metric`.
 inline void check_beta(const std::string& metric, double beta) {
   TORCH_CHECK_VALUE(beta > 0.0 && std::isfinite(beta), metric, ": beta must be a finite number larger than 0, got ",
