@@ -76,6 +76,17 @@ void check_count(const at::Tensor& given, const StateEntry& entry, const std::st
   check_counts_of<double>(host, entry, metric);  // the update count and the tally, in a float64 state
 }
 
+// sums += added, what each addition rounds off added to `rounded_off` (TwoSum: exact at any
+// magnitudes), so that merged compensated sums are as exact as one stream's; nothing where a sum is
+// not finite (its error is then NaN).
+void add_with_two_sum(at::Tensor& sums, const at::Tensor& added, const at::Tensor& rounded_off) {
+  const auto total = sums + added;
+  const auto from_added = total - sums;
+  auto error = (sums - (total - from_added)) + (added - from_added);
+  rounded_off.add_(error.nan_to_num_(0.0, 0.0, 0.0));
+  sums.copy_(total);
+}
+
 }  // namespace
 
 bool same_shape(const StateEntry& entry, const at::Tensor& other) {
@@ -119,7 +130,8 @@ MetricState::MetricState(const MetricState& other)
       row_count_(other.row_count_),
       rows_settled_(other.rows_settled_),
       row_pending_(other.row_pending_),
-      bad_input_(other.bad_input_) {
+      bad_input_(other.bad_input_),
+      compensation_(other.compensation_) {
   const detail::NormalTensors normal_tensors;
   // a deep copy (and no scratch): one copy per packed buffer, not one per entry
   for (const auto& buffer : other.buffers_) buffers_.push_back(buffer.clone());
@@ -316,6 +328,17 @@ void MetricState::track_bad_input(std::vector<std::string> kinds, bool cumulativ
   view_buffers();
 }
 
+void MetricState::compensate_in(size_t slot) {
+  TORCH_INTERNAL_ASSERT(slot < entries_.size() && dtype(slot) == count_dtype() && offsets_[0] == 0);
+  compensation_ = slot;
+}
+
+at::Tensor MetricState::compensation_of(size_t first, size_t last) const {
+  const auto end = offsets_[last] + numel(last);
+  if (!compensation_ || dtype(first) != count_dtype() || end > numel(*compensation_)) return {};
+  return entries_[*compensation_].tensor.narrow(0, offsets_[first], end - offsets_[first]);
+}
+
 at::Tensor& MetricState::operator[](size_t slot) {
   TORCH_INTERNAL_ASSERT(slot > 0 && slot < entries_.size());
   return entries_[slot].tensor;
@@ -510,14 +533,18 @@ void MetricState::merge(const MetricState& other, const std::string& metric, Mer
     auto& mine = entries_[i].tensor;
     const auto& theirs = incoming[i];
     switch (entries_[i].reduction) {
-      case Reduction::Sum:  // a run of them packed alike: one add_
+      case Reduction::Sum: {  // a run of them packed alike: one add
         last = last_of_sums_packed_alike(other, i);
-        if (last == i) {
-          mine.add_(theirs);
+        auto sums = last == i ? mine : span(i, last);
+        const auto added = last == i ? theirs : other.span(i, last);
+        const auto compensation = compensation_of(i, last);
+        if (compensation.defined()) {
+          add_with_two_sum(sums, added, compensation);
         } else {
-          span(i, last).add_(other.span(i, last));
+          sums.add_(added);
         }
         break;
+      }
       case Reduction::Min:
         at::minimum_out(mine, mine, theirs);
         break;

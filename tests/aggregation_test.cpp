@@ -475,6 +475,31 @@ TEST(AggregationPrecision, DevicePathCompensationIsExactWhileTheTotalIsTheLarger
   EXPECT_EQ(value_of(ordered.compute()), 1.0);
 }
 
+// A merge adds the totals with TwoSum on any device, so a stream split over metrics and merged is
+// the one stream (1e16, then 1, then -1e16: 1), on either path and in either merge order.
+TEST(AggregationPrecision, MergesKeepWhatTheyRoundOff) {
+  for (const bool aten : {false, true}) {
+    for (const auto order : {MergeOrder::Parallel, MergeOrder::Appended}) {
+      std::vector<std::unique_ptr<Sum>> sums;
+      std::vector<std::unique_ptr<Mean>> means;
+      for (const double v : {1e16, 1.0, -1e16}) {
+        std::unique_ptr<ForceAtenPath> force;
+        if (aten) force = std::make_unique<ForceAtenPath>();
+        sums.push_back(std::make_unique<Sum>());
+        means.push_back(std::make_unique<Mean>());
+        sums.back()->update(at::tensor({v}, at::kDouble));
+        means.back()->update(at::tensor({v}, at::kDouble));
+      }
+      for (size_t i = 1; i < sums.size(); ++i) {
+        sums.front()->merge(*sums[i], order);
+        means.front()->merge(*means[i], order);
+      }
+      EXPECT_EQ(value_of(sums.front()->compute()), 1.0) << "aten=" << aten;
+      EXPECT_EQ(value_of(means.front()->compute()), 1.0 / 3.0) << "aten=" << aten;
+    }
+  }
+}
+
 // The first bad update is never written by a device-path update (BadInput: it follows from the
 // updates counted since one) but must come out right whatever comes next: more updates on either
 // path, a host value, a report, a state dict and its load, a merge of another stream in either
@@ -1060,8 +1085,8 @@ detail::cpu::WeightedBatch brute_weighted_sum(const at::Tensor& x, const at::Ten
     sx += static_cast<long double>(v) * u;
     sw += u;
   }
-  batch.weighted_sum = static_cast<double>(sx);
-  batch.weight_sum = static_cast<double>(sw);
+  batch.weighted_sum = {static_cast<double>(sx)};
+  batch.weight_sum = {static_cast<double>(sw)};
   return batch;
 }
 
@@ -1089,14 +1114,15 @@ TEST(AggregationKernels, WeightedSumKeepsEveryPolicyWithHostAndTensorWeights) {
           const auto got = detail::cpu::weighted_sum(x, nullptr, scalar, policy);
           const auto expected = brute_weighted_sum(x, at::full({n}, scalar, at::kDouble), policy);
           const double scale = std::isfinite(scalar) ? scalar : 1.0;
-          expect_same_sum(got.weighted_sum, expected.weighted_sum, magnitude(x, scale), where);
-          expect_same_sum(got.weight_sum, expected.weight_sum, n * scale + 1, where);
+          expect_same_sum(got.weighted_sum.value(), expected.weighted_sum.sum, magnitude(x, scale), where);
+          expect_same_sum(got.weight_sum.value(), expected.weight_sum.sum, n * scale + 1, where);
           EXPECT_EQ(got.nan_positions, expected.nan_positions) << where;
           EXPECT_EQ(got.infinite_weights, expected.infinite_weights) << where;
         }
         const auto got = detail::cpu::weighted_sum(x, &w, 1.0, policy);
         const auto expected = brute_weighted_sum(x, w, policy);
-        expect_same_sum(got.weighted_sum, expected.weighted_sum, magnitude(x, 4.0) * n, ::testing::Message() << n);
+        expect_same_sum(got.weighted_sum.value(), expected.weighted_sum.sum, magnitude(x, 4.0) * n,
+                        ::testing::Message() << n);
         EXPECT_EQ(got.nan_positions, expected.nan_positions);
         EXPECT_EQ(got.infinite_weights, expected.infinite_weights);
       }

@@ -54,6 +54,10 @@ class MetricState {
   /// `cumulative`: the kernels count kind k as every entry bad in kinds 0..k (see BadInput).
   void track_bad_input(std::vector<std::string> kinds, bool cumulative = false);
   bool tracks_bad_input() const { return bad_input_.has_value(); }
+  /// Entry `slot` (of the count dtype) holds, element by element, what the additions to the count
+  /// buffer before it round off (a compensated sum's low parts): merge() adds the Sum entries it
+  /// covers with TwoSum, what that rounds off going into it too.
+  void compensate_in(size_t slot);
 
   /// A tensor the metric registered (never the update count or the tally: see finish_update).
   at::Tensor& operator[](size_t slot);
@@ -214,6 +218,9 @@ class MetricState {
   // as they do in `other`, on this device (merge() adds them with one add_): `first` where the next
   // does not.
   size_t last_of_sums_packed_alike(const MetricState& other, size_t first) const;
+  // The part of the compensate_in() entry that holds what entries first..last (packed) round off;
+  // undefined where it does not cover them all.
+  at::Tensor compensation_of(size_t first, size_t last) const;
   // The other state's entries on this device, once they are checked to merge into these.
   std::vector<at::Tensor> mergeable(const MetricState& other, const std::string& metric) const;
   // Whether the entry holds counts: the update count, the tally, or one added as Counts (checked as
@@ -241,6 +248,7 @@ class MetricState {
   static constexpr size_t kNoEntry = static_cast<size_t>(-1);
   at::Tensor since_bad_;  // the tally's since-bad slot (a view of the count buffer, made once: updates read it)
   c10::optional<BadInput> bad_input_;
+  c10::optional<size_t> compensation_;  // see compensate_in()
   struct Threads {
     std::mutex mutex;
     std::mutex settling;  // settle() from several readers at once folds each addend once

@@ -153,6 +153,7 @@ WeightedSumMetric::WeightedSumMetric(std::string name, AggregationOptions option
   if (options_.nan_policy().counts()) state.track_bad_input({"NaN values", "infinite weights"}, /*cumulative=*/true);
   const auto compensated = state.span(0, state.size() - 1).numel();
   compensation_ = state.add("compensation", {compensated}, state.count_dtype(), 0, Reduction::Sum);
+  state.compensate_in(compensation_);
   rows_ = detail::reserve_update_rows(state, slots());
 }
 

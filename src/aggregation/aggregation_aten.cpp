@@ -103,13 +103,17 @@ std::pair<at::Tensor, at::Tensor> value_and_one_bounds(MetricState& state) {
           per_row_constant(state, kHighBound, {kInf, 1.0}).view({2, 1})};
 }
 
-// (The fast path reads the values' memory: a view with the negative bit (x.conj().imag), whose
-// values are that memory negated, takes the ATen path, whose ops apply it.)
 bool takes_cpu_fast_path(const at::Tensor& value, const ValueArg& weight) {
-  if (!cpu_fast_path_enabled() || !value.is_cpu() || !value.is_contiguous() || value.is_neg()) return false;
-  if (!weight.is_tensor()) return true;
-  const auto& w = weight.tensor();
-  return w.is_cpu() && w.is_contiguous() && !w.is_neg() && w.sizes() == value.sizes();
+  return cpu_fast_path_enabled() && value.is_cpu() && (!weight.is_tensor() || weight.tensor().is_cpu());
+}
+
+// `t` as the fast path reads it, its memory in order, shaped as `value`: a strided, expanded (a weight
+// broadcast to the value) or negative-bit view (x.conj().imag) is copied so, one pass, where the ATen
+// path's temporaries would take several times the input's memory and round otherwise. (Dispatches
+// nothing for a contiguous input of the value's shape.)
+at::Tensor in_order(const at::Tensor& t, const at::Tensor& value) {
+  const auto shaped = t.sizes() == value.sizes() ? t : t.expand_as(value);
+  return shaped.is_neg() ? shaped.resolve_neg().contiguous() : shaped.contiguous();
 }
 
 // A host value as a `dtype` value, rounded as the CPU path's store rounds it: beyond float32's range
@@ -324,7 +328,7 @@ void weighted_sum_on_device(MetricState& state, WeightedSumSlots slots, const at
 // Where the totals' own part of the compensation starts in it (see WeightedSumSlots).
 int64_t compensation_offset(const MetricState& state, WeightedSumSlots slots) { return state.offset(slots.total); }
 
-void add_host_batch_on_cpu(MetricState& state, WeightedSumSlots slots, const double* batch) {
+void add_host_batch_on_cpu(MetricState& state, WeightedSumSlots slots, const CompensatedSum* batch) {
   auto& total = state[slots.total];
   cpu::add_compensated(total, state[slots.compensation], compensation_offset(state, slots), batch, total.size(0));
 }
@@ -338,7 +342,7 @@ void weighted_sum_of_host_value(MetricState& state, WeightedSumSlots slots, doub
     x = policy.replacement;
     w = 1.0;
   }
-  const double batch[2] = {x * w, w};
+  const CompensatedSum batch[2] = {{x * w}, {w}};
   if (state.device().is_cpu()) {
     add_host_batch_on_cpu(state, slots, batch);
     return state.finish_update();
@@ -347,7 +351,7 @@ void weighted_sum_of_host_value(MetricState& state, WeightedSumSlots slots, doub
   const auto layout = layout_of(state, slots);
   const auto delta = delta_of(state, kHostValue, layout, slots.rows);
   const auto row = delta.select(0, 0);
-  for (int64_t k = 0; k < width; ++k) row[layout.totals + k].fill_(batch[k]);
+  for (int64_t k = 0; k < width; ++k) row[layout.totals + k].fill_(batch[k].sum);
   if (state.bad_input()) count_since_bad(state, row.select(0, layout.since_bad));
   apply_weighted_sum_delta(state, slots, layout, delta);
 }
@@ -396,8 +400,9 @@ void accumulate_weighted_sum(MetricState& state, WeightedSumSlots slots, const V
   const auto& x = value.tensor();
   if (x.numel() == 0) return state.finish_update();
   if (!takes_cpu_fast_path(x, weight)) return weighted_sum_on_device(state, slots, x, weight, policy);
-  const auto batch = cpu::weighted_sum(x, weight.is_tensor() ? &weight.tensor() : nullptr, weight.scalar(), policy);
-  const double sums[2] = {batch.weighted_sum, batch.weight_sum};
+  const auto w = weight.is_tensor() ? in_order(weight.tensor(), x) : at::Tensor();
+  const auto batch = cpu::weighted_sum(in_order(x, x), w.defined() ? &w : nullptr, weight.scalar(), policy);
+  const CompensatedSum sums[2] = {batch.weighted_sum, batch.weight_sum};
   add_host_batch_on_cpu(state, slots, sums);
   finish(state, policy, {batch.nan_positions, batch.infinite_weights});
 }
@@ -410,7 +415,7 @@ void accumulate_extremum(MetricState& state, ExtremumSlots slots, bool is_max, c
     return extremum_on_device(state, slots, is_max, value.tensor(), policy);
   }
   const auto batch = host_value ? cpu::extremum(value.scalar(), is_max, policy)
-                                : cpu::extremum(value.tensor(), is_max, policy);
+                                : cpu::extremum(in_order(value.tensor(), value.tensor()), is_max, policy);
   auto& extremum = state[slots.extremum];
   extremum.is_cpu() ? cpu::fold_extremum(extremum, batch, is_max) : fold_extremum_on_device(extremum, batch, is_max);
   finish(state, policy, batch.nan_positions);

@@ -76,7 +76,7 @@ WeightedBatch sum_blocks(int64_t n, SumBlock sum_block) {
     total.nan_positions += block.nan_positions;
     total.infinite_weights += block.infinite_weights;
   }
-  return {total.weighted.value(), total.weights.value(), total.nan_positions, total.infinite_weights};
+  return {total.weighted, total.weights, total.nan_positions, total.infinite_weights};
 }
 
 // Any weights, any floating dtype: four independent lanes keep the additions from waiting on
@@ -237,11 +237,17 @@ ExtremumBatch extremum(double value, bool is_max, const NanPolicy& policy) {
   return extremum_span(&value, 1, is_max, extremum_policy(policy));
 }
 
-void add_compensated(at::Tensor& total, at::Tensor& compensation, int64_t compensation_offset, const double* batch,
-                     int64_t width) {
+void add_compensated(at::Tensor& total, at::Tensor& compensation, int64_t compensation_offset,
+                     const CompensatedSum* batch, int64_t width) {
   auto* sum = total.data_ptr<double>();
   auto* comp = compensation.data_ptr<double>() + compensation_offset;
-  for (int64_t k = 0; k < width; ++k) two_sum(sum[k], comp[k], batch[k]);
+  for (int64_t k = 0; k < width; ++k) {
+    const double before = sum[k];
+    two_sum(sum[k], comp[k], batch[k].sum);
+    // a total that is not finite: its compensation as the device path leaves it (NaN or +-inf, which
+    // compute() leaves out), so that both paths' states are equal
+    comp[k] += std::isfinite(sum[k]) ? batch[k].error : batch[k].sum - (sum[k] - before);
+  }
 }
 
 void fold_extremum(at::Tensor& state, const ExtremumBatch& batch, bool is_max) {

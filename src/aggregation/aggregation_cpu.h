@@ -4,13 +4,15 @@
 
 #include <metrics/nan_policy.h>
 
+#include "../two_sum.h"
+
 namespace metrics::detail::cpu {
 
-/// One batch's contribution to a weighted sum, and the bad entries it dropped: NaN values or
-/// weights, and (other) infinite weights.
+/// One batch's contribution to a weighted sum, each sum with what its additions rounded off, and
+/// the bad entries it dropped: NaN values or weights, and (other) infinite weights.
 struct WeightedBatch {
-  double weighted_sum = 0.0;
-  double weight_sum = 0.0;
+  CompensatedSum weighted_sum;
+  CompensatedSum weight_sum;
   int64_t nan_positions = 0;
   int64_t infinite_weights = 0;
 };
@@ -31,10 +33,12 @@ ExtremumBatch extremum(const at::Tensor& value, bool is_max, const NanPolicy& po
 ExtremumBatch extremum(double value, bool is_max, const NanPolicy& policy);
 
 /// total += batch (element-wise over `width`) on float64 CPU state tensors, keeping what each addition
-/// rounds off in `compensation` from `compensation_offset` on (TwoSum), so the sum's error does not
-/// grow with the update count. (An offset, not a narrowed view: a view costs more than the add.)
-void add_compensated(at::Tensor& total, at::Tensor& compensation, int64_t compensation_offset, const double* batch,
-                     int64_t width);
+/// rounds off, and what the batch's own sums did, in `compensation` from `compensation_offset` on
+/// (TwoSum), so the sum's error grows neither with the update count nor at each batch's end; where a
+/// total is not finite, its compensation is the device path's (NaN or +-inf). (An offset, not a
+/// narrowed view: a view costs more than the add.)
+void add_compensated(at::Tensor& total, at::Tensor& compensation, int64_t compensation_offset,
+                     const CompensatedSum* batch, int64_t width);
 
 /// extremum_state = max/min(extremum_state, batch) on a CPU state tensor, NaN winning.
 void fold_extremum(at::Tensor& state, const ExtremumBatch& batch, bool is_max);

@@ -213,6 +213,76 @@ def test_within_batch_weighted_sum_is_at_least_as_exact_as_torch_sum(kind, weigh
     assert ours <= theirs + 2 * np.finfo(np.float64).eps * abs(exact)
 
 
+@pytest.mark.parametrize("cls, expected", [(nm.SumMetric, 1.0), (nm.MeanMetric, 1 / 3)])
+def test_a_stream_split_and_merged_is_the_one_stream(cls, expected):
+    """1e16, 1, -1e16 in three metrics: merging them keeps what adding their totals rounds off (1e16 + 1
+    is 1e16 in float64), as one metric's updates keep it."""
+    parts = [cls() for _ in range(3)]
+    for part, v in zip(parts, [1e16, 1.0, -1e16]):
+        part.update(torch.tensor([v], dtype=torch.float64))
+    one = cls().set_dtype(torch.float64)
+    for v in [1e16, 1.0, -1e16]:
+        one.update(torch.tensor([v], dtype=torch.float64))
+    listed = cls().set_dtype(torch.float64)
+    listed.merge_state(parts)
+    one_by_one = cls().set_dtype(torch.float64)
+    for part in parts:
+        one_by_one.merge_state(part.state_dict() if part is parts[0] else part)
+    assert one.compute().item() == listed.compute().item() == one_by_one.compute().item() == expected
+
+
+@pytest.mark.parametrize("cls, expected", [(nm.SumMetric, 2.0), (nm.MeanMetric, 0.5)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_a_batch_keeps_what_its_own_sum_rounded_off(cls, expected, dtype, weighted):
+    """[1e16, 1] then [-1e16, 1]: each batch's sum rounds its 1 off; the state keeps it, so two batches
+    give what one batch of all four gives."""
+    m = cls().set_dtype(torch.float64)
+    for batch in ([1e16, 1.0], [-1e16, 1.0]):
+        x = torch.tensor(batch, dtype=dtype)
+        m.update(x, torch.ones(2, dtype=dtype)) if weighted else m.update(x)
+    assert m.compute().item() == expected
+
+
+def _views(base):
+    """Non-contiguous views of `base` ([64, 48]), by what makes them so."""
+    return {"transposed": base.t(), "sliced": base[::3, 1::2], "expanded": base[:1].expand(64, 48),
+            "negative bit": torch.complex(base, -base).conj().imag}
+
+
+@pytest.mark.parametrize("kind, weight", [("min", "none"), ("max", "none")] + [
+    (kind, weight) for kind in ("mean", "sum") for weight in ("none", "broadcast", "0-dim", "expanded")])
+@pytest.mark.parametrize("view", ["transposed", "sliced", "expanded", "negative bit"])
+def test_a_non_contiguous_input_counts_as_its_contiguous_copy(kind, weight, view):
+    """A strided, expanded or negative-bit CPU value, and a weight broadcast to it, give the state and
+    the value of their contiguous copies to the bit (both read by the CPU kernels), within 1e-15 of
+    math.fsum."""
+    g = torch.Generator().manual_seed(3)
+    base = torch.randn(64, 48, generator=g, dtype=torch.float64)
+    base *= 10.0 ** torch.randint(-8, 9, (64, 48), generator=g)
+    base[0, 5] = NAN  # dropped under "ignore"
+    x = _views(base)[view]
+    assert not x.is_contiguous() or x.is_neg()
+    w = {"none": None, "broadcast": torch.rand(x.shape[-1], generator=g, dtype=torch.float64),
+         "0-dim": torch.tensor(0.25, dtype=torch.float64),
+         "expanded": torch.rand(1, 1, generator=g, dtype=torch.float64).expand(x.shape)}[weight]
+    strided, contiguous = (CLASSES[kind](nan_strategy="ignore").set_dtype(torch.float64) for _ in range(2))
+    strided.update(x) if w is None else strided.update(x, w)
+    x_copy = x.resolve_neg().contiguous()
+    contiguous.update(x_copy) if w is None else contiguous.update(x_copy, w.expand_as(x).contiguous())
+    strided.persistent(True)
+    contiguous.persistent(True)
+    for key, state in strided.state_dict().items():
+        assert torch.equal(state, contiguous.state_dict()[key]), key
+    assert strided.compute().item() == contiguous.compute().item()
+    kept = x_copy[~x_copy.isnan()]
+    weights = torch.ones_like(kept) if w is None else w.expand_as(x).contiguous()[~x_copy.isnan()]
+    exact = {"sum": math.fsum((kept * weights).tolist()),
+             "mean": math.fsum((kept * weights).tolist()) / math.fsum(weights.tolist()),
+             "min": kept.min().item(), "max": kept.max().item()}[kind]
+    assert strided.compute().item() == pytest.approx(exact, rel=1e-15, abs=0)
+
+
 @pytest.mark.parametrize("kind", ["mean", "sum"])
 @pytest.mark.parametrize("strategy", ["warn", "error", "ignore", "disable", 7.0])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
