@@ -7,11 +7,13 @@ whether a state is fresh); each distinct state is updated once per batch, and ev
 arguments are checked before any is counted into.
 
 Under torch.distributed, compute() returns each metric's value over every rank where it has
-``sync_on_compute=True`` (the default; its own value where not, as TorchMetrics computes each metric
-by its flags) and every member's ``distributed_available_fn`` says so: the whole collection is
-reduced at once, one all-reduce per (reduction, dtype) of its states, after one
-small all-gather that checks that every rank holds the same metrics. sync(), unsync() and
-sync_context() work as on a metric.
+``sync_on_compute=True`` (the default) and its ``distributed_available_fn`` says so, and its own
+value where not, as TorchMetrics computes each metric by its own flags: the whole collection is
+reduced at once, one all-reduce per (reduction, dtype) of its states, after one small all-gather
+that checks that every rank holds the same metrics. Where no metric syncs, compute() issues no
+collective (one rank may compute alone). sync(), unsync() and sync_context() work as on a metric;
+while the collection or one of its metrics is synced, the other refuses what would reduce the state
+twice or be undone by the unsync() (sync, compute, forward, a metric's reset).
 
 ``compute_groups`` may also be a list of groups, lists of metric names, as TorchMetrics 1.6 takes it:
 the names are checked as TorchMetrics checks them (each must name a metric of the collection, or
@@ -349,12 +351,15 @@ class MetricCollection(Syncable, torch.nn.Module):
     def compute(self):
         """name -> value, in the order the metrics were added (prefix and postfix applied); each over
         every rank or this one's, as its ``sync_on_compute`` says (TorchMetrics computes each metric
-        by its own flags)."""
-        synced = self._synced_core() if self._sync_cache is None and self._world_size() > 1 else None
+        by its own flags); with no such metric, no collective (it may compute on one rank alone)."""
+        self._check_not_synced_elsewhere("compute")
+        wanted = self._syncing("sync_on_compute")
+        syncs = any(wanted.values()) and self._sync_cache is None and self._world_size() > 1
+        synced = self._synced_core() if syncs else None
         values, computed = {}, {}
 
         def core():
-            values.update(self._by_flag("sync_on_compute", synced.compute, self._core.compute)
+            values.update(self._by_flag(wanted, synced.compute, self._core.compute)
                           if synced is not None else self._core.compute())
 
         def apart(metric):
@@ -380,24 +385,30 @@ class MetricCollection(Syncable, torch.nn.Module):
         with _restored_on_error(self._apart_metrics()):
             values = {id(m): self._forward_apart(m, args, kwargs) for m in self._apart_metrics()}
             own = {name: values[id(m)] for name, m in self._apart()}
-            if not (any(m.dist_sync_on_step for m in self._modules.values()) and self._world_size() > 1):
+            wanted = self._syncing("dist_sync_on_step")
+            if not (any(wanted.values()) and self._world_size() > 1):
                 return self._keyed(self._core.forward(*args, **kwargs), own)
             batch = self._core.clone()
             batch.reset()
             batch.update(*args, **kwargs)
         self._core._merge_appended(batch)
-        return self._keyed(self._by_flag("dist_sync_on_step", self._synced_core(batch)._compute_without_report,
+        return self._keyed(self._by_flag(wanted, self._synced_core(batch)._compute_without_report,
                                          batch._compute_without_report), own)
 
     def _forward_apart(self, metric, args, kwargs):
         with self._reports_of(metric, ".forward"):
             return metric(*args, **_keywords_taken(metric, kwargs))
 
-    def _by_flag(self, flag, synced, local):
-        """The values of `synced()` for the metrics whose `flag` is set and of `local()` for the others
-        (only what is needed is computed; every rank takes part in a sync, whatever its flags)."""
-        wanted = {name: getattr(self._modules[name], flag) for name in self._core.names()
-                  if name not in self._apart_names}
+    def _syncing(self, flag):
+        """name -> whether the metric (updated together) takes its value over every rank: its `flag`
+        ("sync_on_compute", "dist_sync_on_step") is set and its distributed_available_fn says so."""
+        return {name: getattr(self._modules[name], flag) and self._modules[name]._distributed_available()
+                for name in self._core.names() if name not in self._apart_names}
+
+    def _by_flag(self, wanted, synced, local):
+        """The values of `synced()` for the metrics `wanted` (name -> bool, from _syncing) and of
+        `local()` for the others (only what is needed is computed; every rank takes part in a sync,
+        whatever its own flags)."""
         if not any(wanted.values()):
             return local()
         values = synced()
@@ -417,6 +428,8 @@ class MetricCollection(Syncable, torch.nn.Module):
                 metric._alone()
         self._core.reset()
         self._sync_cache = None
+        for metric in self._modules.values():
+            metric._sync_cache = None  # a member synced on its own stays reset too: its unsync() restores nothing
         for metric in self._modules.values():
             if type(metric).reset is not PythonMetric.reset:
                 metric._reset_by_collection = True
@@ -554,7 +567,14 @@ class MetricCollection(Syncable, torch.nn.Module):
         return "MetricCollection"
 
     def _distributed_available(self):
-        return dist_initialized() and all(m._distributed_available() for m in self._modules.values())
+        """Whether any metric's distributed_available_fn says so (an empty collection: whether torch.distributed
+        is up); each metric's own decides whether its value is taken over every rank (_syncing)."""
+        return dist_initialized() and (not self._modules or any(m._distributed_available()
+                                                                for m in self._modules.values()))
+
+    def _synced_elsewhere(self):
+        name = next((name for name, metric in self._modules.items() if metric._sync_cache is not None), None)
+        return None if name is None else f"its metric {name!r}"
 
     def check(self):
         """Raises or warns if any metric's update() counted bad input."""

@@ -84,8 +84,8 @@ def _gather_rows(rows, counts, group, backend):
 
 
 def _check_device(packed, group):
-    """Where the collectives run for `packed`'s state."""
-    return _C.collective_device(dist.get_backend(group), str(packed.buffers[0][1].device))
+    """Where the collectives run for `packed`'s state (an empty collection's: the CPU's)."""
+    return _C.collective_device(dist.get_backend(group), str(packed.buffers[0][1].device) if packed.buffers else "cpu")
 
 
 def reduce_packed(packed, description, group, who, checked=False):
@@ -115,6 +115,18 @@ class Syncable:
     """
 
     _sync_cache = None
+
+    def _synced_elsewhere(self):
+        """What else holds this object's state synced, by sync() or sync_context() there ("its
+        MetricCollection", "its metric 'acc'"), or None: a sync, compute, forward or reset here would
+        reduce the state twice, or be undone by that unsync()."""
+        return None
+
+    def _check_not_synced_elsewhere(self, call):
+        elsewhere = self._synced_elsewhere()
+        if elsewhere is not None:
+            raise RuntimeError(f"{self._sync_name()}.{call}: {elsewhere} is synced (sync() or sync_context()), and "
+                               f"holds every rank's state; call unsync() there first")
 
     def _distributed_available(self):
         """Whether to reduce over ranks (TorchMetrics' distributed_available_fn); the subclass may narrow it."""
@@ -153,6 +165,7 @@ class Syncable:
             raise RuntimeError("The Metric has already been synced.")
         if not should_sync:
             return
+        self._check_not_synced_elsewhere("sync")
         available = self._distributed_available() if distributed_available is None else distributed_available()
         if not available:
             return
@@ -181,6 +194,7 @@ class Syncable:
         if self._sync_cache is not None:
             raise RuntimeError(f"{self._sync_name()}.forward: the metric shouldn't be synced when performing "
                                "forward; call unsync() first")
+        self._check_not_synced_elsewhere("forward")
 
     @contextmanager
     def sync_context(self, dist_sync_fn=None, process_group=None, should_sync=True, should_unsync=True,

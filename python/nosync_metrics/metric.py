@@ -319,6 +319,14 @@ class PythonMetric(Syncable):
         if None in collections:
             self._collections = tuple(ref for ref, collection in zip(self._collections, collections) if collection)
 
+    def _synced_collection(self):
+        """A collection holding the metric (in its compute groups) that is synced now, or None."""
+        return next((c for c in (ref() for ref in self._collections) if c is not None and c._sync_cache is not None),
+                    None)
+
+    def _synced_elsewhere(self):
+        return None if self._synced_collection() is None else "its MetricCollection"
+
     def _core_for_sync(self):
         return self
 
@@ -391,7 +399,9 @@ class PythonMetric(Syncable):
         with ``sync_on_compute=True``), on the metric's device. Raises or warns if an update counted
         bad input."""
         syncs = self.sync_on_compute if self._sync_on_compute_now is None else self._sync_on_compute_now
-        core = self._synced_core() if syncs and self._sync_cache is None and self._world_size() > 1 else None
+        # inside its collection's sync the state holds every rank's already
+        synced = self._sync_cache is not None or self._synced_collection() is not None
+        core = self._synced_core() if syncs and not synced and self._world_size() > 1 else None
         if self._reports_now:
             return self._result(super().compute() if core is None else core.compute())
         return self._result(_C.Metric._compute_without_report(self if core is None else core))
@@ -452,6 +462,7 @@ class PythonMetric(Syncable):
     def reset(self):
         """Restores the state the metric was made with."""
         if not self._reset_by_collection:
+            self._check_not_synced_elsewhere("reset")
             self._alone()
         super().reset()
         self._sync_cache = None  # a reset state is not the synced one: unsync() has nothing to restore

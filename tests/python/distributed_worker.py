@@ -275,6 +275,58 @@ def mixed_flags(rank, world):
     return out
 
 
+def local_collections(rank, world):
+    """A collection none of whose metrics syncs computes on rank 0 alone (no collective: rank 1 never
+    computes it); a metric whose distributed_available_fn says no keeps its own value beside one that
+    syncs; an empty collection computes and syncs."""
+    value = float(rank + 1)
+    local = nm.MetricCollection({"sum": nm.SumMetric(sync_on_compute=False),
+                                 "max": nm.MaxMetric(sync_on_compute=False)})
+    local.update(value)
+    out = {"local": local.compute() if rank == 0 else None}
+    unavailable = nm.MetricCollection({"global": nm.SumMetric(),
+                                       "local": nm.SumMetric(distributed_available_fn=lambda: False)})
+    unavailable.update(value)
+    out["unavailable"] = unavailable.compute()
+    empty = nm.MetricCollection({})
+    with empty.sync_context():
+        out["empty"] = empty.compute()
+    return out
+
+
+def refused(call):
+    try:
+        call()
+    except RuntimeError as e:
+        return str(e)
+    return None
+
+
+def synced_together(rank, world):
+    """A collection and its metrics see each other's sync: inside the collection's, a metric computes
+    every rank's value once, and refuses forward, reset and sync; inside a metric's, the collection
+    refuses compute and sync; a collection's reset leaves its metric reset. Nothing is lost."""
+    value = float(rank + 1)
+    c = nm.MetricCollection({"s": nm.SumMetric(), "t": nm.SumMetric()})
+    c.update(value)
+    out = {}
+    with c.sync_context():
+        out["collection"] = c.compute()
+        out["member"] = c["s"].compute()
+        out["member_forward"] = refused(lambda: c["s"](100.0))
+        out["member_reset"] = refused(c["s"].reset)
+        out["member_sync"] = refused(c["s"].sync)
+    with c["s"].sync_context():
+        out["in_member"] = refused(c.compute)
+        out["sync_in_member"] = refused(c.sync)
+        out["forward_in_member"] = refused(lambda: c(100.0))
+    out["after"] = c.compute()
+    with c["t"].sync_context():
+        c.reset()
+    out["reset_count"] = c["t"].update_count
+    return out
+
+
 def synced_state_changes(rank, world):
     """reset() in sync_context() stays reset; forward() on a synced state raises and counts nothing."""
     out = {}

@@ -396,6 +396,7 @@ def test_a_failed_sync_raises_before_any_metric_updated_apart_computes(monkeypat
 
     collection = nm.MetricCollection({"s": Counted(), "m": nm.MeanMetric()})
     collection.update(torch.tensor([1.0]))
+    monkeypatch.setattr(torch.distributed, "is_initialized", lambda: True)  # (each metric's distributed_available_fn)
     monkeypatch.setattr(nm.MetricCollection, "_world_size", lambda self: 2)
     monkeypatch.setattr(nm.MetricCollection, "_synced_core", failing_sync)
     with pytest.raises(SyncFailed):

@@ -166,6 +166,31 @@ def test_each_member_of_a_collection_syncs_by_its_own_flags(tmp_path):
         assert got["forward_counts"] == [1, 1]
 
 
+def test_collections_that_do_not_sync_issue_no_collective(tmp_path):
+    for rank, got in enumerate(run("local_collections", 2, tmp_path)):
+        if rank == 0:
+            assert {k: v.item() for k, v in got["local"].items()} == {"sum": 1.0, "max": 1.0}
+        assert {k: v.item() for k, v in got["unavailable"].items()} == {"global": 3.0, "local": rank + 1}
+        assert got["empty"] == {}
+
+
+def test_a_collection_and_its_metrics_see_each_others_sync(tmp_path):
+    collection_synced = ("Sum.{}: its MetricCollection is synced (sync() or sync_context()), and holds every rank's "
+                         "state; call unsync() there first")
+    member_synced = ("MetricCollection.{}: its metric 's' is synced (sync() or sync_context()), and holds every "
+                     "rank's state; call unsync() there first")
+    for got in run("synced_together", 2, tmp_path):
+        assert {k: v.item() for k, v in got["collection"].items()} == {"s": 3.0, "t": 3.0}
+        assert got["member"].item() == 3.0  # reduced once, not twice
+        for call in ("forward", "reset", "sync"):
+            assert got["member_" + call] == collection_synced.format(call)
+        assert got["in_member"] == member_synced.format("compute")
+        assert got["sync_in_member"] == member_synced.format("sync")
+        assert got["forward_in_member"] == member_synced.format("forward")
+        assert {k: v.item() for k, v in got["after"].items()} == {"s": 3.0, "t": 3.0}
+        assert got["reset_count"] == 0
+
+
 def test_reset_in_a_sync_context_stays_and_forward_on_a_synced_state_raises(tmp_path):
     for rank, got in enumerate(run("synced_state_changes", 2, tmp_path)):
         assert got["reset_count"] == 0

@@ -409,7 +409,11 @@ def test_distributed_available_fn_decides_whether_compute_reduces(monkeypatch):
     assert everywhere.compute().item() == 3.0 and reduced == ["Sum"]  # the (stubbed) reduction ran
     assert nm.MetricCollection({"local": local, "everywhere": everywhere}).compute() == {"local": 3.0,
                                                                                       "everywhere": 3.0}
-    assert reduced == ["Sum"]  # one member not available: the collection does not reduce
+    # each member decides for itself, as in TorchMetrics: the collection reduces for "everywhere", and
+    # "local" keeps its own value (test_distributed checks the values over two processes)
+    assert reduced == ["Sum", "MetricCollection"]
+    reduced.clear()
+    assert nm.MetricCollection({"local": local}).compute() == {"local": 3.0} and reduced == []
 
 
 # ---------------------------------------------------------------- 8. signatures and docstrings
