@@ -12,6 +12,7 @@
 
 #include "host_copy.h"
 #include "normal_tensors.h"
+#include "two_sum.h"
 
 namespace metrics {
 namespace {
@@ -77,13 +78,21 @@ void check_count(const at::Tensor& given, const StateEntry& entry, const std::st
 }
 
 // sums += added, what each addition rounds off added to `rounded_off` (TwoSum: exact at any
-// magnitudes), so that merged compensated sums are as exact as one stream's; nothing where a sum is
-// not finite (its error is then NaN).
+// magnitudes), so that merged compensated sums are as exact as one stream's. Where a sum is not
+// finite its error is NaN or +-inf, as the device path's update leaves it (compute leaves it out).
+// Float64 CPU sums (a forward's batch folded in) on the host; elsewhere eight ops.
 void add_with_two_sum(at::Tensor& sums, const at::Tensor& added, const at::Tensor& rounded_off) {
+  if (sums.is_cpu() && sums.scalar_type() == at::kDouble) {
+    const auto contiguous = added.contiguous();
+    const auto* from = contiguous.data_ptr<double>();
+    auto* sum = sums.data_ptr<double>();
+    auto* error = rounded_off.data_ptr<double>();
+    for (int64_t k = 0; k < sums.numel(); ++k) detail::add_to_state(sum[k], error[k], from[k]);
+    return;
+  }
   const auto total = sums + added;
   const auto from_added = total - sums;
-  auto error = (sums - (total - from_added)) + (added - from_added);
-  rounded_off.add_(error.nan_to_num_(0.0, 0.0, 0.0));
+  rounded_off.add_(sums - (total - from_added)).add_(added - from_added);
   sums.copy_(total);
 }
 
@@ -299,8 +308,8 @@ size_t MetricState::buffer_of(at::ScalarType dtype) const {
 
 size_t MetricState::last_of_sums_packed_alike(const MetricState& other, size_t first) const {
   auto last = first;
-  const auto next_packed = [&](size_t slot) {
-    return entries_[slot].reduction == Reduction::Sum && dtype(slot) == dtype(first) &&
+  const auto next_packed = [&](size_t slot) {  // (the compensation starts a run: it holds the others' low parts)
+    return entries_[slot].reduction == Reduction::Sum && dtype(slot) == dtype(first) && slot != compensation_ &&
            offsets_[slot] == offsets_[slot - 1] + numel(slot - 1) && other.offsets_[slot] == offsets_[slot];
   };
   if (other.device() != device() || other.offsets_[first] != offsets_[first]) return first;
@@ -336,6 +345,9 @@ void MetricState::compensate_in(size_t slot) {
 at::Tensor MetricState::compensation_of(size_t first, size_t last) const {
   const auto end = offsets_[last] + numel(last);
   if (!compensation_ || dtype(first) != count_dtype() || end > numel(*compensation_)) return {};
+  bool counts_only = true;  // (whole numbers: their additions round nothing off)
+  for (auto slot = first; slot <= last; ++slot) counts_only = counts_only && is_count(slot);
+  if (counts_only) return {};
   return entries_[*compensation_].tensor.narrow(0, offsets_[first], end - offsets_[first]);
 }
 

@@ -20,6 +20,14 @@ inline void two_sum(T& sum, T& error, T x) {
   sum = total;
 }
 
+/// sum += x, kept in a state: two_sum(), and where the sum is not finite, the error the device path's
+/// Fast2Sum leaves (NaN or +-inf: compensated() leaves it out), so that the paths' states are equal.
+inline void add_to_state(double& sum, double& error, double x) {
+  const double before = sum;
+  two_sum(sum, error, x);
+  if (!std::isfinite(sum)) error += x - (sum - before);
+}
+
 /// A compensated sum's value: the sum plus its error, the error left out where the sum is not finite.
 inline double compensated(double sum, double error) { return std::isfinite(sum) ? sum + error : sum; }
 

@@ -476,26 +476,32 @@ TEST(AggregationPrecision, DevicePathCompensationIsExactWhileTheTotalIsTheLarger
 }
 
 // A merge adds the totals with TwoSum on any device, so a stream split over metrics and merged is
-// the one stream (1e16, then 1, then -1e16: 1), on either path and in either merge order.
+// the one stream (1e16, then 1, then -1e16: 1), on either path, in either merge order, under every
+// NaN policy (the state with and without a tally).
 TEST(AggregationPrecision, MergesKeepWhatTheyRoundOff) {
-  for (const bool aten : {false, true}) {
-    for (const auto order : {MergeOrder::Parallel, MergeOrder::Appended}) {
-      std::vector<std::unique_ptr<Sum>> sums;
-      std::vector<std::unique_ptr<Mean>> means;
-      for (const double v : {1e16, 1.0, -1e16}) {
-        std::unique_ptr<ForceAtenPath> force;
-        if (aten) force = std::make_unique<ForceAtenPath>();
-        sums.push_back(std::make_unique<Sum>());
-        means.push_back(std::make_unique<Mean>());
-        sums.back()->update(at::tensor({v}, at::kDouble));
-        means.back()->update(at::tensor({v}, at::kDouble));
+  const NanPolicy policies[] = {NanPolicy::error(), NanPolicy::warn(), NanPolicy::ignore(), NanPolicy::disable(),
+                                NanPolicy::replace(7.0)};
+  for (const auto& policy : policies) {
+    for (const bool aten : {false, true}) {
+      for (const auto order : {MergeOrder::Parallel, MergeOrder::Appended}) {
+        const auto options = AggregationOptions().nan_policy(policy);
+        Sum sums[] = {Sum(options), Sum(options), Sum(options)};
+        Mean means[] = {Mean(options), Mean(options), Mean(options)};
+        const double values[] = {1e16, 1.0, -1e16};
+        for (size_t i = 0; i < 3; ++i) {
+          std::unique_ptr<ForceAtenPath> force;
+          if (aten) force = std::make_unique<ForceAtenPath>();
+          sums[i].update(at::tensor({values[i]}, at::kDouble));
+          means[i].update(at::tensor({values[i]}, at::kDouble));
+        }
+        for (size_t i = 1; i < 3; ++i) {
+          sums[0].merge(sums[i], order);
+          means[0].merge(means[i], order);
+        }
+        const auto where = ::testing::Message() << "aten=" << aten << " policy=" << static_cast<int>(policy.strategy);
+        EXPECT_EQ(value_of(sums[0].compute()), 1.0) << where;
+        EXPECT_EQ(value_of(means[0].compute()), 1.0 / 3.0) << where;
       }
-      for (size_t i = 1; i < sums.size(); ++i) {
-        sums.front()->merge(*sums[i], order);
-        means.front()->merge(*means[i], order);
-      }
-      EXPECT_EQ(value_of(sums.front()->compute()), 1.0) << "aten=" << aten;
-      EXPECT_EQ(value_of(means.front()->compute()), 1.0 / 3.0) << "aten=" << aten;
     }
   }
 }

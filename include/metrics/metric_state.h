@@ -215,11 +215,11 @@ class MetricState {
   void zero_hidden();
   size_t buffer_of(at::ScalarType dtype) const;
   // The last of the Sum entries from `first` (a Sum entry) on that lie back to back in one buffer,
-  // as they do in `other`, on this device (merge() adds them with one add_): `first` where the next
-  // does not.
+  // as they do in `other`, on this device, short of the compensation (merge() adds them with one
+  // add): `first` where the next does not.
   size_t last_of_sums_packed_alike(const MetricState& other, size_t first) const;
   // The part of the compensate_in() entry that holds what entries first..last (packed) round off;
-  // undefined where it does not cover them all.
+  // undefined where it does not cover them all, or where they are all counts.
   at::Tensor compensation_of(size_t first, size_t last) const;
   // The other state's entries on this device, once they are checked to merge into these.
   std::vector<at::Tensor> mergeable(const MetricState& other, const std::string& metric) const;

@@ -242,11 +242,8 @@ void add_compensated(at::Tensor& total, at::Tensor& compensation, int64_t compen
   auto* sum = total.data_ptr<double>();
   auto* comp = compensation.data_ptr<double>() + compensation_offset;
   for (int64_t k = 0; k < width; ++k) {
-    const double before = sum[k];
-    two_sum(sum[k], comp[k], batch[k].sum);
-    // a total that is not finite: its compensation as the device path leaves it (NaN or +-inf, which
-    // compute() leaves out), so that both paths' states are equal
-    comp[k] += std::isfinite(sum[k]) ? batch[k].error : batch[k].sum - (sum[k] - before);
+    add_to_state(sum[k], comp[k], batch[k].sum);
+    if (std::isfinite(sum[k])) comp[k] += batch[k].error;
   }
 }
 

@@ -214,18 +214,19 @@ def test_within_batch_weighted_sum_is_at_least_as_exact_as_torch_sum(kind, weigh
 
 
 @pytest.mark.parametrize("cls, expected", [(nm.SumMetric, 1.0), (nm.MeanMetric, 1 / 3)])
-def test_a_stream_split_and_merged_is_the_one_stream(cls, expected):
+@pytest.mark.parametrize("strategy", ["warn", "error", "ignore", "disable", 7.0])
+def test_a_stream_split_and_merged_is_the_one_stream(cls, expected, strategy):
     """1e16, 1, -1e16 in three metrics: merging them keeps what adding their totals rounds off (1e16 + 1
-    is 1e16 in float64), as one metric's updates keep it."""
-    parts = [cls() for _ in range(3)]
+    is 1e16 in float64), as one metric's updates keep it; with a tally in the state or without."""
+    parts = [cls(nan_strategy=strategy) for _ in range(3)]
     for part, v in zip(parts, [1e16, 1.0, -1e16]):
         part.update(torch.tensor([v], dtype=torch.float64))
-    one = cls().set_dtype(torch.float64)
+    one = cls(nan_strategy=strategy).set_dtype(torch.float64)
     for v in [1e16, 1.0, -1e16]:
         one.update(torch.tensor([v], dtype=torch.float64))
-    listed = cls().set_dtype(torch.float64)
+    listed = cls(nan_strategy=strategy).set_dtype(torch.float64)
     listed.merge_state(parts)
-    one_by_one = cls().set_dtype(torch.float64)
+    one_by_one = cls(nan_strategy=strategy).set_dtype(torch.float64)
     for part in parts:
         one_by_one.merge_state(part.state_dict() if part is parts[0] else part)
     assert one.compute().item() == listed.compute().item() == one_by_one.compute().item() == expected
