@@ -572,9 +572,21 @@ class MetricCollection(Syncable, torch.nn.Module):
         return dist_initialized() and (not self._modules or any(m._distributed_available()
                                                                 for m in self._modules.values()))
 
+    _holds_metrics = True
+
     def _synced_elsewhere(self):
-        name = next((name for name, metric in self._modules.items() if metric._sync_cache is not None), None)
-        return None if name is None else f"its metric {name!r}"
+        for name, metric in self._modules.items():
+            if metric._sync_cache is not None:
+                return f"its metric {name!r}"
+            if metric._synced_collection() not in (None, self):
+                return f"a MetricCollection holding its metric {name!r}"
+        return None
+
+    def _kept_local(self, local, synced):
+        """Every rank's state, but a metric whose distributed_available_fn says no keeps its own, as
+        compute() gives it its own value."""
+        kept = {name for name, metric in self._modules.items() if not metric._distributed_available()}
+        return {key: local[key] if _metric_of(key) in kept else value for key, value in synced.items()}
 
     def check(self):
         """Raises or warns if any metric's update() counted bad input."""

@@ -9,6 +9,7 @@ current CUDA device for the collective and back, one copy per buffer.
 """
 
 import hashlib
+import weakref
 from contextlib import contextmanager
 
 import torch
@@ -33,6 +34,16 @@ def _collective(collective, *tensors, group, **kwargs):
     if dist.get_backend(group) == dist.Backend.GLOO:
         _kept_from_last_sync.append(tensors)
     return collective(*tensors, group=group, **kwargs)
+
+
+# The collections sync() was called on (synced while their _sync_cache is set): a metric asks them
+# whether one holds it, nested, in two collections or updated apart alike.
+_synced_collections = weakref.WeakSet()
+
+
+def synced_collections():
+    """The collections synced now (sync() or sync_context() without its unsync())."""
+    return [c for c in _synced_collections if c._sync_cache is not None]
 
 
 def dist_initialized():
@@ -115,12 +126,17 @@ class Syncable:
     """
 
     _sync_cache = None
+    _holds_metrics = False  # a collection: its metrics look its sync up (synced_collections)
 
     def _synced_elsewhere(self):
-        """What else holds this object's state synced, by sync() or sync_context() there ("its
-        MetricCollection", "its metric 'acc'"), or None: a sync, compute, forward or reset here would
-        reduce the state twice, or be undone by that unsync()."""
+        """What else holds this object's state synced, by sync() or sync_context() there ("a
+        MetricCollection holding it", "its metric 'acc'"), or None: a sync, compute, forward or reset
+        here would reduce the state twice, or be undone by that unsync()."""
         return None
+
+    def _kept_local(self, local, synced):
+        """The state sync() loads, from this rank's (`local`) and every rank's (`synced`) state dicts."""
+        return synced
 
     def _check_not_synced_elsewhere(self, call):
         elsewhere = self._synced_elsewhere()
@@ -173,11 +189,13 @@ class Syncable:
             self._sync_group_override = process_group
         try:
             local = self.state_dict()
-            synced = self._synced_core().state_dict()
+            synced = self._kept_local(local, self._synced_core().state_dict())
         finally:
             self._sync_group_override = None
         self.load_state_dict(synced)
         self._sync_cache = local
+        if self._holds_metrics:
+            _synced_collections.add(self)
 
     def unsync(self, should_unsync=True):
         """Restores the local state that sync() replaced."""

@@ -15,7 +15,7 @@ from torch.nn.modules.module import _IncompatibleKeys
 
 from . import _C
 from ._C import Metric  # noqa: F401  (TorchMetrics' import path: torchmetrics.metric.Metric)
-from .distributed import Syncable, dist_initialized
+from .distributed import Syncable, dist_initialized, synced_collections
 
 _P = inspect.Parameter
 _KEYWORD = _P.KEYWORD_ONLY
@@ -320,12 +320,11 @@ class PythonMetric(Syncable):
             self._collections = tuple(ref for ref, collection in zip(self._collections, collections) if collection)
 
     def _synced_collection(self):
-        """A collection holding the metric (in its compute groups) that is synced now, or None."""
-        return next((c for c in (ref() for ref in self._collections) if c is not None and c._sync_cache is not None),
-                    None)
+        """A collection holding the metric (nested, with another, updated apart) synced now, or None."""
+        return next((c for c in synced_collections() if any(m is self for m in c._modules.values())), None)
 
     def _synced_elsewhere(self):
-        return None if self._synced_collection() is None else "its MetricCollection"
+        return None if self._synced_collection() is None else "a MetricCollection holding it"
 
     def _core_for_sync(self):
         return self

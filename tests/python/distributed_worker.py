@@ -324,6 +324,35 @@ def synced_together(rank, world):
     with c["t"].sync_context():
         c.reset()
     out["reset_count"] = c["t"].update_count
+    # held otherwise: by two collections, by a nested collection, updated apart (a subclass's own update)
+    m = nm.SumMetric()
+    first, second = nm.MetricCollection({"m": m}), nm.MetricCollection({"m": m})
+    m.update(value)
+    with first.sync_context():
+        out["two_member"] = m.compute()
+        out["two_other"] = refused(second.compute)
+        out["two_other_sync"] = refused(second.sync)
+        out["two_reset"] = refused(m.reset)
+    inner = nm.MetricCollection({"m": nm.SumMetric()})
+    outer = nm.MetricCollection([inner, nm.MaxMetric()])
+    inner.update(value)
+    with inner.sync_context():
+        out["nested_member"] = inner["m"].compute()
+        out["nested_outer"] = refused(outer.compute)
+        out["nested_reset"] = refused(inner["m"].reset)
+    apart = nm.MetricCollection({"own": ComputedMean()})
+    apart.update(value)
+    with apart.sync_context():
+        out["apart_member"] = apart["own"].compute()
+        out["apart_forward"] = refused(lambda: apart["own"](100.0))
+    out["apart_after"] = apart.compute()
+    # a metric whose distributed_available_fn says no keeps its own state in its collection's sync
+    kept = nm.MetricCollection({"global": nm.SumMetric(),
+                                "local": nm.SumMetric(distributed_available_fn=lambda: False)})
+    kept.update(value)
+    with kept.sync_context():
+        out["kept"] = kept.compute()
+        out["kept_member"] = kept["local"].compute()
     return out
 
 

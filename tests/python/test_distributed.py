@@ -175,20 +175,30 @@ def test_collections_that_do_not_sync_issue_no_collective(tmp_path):
 
 
 def test_a_collection_and_its_metrics_see_each_others_sync(tmp_path):
-    collection_synced = ("Sum.{}: its MetricCollection is synced (sync() or sync_context()), and holds every rank's "
-                         "state; call unsync() there first")
-    member_synced = ("MetricCollection.{}: its metric 's' is synced (sync() or sync_context()), and holds every "
-                     "rank's state; call unsync() there first")
-    for got in run("synced_together", 2, tmp_path):
+    tail = " is synced (sync() or sync_context()), and holds every rank's state; call unsync() there first"
+    collection_synced = "{}.{}: a MetricCollection holding it" + tail
+    member_synced = "MetricCollection.{}: its metric 's'" + tail
+    other_synced = "MetricCollection.{}: a MetricCollection holding its metric 'm'" + tail
+    for rank, got in enumerate(run("synced_together", 2, tmp_path)):
         assert {k: v.item() for k, v in got["collection"].items()} == {"s": 3.0, "t": 3.0}
         assert got["member"].item() == 3.0  # reduced once, not twice
         for call in ("forward", "reset", "sync"):
-            assert got["member_" + call] == collection_synced.format(call)
+            assert got["member_" + call] == collection_synced.format("Sum", call)
         assert got["in_member"] == member_synced.format("compute")
         assert got["sync_in_member"] == member_synced.format("sync")
         assert got["forward_in_member"] == member_synced.format("forward")
         assert {k: v.item() for k, v in got["after"].items()} == {"s": 3.0, "t": 3.0}
         assert got["reset_count"] == 0
+        assert got["two_member"].item() == got["nested_member"].item() == 3.0
+        assert got["two_other"] == other_synced.format("compute")
+        assert got["two_other_sync"] == other_synced.format("sync")
+        assert got["two_reset"] == collection_synced.format("Sum", "reset")
+        assert got["nested_outer"] == other_synced.format("compute")
+        assert got["nested_reset"] == collection_synced.format("Sum", "reset")
+        assert got["apart_member"].item() == 1.5 and got["apart_after"]["own"].item() == 1.5  # (1 + 2) / 2
+        assert got["apart_forward"] == collection_synced.format("Mean", "forward")
+        assert {k: v.item() for k, v in got["kept"].items()} == {"global": 3.0, "local": rank + 1}
+        assert got["kept_member"].item() == rank + 1
 
 
 def test_reset_in_a_sync_context_stays_and_forward_on_a_synced_state_raises(tmp_path):
