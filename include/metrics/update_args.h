@@ -30,7 +30,7 @@ class ValueArg {
 /// the same call to metrics of any family: positional arguments first, then keywords with
 /// TorchMetrics' names ("preds", "target", "value", "weight").
 struct UpdateArgs {
-  UpdateArgs(std::vector<ValueArg> positional = {}) : positional(std::move(positional)) {}  // NOLINT: implicit
+  UpdateArgs(std::vector<ValueArg> given = {}) : positional(std::move(given)) {}  // NOLINT: implicit
 
   std::vector<ValueArg> positional;
   std::vector<std::pair<std::string, ValueArg>> keywords;
