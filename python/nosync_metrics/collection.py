@@ -422,7 +422,10 @@ class MetricCollection(Syncable, torch.nn.Module):
     def reset(self):
         """Resets every metric (a subclass's own reset() included). A metric it handed over to an
         outer collection (it is nested there) takes a state of its own first, so that the outer
-        collection's metrics that shared its state keep theirs, as TorchMetrics resets each alone."""
+        collection's metrics that shared its state keep theirs, as TorchMetrics resets each alone.
+        Refused while another collection holding one of its metrics is synced (its unsync() would
+        undo the reset)."""
+        self._refuse_while_synced("reset", self._held_by_another_synced())
         for metric in self._modules.values():
             if any(ref() not in (None, self) for ref in metric._collections):
                 metric._alone()
@@ -575,18 +578,18 @@ class MetricCollection(Syncable, torch.nn.Module):
     _holds_metrics = True
 
     def _synced_elsewhere(self):
-        for name, metric in self._modules.items():
-            if metric._sync_cache is not None:
-                return f"its metric {name!r}"
-            if metric._synced_collection() not in (None, self):
-                return f"a MetricCollection holding its metric {name!r}"
-        return None
+        synced_alone = next((name for name, metric in self._modules.items() if metric._sync_cache is not None), None)
+        return f"its metric {synced_alone!r}" if synced_alone is not None else self._held_by_another_synced()
 
-    def _kept_local(self, local, synced):
-        """Every rank's state, but a metric whose distributed_available_fn says no keeps its own, as
-        compute() gives it its own value."""
-        kept = {name for name, metric in self._modules.items() if not metric._distributed_available()}
-        return {key: local[key] if _metric_of(key) in kept else value for key, value in synced.items()}
+    def _held_by_another_synced(self):
+        """"a MetricCollection holding its metric 'name'" where another collection synced now holds one
+        of its metrics; else None."""
+        name = next((name for name, m in self._modules.items() if m._synced_collection() not in (None, self)), None)
+        return None if name is None else f"a MetricCollection holding its metric {name!r}"
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        self._announce_sync()  # a copy of a synced collection (deepcopy, clone, pickle) is synced too
 
     def check(self):
         """Raises or warns if any metric's update() counted bad input."""

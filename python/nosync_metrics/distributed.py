@@ -134,15 +134,19 @@ class Syncable:
         here would reduce the state twice, or be undone by that unsync()."""
         return None
 
-    def _kept_local(self, local, synced):
-        """The state sync() loads, from this rank's (`local`) and every rank's (`synced`) state dicts."""
-        return synced
-
     def _check_not_synced_elsewhere(self, call):
-        elsewhere = self._synced_elsewhere()
+        self._refuse_while_synced(call, self._synced_elsewhere())
+
+    def _refuse_while_synced(self, call, elsewhere):
+        """Raises unless `elsewhere`, what holds the state synced (see _synced_elsewhere), is None."""
         if elsewhere is not None:
             raise RuntimeError(f"{self._sync_name()}.{call}: {elsewhere} is synced (sync() or sync_context()), and "
                                f"holds every rank's state; call unsync() there first")
+
+    def _announce_sync(self):
+        """A collection synced now (a copy of a synced one too) is one its metrics look up."""
+        if self._holds_metrics and self._sync_cache is not None:
+            _synced_collections.add(self)
 
     def _distributed_available(self):
         """Whether to reduce over ranks (TorchMetrics' distributed_available_fn); the subclass may narrow it."""
@@ -189,13 +193,12 @@ class Syncable:
             self._sync_group_override = process_group
         try:
             local = self.state_dict()
-            synced = self._kept_local(local, self._synced_core().state_dict())
+            synced = self._synced_core().state_dict()
         finally:
             self._sync_group_override = None
         self.load_state_dict(synced)
         self._sync_cache = local
-        if self._holds_metrics:
-            _synced_collections.add(self)
+        self._announce_sync()
 
     def unsync(self, should_unsync=True):
         """Restores the local state that sync() replaced."""

@@ -1,6 +1,7 @@
 """One rank of a gloo job on 127.0.0.1, started by test_distributed.py:
 python distributed_worker.py SCENARIO RANK WORLD INIT_FILE OUT_FILE. Writes its results with torch.save."""
 
+import copy
 import gc
 import os
 import sys
@@ -332,7 +333,12 @@ def synced_together(rank, world):
         out["two_member"] = m.compute()
         out["two_other"] = refused(second.compute)
         out["two_other_sync"] = refused(second.sync)
+        out["two_other_reset"] = refused(second.reset)
         out["two_reset"] = refused(m.reset)
+        copied = copy.deepcopy(first)  # a copy of a synced collection is synced too
+        out["copy_member"] = copied["m"].compute()
+        out["copy_forward"] = refused(lambda: copied["m"](100.0))
+    out["two_after"] = m.compute()
     inner = nm.MetricCollection({"m": nm.SumMetric()})
     outer = nm.MetricCollection([inner, nm.MaxMetric()])
     inner.update(value)
@@ -346,13 +352,16 @@ def synced_together(rank, world):
         out["apart_member"] = apart["own"].compute()
         out["apart_forward"] = refused(lambda: apart["own"](100.0))
     out["apart_after"] = apart.compute()
-    # a metric whose distributed_available_fn says no keeps its own state in its collection's sync
-    kept = nm.MetricCollection({"global": nm.SumMetric(),
-                                "local": nm.SumMetric(distributed_available_fn=lambda: False)})
-    kept.update(value)
-    with kept.sync_context():
-        out["kept"] = kept.compute()
-        out["kept_member"] = kept["local"].compute()
+    # a collection's sync reduces every state, one whose distributed_available_fn says no too, and
+    # leaves its groups as they were
+    mixed = nm.MetricCollection({"global": nm.SumMetric(),
+                                 "local": nm.SumMetric(distributed_available_fn=lambda: False)})
+    mixed.update(value)
+    groups = mixed.compute_groups
+    with mixed.sync_context():
+        out["mixed_in_sync"] = mixed.compute()
+    out["mixed_after"] = mixed.compute()
+    out["mixed_groups_kept"] = mixed.compute_groups == groups
     return out
 
 

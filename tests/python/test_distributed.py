@@ -189,16 +189,20 @@ def test_a_collection_and_its_metrics_see_each_others_sync(tmp_path):
         assert got["forward_in_member"] == member_synced.format("forward")
         assert {k: v.item() for k, v in got["after"].items()} == {"s": 3.0, "t": 3.0}
         assert got["reset_count"] == 0
-        assert got["two_member"].item() == got["nested_member"].item() == 3.0
+        assert got["two_member"].item() == got["nested_member"].item() == got["copy_member"].item() == 3.0
         assert got["two_other"] == other_synced.format("compute")
         assert got["two_other_sync"] == other_synced.format("sync")
+        assert got["two_other_reset"] == other_synced.format("reset")
         assert got["two_reset"] == collection_synced.format("Sum", "reset")
+        assert got["copy_forward"] == collection_synced.format("Sum", "forward")
+        assert got["two_after"].item() == 3.0  # every refused call left the state as it was
         assert got["nested_outer"] == other_synced.format("compute")
         assert got["nested_reset"] == collection_synced.format("Sum", "reset")
         assert got["apart_member"].item() == 1.5 and got["apart_after"]["own"].item() == 1.5  # (1 + 2) / 2
         assert got["apart_forward"] == collection_synced.format("Mean", "forward")
-        assert {k: v.item() for k, v in got["kept"].items()} == {"global": 3.0, "local": rank + 1}
-        assert got["kept_member"].item() == rank + 1
+        assert {k: v.item() for k, v in got["mixed_in_sync"].items()} == {"global": 3.0, "local": 3.0}
+        assert {k: v.item() for k, v in got["mixed_after"].items()} == {"global": 3.0, "local": rank + 1}
+        assert got["mixed_groups_kept"]
 
 
 def test_reset_in_a_sync_context_stays_and_forward_on_a_synced_state_raises(tmp_path):
