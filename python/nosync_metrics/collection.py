@@ -186,6 +186,9 @@ class MetricCollection(Syncable, torch.nn.Module):
     def _add_metrics(self, metrics, *additional_metrics):
         """A nested collection's metrics join this one, as TorchMetrics flattens it: under their keys
         in it (prefix and postfix included), after the dict key and "_" in a dict."""
+        if self._sync_cache is not None:  # (its unsync() would find no local state for them)
+            raise RuntimeError("MetricCollection.add_metrics: the collection is synced (sync() or sync_context()); "
+                               "call unsync() first")
         named = []
         if isinstance(metrics, dict):
             if additional_metrics:
@@ -424,8 +427,11 @@ class MetricCollection(Syncable, torch.nn.Module):
         outer collection (it is nested there) takes a state of its own first, so that the outer
         collection's metrics that shared its state keep theirs, as TorchMetrics resets each alone.
         Refused while another collection holding one of its metrics is synced (its unsync() would
-        undo the reset)."""
+        undo the reset). Inside its own sync it unsyncs first: the states its metrics share with
+        other collections' metrics take their local values back."""
         self._refuse_while_synced("reset", self._held_by_another_synced())
+        if self._sync_cache is not None:
+            self.unsync()
         for metric in self._modules.values():
             if any(ref() not in (None, self) for ref in metric._collections):
                 metric._alone()

@@ -320,8 +320,16 @@ class PythonMetric(Syncable):
             self._collections = tuple(ref for ref, collection in zip(self._collections, collections) if collection)
 
     def _synced_collection(self):
-        """A collection holding the metric (nested, with another, updated apart) synced now, or None."""
-        return next((c for c in synced_collections() if any(m is self for m in c._modules.values())), None)
+        """A collection synced now that holds the metric (nested, with another, updated apart), or a
+        metric it shares its state with in another collection (an outer collection's group-mate of a
+        nested one's metric); None if none."""
+        synced = synced_collections()
+        if not synced:
+            return None
+        mates = [self] + [holder._modules[name] for holder in (ref() for ref in self._collections) if holder is not None
+                          for group in holder._core.groups() if any(holder._modules[n] is self for n in group)
+                          for name in group]
+        return next((c for c in synced if any(m is mate for m in c._modules.values() for mate in mates)), None)
 
     def _synced_elsewhere(self):
         return None if self._synced_collection() is None else "a MetricCollection holding it"

@@ -335,8 +335,10 @@ def synced_together(rank, world):
         out["two_other_sync"] = refused(second.sync)
         out["two_other_reset"] = refused(second.reset)
         out["two_reset"] = refused(m.reset)
-        copied = copy.deepcopy(first)  # a copy of a synced collection is synced too
-        out["copy_member"] = copied["m"].compute()
+        out["two_count_in_sync"] = m.update_count  # (a reset let through would show 0 here)
+        out["add_in_sync"] = refused(lambda: first.add_metrics({"n": nm.SumMetric()}))
+        copied, cloned = copy.deepcopy(first), first.clone()  # a copy of a synced collection is synced too
+        out["copy_member"] = [copied["m"].compute(), cloned["m"].compute()]
         out["copy_forward"] = refused(lambda: copied["m"](100.0))
     out["two_after"] = m.compute()
     inner = nm.MetricCollection({"m": nm.SumMetric()})
@@ -346,6 +348,17 @@ def synced_together(rank, world):
         out["nested_member"] = inner["m"].compute()
         out["nested_outer"] = refused(outer.compute)
         out["nested_reset"] = refused(inner["m"].reset)
+    # an outer collection's metric that shares its state with a nested one's sees the nested one's sync
+    inner = nm.MetricCollection({"m": nm.SumMetric()})
+    mate = nm.SumMetric()
+    outer = nm.MetricCollection([inner, mate])
+    outer.update(value)
+    with inner.sync_context():
+        out["mate_shares"] = outer.compute_groups == {0: ["m", "SumMetric"]}
+        out["mate"] = mate.compute()
+        out["mate_forward"] = refused(lambda: mate(100.0))
+        inner.reset()  # unsyncs first: the state the mate shares takes its local value back
+    out["mate_after_reset"] = [inner["m"].update_count, mate.update_count, mate.compute()]
     apart = nm.MetricCollection({"own": ComputedMean()})
     apart.update(value)
     with apart.sync_context():

@@ -189,14 +189,21 @@ def test_a_collection_and_its_metrics_see_each_others_sync(tmp_path):
         assert got["forward_in_member"] == member_synced.format("forward")
         assert {k: v.item() for k, v in got["after"].items()} == {"s": 3.0, "t": 3.0}
         assert got["reset_count"] == 0
-        assert got["two_member"].item() == got["nested_member"].item() == got["copy_member"].item() == 3.0
+        assert got["two_member"].item() == got["nested_member"].item() == 3.0
+        assert [v.item() for v in got["copy_member"]] == [3.0, 3.0]
+        assert got["two_count_in_sync"] == 2  # every rank's update, and no reset let through
+        assert got["add_in_sync"] == ("MetricCollection.add_metrics: the collection is synced (sync() or "
+                                      "sync_context()); call unsync() first")
         assert got["two_other"] == other_synced.format("compute")
         assert got["two_other_sync"] == other_synced.format("sync")
         assert got["two_other_reset"] == other_synced.format("reset")
         assert got["two_reset"] == collection_synced.format("Sum", "reset")
         assert got["copy_forward"] == collection_synced.format("Sum", "forward")
-        assert got["two_after"].item() == 3.0  # every refused call left the state as it was
+        assert got["two_after"].item() == 3.0
         assert got["nested_outer"] == other_synced.format("compute")
+        assert got["mate_shares"] and got["mate"].item() == 3.0  # reduced once
+        assert got["mate_forward"] == collection_synced.format("Sum", "forward")
+        assert got["mate_after_reset"][:2] == [0, 1] and got["mate_after_reset"][2].item() == 3.0
         assert got["nested_reset"] == collection_synced.format("Sum", "reset")
         assert got["apart_member"].item() == 1.5 and got["apart_after"]["own"].item() == 1.5  # (1 + 2) / 2
         assert got["apart_forward"] == collection_synced.format("Mean", "forward")
