@@ -436,7 +436,6 @@ class MetricCollection(Syncable, torch.nn.Module):
             if any(ref() not in (None, self) for ref in metric._collections):
                 metric._alone()
         self._core.reset()
-        self._sync_cache = None
         for metric in self._modules.values():
             metric._sync_cache = None  # a member synced on its own stays reset too: its unsync() restores nothing
         for metric in self._modules.values():
@@ -557,6 +556,14 @@ class MetricCollection(Syncable, torch.nn.Module):
         attributes = {k: v for k, v in self.__dict__.items() if k not in ("_core", "_modules")}
         return _rebuilt, (type(self), dict(self._modules), self.prefix, self.postfix, self._compute_groups,
                           self.state_dict(), self._core.groups()), attributes
+
+    def __copy__(self):
+        """copy.copy: a collection of the same metric objects. It is not synced itself, even where
+        the original is: its metrics' state is the original's, which that unsync() restores."""
+        rebuild, arguments, attributes = self.__reduce__()
+        copied = rebuild(*arguments)
+        copied.__setstate__({k: v for k, v in attributes.items() if k != "_sync_cache"})
+        return copied
 
     def _core_for_sync(self):
         return self._core

@@ -326,10 +326,18 @@ class PythonMetric(Syncable):
         synced = synced_collections()
         if not synced:
             return None
-        mates = [self] + [holder._modules[name] for holder in (ref() for ref in self._collections) if holder is not None
-                          for group in holder._core.groups() if any(holder._modules[n] is self for n in group)
-                          for name in group]
+        mates = self._group_mates()
         return next((c for c in synced if any(m is mate for m in c._modules.values() for mate in mates)), None)
+
+    def _group_mates(self):
+        """The metric and those it shares its state with in its collections' compute groups."""
+        mates = [self]
+        for holder in (ref() for ref in self._collections):
+            for group in () if holder is None else holder._core.groups():
+                members = [holder._modules[name] for name in group]
+                if any(member is self for member in members):
+                    mates += members
+        return mates
 
     def _synced_elsewhere(self):
         return None if self._synced_collection() is None else "a MetricCollection holding it"

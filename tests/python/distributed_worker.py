@@ -340,7 +340,10 @@ def synced_together(rank, world):
         copied, cloned = copy.deepcopy(first), first.clone()  # a copy of a synced collection is synced too
         out["copy_member"] = [copied["m"].compute(), cloned["m"].compute()]
         out["copy_forward"] = refused(lambda: copied["m"](100.0))
+        shallow = copy.copy(first)  # the same metric object: synced through first alone
+        out["shallow_in_sync"] = [shallow["m"] is m, refused(shallow.compute)]
     out["two_after"] = m.compute()
+    out["shallow_after"] = [shallow.compute()["m"], refused(shallow.unsync)]
     inner = nm.MetricCollection({"m": nm.SumMetric()})
     outer = nm.MetricCollection([inner, nm.MaxMetric()])
     inner.update(value)

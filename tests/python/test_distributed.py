@@ -200,6 +200,9 @@ def test_a_collection_and_its_metrics_see_each_others_sync(tmp_path):
         assert got["two_reset"] == collection_synced.format("Sum", "reset")
         assert got["copy_forward"] == collection_synced.format("Sum", "forward")
         assert got["two_after"].item() == 3.0
+        assert got["shallow_in_sync"] == [True, other_synced.format("compute")]
+        assert got["shallow_after"][0].item() == 3.0  # reduced: the copy's sync ended with first's
+        assert got["shallow_after"][1] == "The Metric has already been un-synced."
         assert got["nested_outer"] == other_synced.format("compute")
         assert got["mate_shares"] and got["mate"].item() == 3.0  # reduced once
         assert got["mate_forward"] == collection_synced.format("Sum", "forward")
