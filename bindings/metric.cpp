@@ -55,19 +55,19 @@ void merge_state(Metric& self, const py::handle& incoming) {
 }
 
 void update(Metric& self, const py::args& args, const py::kwargs& kwargs) {
-  const PythonUpdateArgs converted(args, kwargs, self.name(), self.device(), self.update_parameters());
+  const PythonUpdateArgs converted(args, kwargs, self.name(), "update", self.device(), self.update_parameters());
   py::gil_scoped_release release;
   self.update(converted.get());
 }
 
 // update()'s checks (and the conversions of the inputs they make), counting nothing.
 void check_update(Metric& self, const py::args& args, const py::kwargs& kwargs) {
-  const PythonUpdateArgs converted(args, kwargs, self.name(), self.device(), self.update_parameters());
+  const PythonUpdateArgs converted(args, kwargs, self.name(), "update", self.device(), self.update_parameters());
   self.prepare_update(converted.get());
 }
 
 at::Tensor forward(Metric& self, const py::args& args, const py::kwargs& kwargs) {
-  const PythonUpdateArgs converted(args, kwargs, self.name(), self.device(), self.update_parameters());
+  const PythonUpdateArgs converted(args, kwargs, self.name(), "forward", self.device(), self.update_parameters());
   return self.forward(converted.get());
 }
 

@@ -8,6 +8,8 @@
 
 #include <string>
 
+#include "update_call.h"
+
 namespace metrics::detail {
 
 inline bool is_dense(const at::Tensor& t) { return t.layout() == at::kStrided && !t.is_nested(); }
@@ -20,7 +22,7 @@ inline std::string not_dense(const at::Tensor& t) {
 
 /// Refuses `t`, argument `name` of `metric`'s update, unless it is a dense tensor.
 inline void check_dense(const std::string& metric, const char* name, const at::Tensor& t) {
-  TORCH_CHECK_TYPE(is_dense(t), metric, ".update: ", name, not_dense(t));
+  TORCH_CHECK_TYPE(is_dense(t), detail::caller(metric), name, not_dense(t));
 }
 
 }  // namespace metrics::detail

@@ -809,6 +809,8 @@ TEST(AggregationBadInput, ClearErrorsAndStateUnchanged) {
   const auto before = mean.state_dict();
   EXPECT_THROWS_WITH(mean.update(floats({1, 2, 3}), floats({1, 2})), c10::ValueError,
                      "Mean.update: weight of shape [2] is not broadcastable to value of shape [3]");
+  EXPECT_THROWS_WITH(mean.forward(floats({1, 2, 3}), floats({1, 2})), c10::ValueError,
+                     "Mean.forward: weight of shape [2] is not broadcastable to value of shape [3]");
   EXPECT_THROWS_WITH(mean.update(at::ones({3}, at::kComplexFloat)), c10::TypeError,
                      "Mean.update: value has dtype ComplexFloat; expected a real (floating, integer or bool) tensor");
   EXPECT_THROWS_WITH(mean.update(floats({1}), at::ones({1}, at::kComplexDouble)), c10::TypeError,

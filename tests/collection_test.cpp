@@ -454,17 +454,21 @@ TEST(MetricCollection, EveryReportWarnsThenTheFirstThatRaisesIsRaised) {
   }
 }
 
-// An update's refusal names the collection's metrics it comes from, forward()'s too; its type stays.
+// An update's refusal names the collection's metrics it comes from, forward()'s too (naming the call
+// made); its type stays.
 TEST(MetricCollection, ARefusedUpdateNamesTheMetricsItCameFrom) {
   MetricCollection collection;
   collection.add("a3", Accuracy(Opts::multiclass(3))).add("a5", Accuracy(Opts::multiclass(5)));
   collection.add("p3", Precision(Opts::multiclass(3)));
   const auto preds = at::rand({10, 5}, generator(1)), target = at::zeros({10}, at::kLong);
   const auto before = collection.state_dict();
-  const std::string says = "MulticlassAccuracy.update: preds has shape [10, 5] but target has [10]; expected preds "
-                           "(N, 3, ...) and target (N, ...) (in MetricCollection: 'a3', 'p3')";
-  EXPECT_THROWS_WITH(collection.update(preds, target), ShapeError, says);
-  EXPECT_THROWS_WITH(collection.forward(preds, target), ShapeError, says);
+  const auto says = [](const std::string& call) {
+    return "MulticlassAccuracy." + call + ": preds has shape [10, 5] but target has [10]; expected preds (N, 3, ...) " +
+           "and target (N, ...) (in MetricCollection: 'a3', 'p3')";
+  };
+  EXPECT_THROWS_WITH(collection.update(preds, target), ShapeError, says("update"));
+  EXPECT_THROWS_WITH(collection.forward(preds, target), ShapeError, says("forward"));
+  EXPECT_THROWS_WITH(collection.update(preds, target), ShapeError, says("update"));  // (forward's name is gone)
   EXPECT_TRUE(states_equal(collection.state_dict(), before));
 }
 

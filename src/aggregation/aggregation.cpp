@@ -17,6 +17,7 @@
 #include "../input_dtypes.h"
 #include "../input_devices.h"
 #include "../number_text.h"
+#include "../update_call.h"
 #include "kernels.h"
 
 namespace metrics {
@@ -58,18 +59,18 @@ void check_extremum_options(const std::string& metric, const AggregationOptions&
 void check_value(const std::string& metric, const ValueArg& value) {
   if (!value.is_tensor()) return;
   const auto& t = value.tensor();
-  TORCH_CHECK_TYPE(t.defined(), metric, ".update: value is an undefined tensor");
+  TORCH_CHECK_TYPE(t.defined(), detail::caller(metric), "value is an undefined tensor");
   detail::check_dense(metric, "value", t);
-  TORCH_CHECK_TYPE(is_real(t.scalar_type()), metric, ".update: value has dtype ", t.scalar_type(),
+  TORCH_CHECK_TYPE(is_real(t.scalar_type()), detail::caller(metric), "value has dtype ", t.scalar_type(),
                    "; expected a real (floating, integer or bool) tensor");
 }
 
 void check_weight_type(const std::string& metric, const ValueArg& weight) {
   if (!weight.is_tensor()) return;
   const auto& w = weight.tensor();
-  TORCH_CHECK_TYPE(w.defined(), metric, ".update: weight is an undefined tensor");
+  TORCH_CHECK_TYPE(w.defined(), detail::caller(metric), "weight is an undefined tensor");
   detail::check_dense(metric, "weight", w);
-  TORCH_CHECK_TYPE(is_real(w.scalar_type()), metric, ".update: weight has dtype ", w.scalar_type(),
+  TORCH_CHECK_TYPE(is_real(w.scalar_type()), detail::caller(metric), "weight has dtype ", w.scalar_type(),
                    "; expected a real (floating, integer or bool) tensor");
 }
 
@@ -78,8 +79,9 @@ void check_weight_type(const std::string& metric, const ValueArg& weight) {
 void check_weight_shape(const std::string& metric, const ValueArg& value, const ValueArg& weight) {
   if (!weight.is_tensor()) return;
   const auto value_sizes = value.is_tensor() ? value.tensor().sizes() : c10::IntArrayRef{};
-  METRICS_CHECK_SHAPE(at::is_expandable_to(weight.tensor().sizes(), value_sizes), metric, ".update: weight of shape ",
-                      weight.tensor().sizes(), " is not broadcastable to value of shape ", value_sizes);
+  METRICS_CHECK_SHAPE(at::is_expandable_to(weight.tensor().sizes(), value_sizes), detail::caller(metric),
+                      "weight of shape ", weight.tensor().sizes(), " is not broadcastable to value of shape ",
+                      value_sizes);
 }
 
 // The arguments that are tensors (value, and the weight where one is given) on the metric's device.

@@ -107,13 +107,14 @@ bool takes_cpu_fast_path(const at::Tensor& value, const ValueArg& weight) {
   return cpu_fast_path_enabled() && value.is_cpu() && (!weight.is_tensor() || weight.tensor().is_cpu());
 }
 
-// `t` as the fast path reads it, its memory in order, shaped as `value`: a strided, expanded (a weight
-// broadcast to the value) or negative-bit view (x.conj().imag) is copied so, one pass, where the ATen
-// path's temporaries would take several times the input's memory and round otherwise. (Dispatches
-// nothing for a contiguous input of the value's shape.)
-at::Tensor in_order(const at::Tensor& t, const at::Tensor& value) {
-  const auto shaped = t.sizes() == value.sizes() ? t : t.expand_as(value);
-  return shaped.is_neg() ? shaped.resolve_neg().contiguous() : shaped.contiguous();
+// `t` as the fast path reads it, its memory in order: a strided, expanded or negative-bit view
+// (x.conj().imag) is copied so, one pass, where the ATen path's temporaries would take several times
+// the input's memory and round otherwise. (Dispatches nothing for a contiguous input.)
+at::Tensor in_order(const at::Tensor& t) { return t.is_neg() ? t.resolve_neg().contiguous() : t.contiguous(); }
+
+// A weight in order, broadcast to the value's shape (expanded, then copied by in_order).
+at::Tensor weight_in_order(const at::Tensor& weight, const at::Tensor& value) {
+  return in_order(weight.sizes() == value.sizes() ? weight : weight.expand_as(value));
 }
 
 // A host value as a `dtype` value, rounded as the CPU path's store rounds it: beyond float32's range
@@ -400,8 +401,8 @@ void accumulate_weighted_sum(MetricState& state, WeightedSumSlots slots, const V
   const auto& x = value.tensor();
   if (x.numel() == 0) return state.finish_update();
   if (!takes_cpu_fast_path(x, weight)) return weighted_sum_on_device(state, slots, x, weight, policy);
-  const auto w = weight.is_tensor() ? in_order(weight.tensor(), x) : at::Tensor();
-  const auto batch = cpu::weighted_sum(in_order(x, x), w.defined() ? &w : nullptr, weight.scalar(), policy);
+  const auto w = weight.is_tensor() ? weight_in_order(weight.tensor(), x) : at::Tensor();
+  const auto batch = cpu::weighted_sum(in_order(x), w.defined() ? &w : nullptr, weight.scalar(), policy);
   const CompensatedSum sums[2] = {batch.weighted_sum, batch.weight_sum};
   add_host_batch_on_cpu(state, slots, sums);
   finish(state, policy, {batch.nan_positions, batch.infinite_weights});
@@ -415,7 +416,7 @@ void accumulate_extremum(MetricState& state, ExtremumSlots slots, bool is_max, c
     return extremum_on_device(state, slots, is_max, value.tensor(), policy);
   }
   const auto batch = host_value ? cpu::extremum(value.scalar(), is_max, policy)
-                                : cpu::extremum(in_order(value.tensor(), value.tensor()), is_max, policy);
+                                : cpu::extremum(in_order(value.tensor()), is_max, policy);
   auto& extremum = state[slots.extremum];
   extremum.is_cpu() ? cpu::fold_extremum(extremum, batch, is_max) : fold_extremum_on_device(extremum, batch, is_max);
   finish(state, policy, batch.nan_positions);

@@ -357,7 +357,7 @@ def test_a_refused_update_names_the_metrics_of_the_collection_it_came_from(call)
     collection = nm.MetricCollection({"a3": nm.MulticlassAccuracy(num_classes=3),
                                       "a5": nm.MulticlassAccuracy(num_classes=5)})
     before = collection.state_dict()
-    with pytest.raises(nm.ShapeError, match=r"^MulticlassAccuracy.update: preds has shape \[10, 5\] .* "
+    with pytest.raises(nm.ShapeError, match=rf"^MulticlassAccuracy.{call}: preds has shape \[10, 5\] .* "
                                             r"\(in MetricCollection: 'a3'\)$"):
         getattr(collection, call)(torch.rand(10, 5), torch.randint(0, 5, (10,)))
     assert all(torch.equal(before[k], v) for k, v in collection.state_dict().items())

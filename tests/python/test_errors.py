@@ -96,6 +96,35 @@ def test_shapes_that_do_not_fit_raise_a_shape_error_a_value_and_runtime_error(ca
     assert _same_state(metric.state_dict(), before)
 
 
+FORWARD_REFUSALS = {  # refused by the bindings' conversion, the argument binding or the metric's checks
+    "weight shape": (nm.MeanMetric, (torch.ones(3),), {"weight": torch.ones(2)}),
+    "string": (nm.MeanMetric, ("1.0",), {}),
+    "None": (nm.MeanMetric, (None, torch.ones(2)), {}),
+    "int too large": (nm.MeanMetric, (10**400,), {}),
+    "unexpected keyword": (lambda: nm.MulticlassAccuracy(3), (torch.zeros(2, dtype=torch.long),) * 2, {"bogus": 1}),
+    "preds shape": (lambda: nm.MulticlassAccuracy(3), (torch.ones(3, 2), torch.zeros(3, dtype=torch.long)), {}),
+    "collection member": (lambda: nm.MetricCollection({"m": nm.MeanMetric()}), (torch.ones(3), torch.ones(2)), {}),
+    "collection argument": (lambda: nm.MetricCollection({"m": nm.MeanMetric()}), (), {"value": "x"}),
+}
+
+
+@pytest.mark.parametrize("case", FORWARD_REFUSALS)
+def test_forward_names_itself_where_it_refuses_an_argument(case):
+    make, args, kwargs = FORWARD_REFUSALS[case]
+    metric = make()
+    before = metric.state_dict()
+    with pytest.raises(Exception) as by_update:
+        metric.update(*args, **kwargs)
+    with pytest.raises(type(by_update.value)) as by_forward:
+        metric(*args, **kwargs)
+    update_message = str(by_update.value)
+    assert ".update: " in update_message
+    assert str(by_forward.value) == update_message.replace(".update: ", ".forward: ", 1)
+    with pytest.raises(type(by_update.value), match=".update: "):  # the next update's refusal names update again
+        metric.update(*args, **kwargs)
+    assert _same_state(metric.state_dict(), before)
+
+
 def test_deferred_reports_become_warnings_or_errors():
     m = nm.MeanMetric()
     m.update(torch.tensor([float("nan"), 1.0]))
