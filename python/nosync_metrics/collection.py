@@ -602,7 +602,12 @@ class MetricCollection(Syncable, torch.nn.Module):
 
     def __setstate__(self, state):
         super().__setstate__(state)
-        self._announce_sync()  # a copy of a synced collection (deepcopy, clone, pickle) is synced too
+        # a copy of a synced collection (deepcopy, clone, pickle) is synced too, and its metrics through it
+        # alone (each copy took the sync as its own: see PythonMetric._pickled_attributes)
+        self._announce_sync()
+        if self._sync_cache is not None:
+            for metric in self._modules.values():
+                metric._sync_cache = None
 
     def check(self):
         """Raises or warns if any metric's update() counted bad input."""

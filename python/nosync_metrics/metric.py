@@ -610,8 +610,23 @@ class PythonMetric(Syncable):
 
     def _pickled_attributes(self):
         """The attributes a copy or pickle keeps (not the sync setting of a compute() under way, nor
-        the collections it is in)."""
-        return {k: v for k, v in self.__dict__.items() if k not in ("_sync_on_compute_now", "_collections")}
+        the collections it is in). A copy made inside the sync of a collection holding the metric
+        holds every rank's state: it is synced as a metric synced alone, with the local state to
+        unsync() to."""
+        attributes = {k: v for k, v in self.__dict__.items() if k not in ("_sync_on_compute_now", "_collections")}
+        collection = None if self._sync_cache is not None else self._synced_collection()
+        if collection is not None:
+            attributes["_sync_cache"] = self._local_state_in(collection)
+        return attributes
+
+    def _local_state_in(self, collection):
+        """The metric's state as `collection`, synced now, keeps it to unsync() to (under the name of
+        the metric, or of a group-mate sharing its state there)."""
+        mates = self._group_mates()
+        name = next(n for n, m in collection._modules.items() if any(m is mate for mate in mates))
+        local = collection._sync_cache
+        return {key: value if key.startswith("_") else local[f"{name}.{key}"]
+                for key, value in self.state_dict().items()}
 
     def __deepcopy__(self, memo):
         """As copy.deepcopy does with __reduce__ (the C++ base's __deepcopy__ gives a bare C++ metric)."""

@@ -4,6 +4,7 @@ python distributed_worker.py SCENARIO RANK WORLD INIT_FILE OUT_FILE. Writes its 
 import copy
 import gc
 import os
+import pickle
 import sys
 import warnings
 import weakref
@@ -340,8 +341,15 @@ def synced_together(rank, world):
         copied, cloned = copy.deepcopy(first), first.clone()  # a copy of a synced collection is synced too
         out["copy_member"] = [copied["m"].compute(), cloned["m"].compute()]
         out["copy_forward"] = refused(lambda: copied["m"](100.0))
+        # a copy of the metric alone holds every rank's state, synced as the metric is: with the local
+        # state to unsync() to
+        alone = [m.clone(), copy.deepcopy(m), pickle.loads(pickle.dumps(m))]
+        out["alone_in_sync"] = [a.compute() for a in alone] + [refused(lambda: alone[0](100.0))]
         shallow = copy.copy(first)  # the same metric object: synced through first alone
         out["shallow_in_sync"] = [shallow["m"] is m, refused(shallow.compute)]
+    for a in alone:
+        a.unsync()
+    out["alone_after"] = [a.compute() for a in alone]
     out["two_after"] = m.compute()
     out["shallow_after"] = [shallow.compute()["m"], refused(shallow.unsync)]
     inner = nm.MetricCollection({"m": nm.SumMetric()})
@@ -359,6 +367,9 @@ def synced_together(rank, world):
     with inner.sync_context():
         out["mate_shares"] = outer.compute_groups == {0: ["m", "SumMetric"]}
         out["mate"] = mate.compute()
+        mate_copy = mate.clone()
+    out["mate_copy"] = [mate_copy.compute(), mate_copy.unsync(), mate_copy.compute()][::2]
+    with inner.sync_context():
         out["mate_forward"] = refused(lambda: mate(100.0))
         inner.reset()  # unsyncs first: the state the mate shares takes its local value back
     out["mate_after_reset"] = [inner["m"].update_count, mate.update_count, mate.compute()]
@@ -367,6 +378,8 @@ def synced_together(rank, world):
     with apart.sync_context():
         out["apart_member"] = apart["own"].compute()
         out["apart_forward"] = refused(lambda: apart["own"](100.0))
+        apart_copy = apart["own"].clone()
+    out["apart_copy"] = [apart_copy.compute(), apart_copy.unsync(), apart_copy.compute()][::2]
     out["apart_after"] = apart.compute()
     # a collection's sync reduces every state, one whose distributed_available_fn says no too, and
     # leaves its groups as they were

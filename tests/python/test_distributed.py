@@ -199,6 +199,11 @@ def test_a_collection_and_its_metrics_see_each_others_sync(tmp_path):
         assert got["two_other_reset"] == other_synced.format("reset")
         assert got["two_reset"] == collection_synced.format("Sum", "reset")
         assert got["copy_forward"] == collection_synced.format("Sum", "forward")
+        assert [v.item() for v in got["alone_in_sync"][:3]] == [3.0] * 3  # reduced once, not twice
+        assert got["alone_in_sync"][3] == ("Sum.forward: the metric shouldn't be synced when performing forward; "
+                                           "call unsync() first")
+        assert [v.item() for v in got["alone_after"]] == [3.0] * 3  # its local state back, reduced on compute
+        assert [v.item() for v in got["mate_copy"]] == [3.0, 3.0]
         assert got["two_after"].item() == 3.0
         assert got["shallow_in_sync"] == [True, other_synced.format("compute")]
         assert got["shallow_after"][0].item() == 3.0  # reduced: the copy's sync ended with first's
@@ -210,6 +215,7 @@ def test_a_collection_and_its_metrics_see_each_others_sync(tmp_path):
         assert got["nested_reset"] == collection_synced.format("Sum", "reset")
         assert got["apart_member"].item() == 1.5 and got["apart_after"]["own"].item() == 1.5  # (1 + 2) / 2
         assert got["apart_forward"] == collection_synced.format("Mean", "forward")
+        assert [v.item() for v in got["apart_copy"]] == [1.5, 1.5]
         assert {k: v.item() for k, v in got["mixed_in_sync"].items()} == {"global": 3.0, "local": 3.0}
         assert {k: v.item() for k, v in got["mixed_after"].items()} == {"global": 3.0, "local": rank + 1}
         assert got["mixed_groups_kept"]
