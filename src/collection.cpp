@@ -427,6 +427,7 @@ StateDict MetricCollection::state_dict() const {
 }
 
 void MetricCollection::load_state_dict(const StateDict& dict, AbsentMetric absent) {
+  RECORD_USER_SCOPE("metrics::MetricCollection::load_state_dict");
   const auto taking_turns = lock();
   const detail::CollectionCall call;
   std::vector<StateDict> parts(entries_.size());

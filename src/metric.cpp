@@ -312,6 +312,8 @@ StateDict Metric::state_dict() const {
 }
 
 void Metric::load_state_dict(const StateDict& dict) {
+  const auto scope = "metrics::" + name_ + "::load_state_dict";  // its reads of the dict are the metric's
+  RECORD_USER_SCOPE(scope.c_str());
   check_alone("load_state_dict");
   const UpdateLocks locks(*state_, *state_);
   for (const auto& [key, tensor] : dict) {

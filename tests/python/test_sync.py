@@ -267,6 +267,11 @@ def test_the_reads_of_a_load_are_host_reads_on_the_cpu_too():
     with nm.count_syncs() as syncs:
         metric.load_state_dict(saved)
     assert syncs.by_op == {"Tensor.cpu": 5, "aten::item": 1}
+    collection = nm.MetricCollection({"loss": metric})
+    for loaded in (metric, collection):  # the innermost call: the metric's
+        with pytest.raises(RuntimeError, match="aten::item is a sync-class op, inside metrics::Mean::load_state_dict$"):
+            with nm.count_syncs(strict=True):
+                loaded.load_state_dict(loaded.state_dict())
 
 
 def test_one_counter_entered_inside_itself_counts_once():
