@@ -3,6 +3,7 @@
 #include "common.h"
 
 #include <metrics/collection.h>
+#include <metrics/update_call.h>
 
 namespace metrics::python {
 namespace {
@@ -40,12 +41,13 @@ void init_collection(py::module_& m) {
           },
           py::arg("name"), py::arg("metric"), py::arg("updated_apart") = false)
       .def("update", [](MetricCollection& self, const py::args& args, const py::kwargs& kwargs) {
-             const PythonUpdateArgs converted(args, kwargs, kName, "update", device_of(self));
+             const PythonUpdateArgs converted(args, kwargs, kName, device_of(self));
              py::gil_scoped_release release;
              self.update(converted.get());
            })
       .def("forward", [](MetricCollection& self, const py::args& args, const py::kwargs& kwargs) {
-             const PythonUpdateArgs converted(args, kwargs, kName, "forward", device_of(self));
+             const UpdateCall forwarding("forward");  // (the conversions' refusals too)
+             const PythonUpdateArgs converted(args, kwargs, kName, device_of(self));
              return in_order(self, self.forward(converted.get()));
            })
       .def("compute", [](const MetricCollection& self) {

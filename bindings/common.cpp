@@ -2,6 +2,8 @@
 
 #include <torch/csrc/Dtype.h>
 
+#include <metrics/update_call.h>
+
 namespace metrics::python {
 
 bool constructed(const py::handle& object) {
@@ -9,8 +11,8 @@ bool constructed(const py::handle& object) {
   return instance->get_value_and_holder().holder_constructed();
 }
 
-HostOrTensor::HostOrTensor(const py::handle& object, const std::string& metric, const char* call,
-                           const char* argument, at::Device device) {
+HostOrTensor::HostOrTensor(const py::handle& object, const std::string& metric, const char* argument,
+                           at::Device device) {
   if (THPVariable_Check(object.ptr())) {
     tensor_ = THPVariable_Unpack(object.ptr());
     is_tensor_ = true;
@@ -20,7 +22,7 @@ HostOrTensor::HostOrTensor(const py::handle& object, const std::string& metric, 
     scalar_ = PyFloat_AsDouble(object.ptr());
     if (scalar_ == -1.0 && PyErr_Occurred()) {  // an int beyond float64's range
       PyErr_Clear();
-      TORCH_CHECK_VALUE(false, metric, ".", call, ": ", argument, " is an int too large for a float64");
+      TORCH_CHECK_VALUE(false, UpdateCall::prefix(metric), argument, " is an int too large for a float64");
     }
     return;
   }
@@ -29,17 +31,17 @@ HostOrTensor::HostOrTensor(const py::handle& object, const std::string& metric, 
   // copy that count_syncs counts where the device is an accelerator).
   const bool array_like = py::isinstance<py::list>(object) || py::isinstance<py::tuple>(object) ||
                           py::hasattr(object, "__array_interface__");
-  TORCH_CHECK_TYPE(array_like, metric, ".", call, ": ", argument,
+  TORCH_CHECK_TYPE(array_like, UpdateCall::prefix(metric), argument,
                    " must be a torch.Tensor, a number, a NumPy array or scalar, or a list, got ",
                    py::str(py::type::of(object)).cast<std::string>());
   at::Tensor host;
   try {
     host = THPVariable_Unpack(py::module_::import("torch").attr("as_tensor")(object).ptr());
   } catch (const py::error_already_set& e) {
-    TORCH_CHECK_TYPE(false, metric, ".", call, ": ", argument, " could not be read as a tensor: ", e.what());
+    TORCH_CHECK_TYPE(false, UpdateCall::prefix(metric), argument, " could not be read as a tensor: ", e.what());
   }
   if (host.dim() == 0) {
-    TORCH_CHECK_TYPE(!host.is_complex(), metric, ".", call, ": ", argument, " is complex");
+    TORCH_CHECK_TYPE(!host.is_complex(), UpdateCall::prefix(metric), argument, " is complex");
     scalar_ = host.item<double>();
     return;
   }
@@ -48,18 +50,18 @@ HostOrTensor::HostOrTensor(const py::handle& object, const std::string& metric, 
 }
 
 PythonUpdateArgs::PythonUpdateArgs(const py::args& args, const py::kwargs& kwargs, const std::string& metric,
-                                   const char* call, at::Device device, const std::vector<std::string>& parameters) {
+                                   at::Device device, const std::vector<std::string>& parameters) {
   auto given = args.size();
   while (given > 0 && args[given - 1].is_none()) --given;
   for (size_t i = 0; i < given; ++i) {
     const auto name = i < parameters.size() ? parameters[i] : "argument " + std::to_string(i + 1);
-    TORCH_CHECK_TYPE(!args[i].is_none(), metric, ".", call, ": ", name, " is None");
-    args_.positional.push_back(HostOrTensor(args[i], metric, call, name.c_str(), device).arg());
+    TORCH_CHECK_TYPE(!args[i].is_none(), UpdateCall::prefix(metric), name, " is None");
+    args_.positional.push_back(HostOrTensor(args[i], metric, name.c_str(), device).arg());
   }
   for (const auto& [key, value] : kwargs) {
     if (value.is_none()) continue;
     const auto name = py::str(key).cast<std::string>();
-    args_.keywords.emplace_back(name, HostOrTensor(value, metric, call, name.c_str(), device).arg());
+    args_.keywords.emplace_back(name, HostOrTensor(value, metric, name.c_str(), device).arg());
   }
 }
 

@@ -45,11 +45,10 @@ class ConstructedCaster : public py::detail::type_caster_base<T> {
 };
 
 /// A value or weight from Python: a torch.Tensor; a float, int, bool or NumPy scalar kept on the
-/// host; or a NumPy array, list or tuple made a tensor on `device`. Errors name `metric`.`call`.
+/// host; or a NumPy array, list or tuple made a tensor on `device`.
 class HostOrTensor {
  public:
-  HostOrTensor(const py::handle& object, const std::string& metric, const char* call, const char* argument,
-               at::Device device);
+  HostOrTensor(const py::handle& object, const std::string& metric, const char* argument, at::Device device);
   ValueArg arg() const { return is_tensor_ ? ValueArg(tensor_) : ValueArg(scalar_); }
 
  private:
@@ -62,10 +61,10 @@ class HostOrTensor {
 /// "not given" (a trailing positional None, or a keyword).
 class PythonUpdateArgs {
  public:
-  /// `call`: "update" or "forward", for error messages; `device`: where arrays and lists go;
-  /// `parameters`: the names of the positional arguments, for error messages.
-  PythonUpdateArgs(const py::args& args, const py::kwargs& kwargs, const std::string& metric, const char* call,
-                   at::Device device, const std::vector<std::string>& parameters = {});
+  /// `device`: where arrays and lists go; `parameters`: the names of the positional arguments,
+  /// for error messages.
+  PythonUpdateArgs(const py::args& args, const py::kwargs& kwargs, const std::string& metric, at::Device device,
+                   const std::vector<std::string>& parameters = {});
   const UpdateArgs& get() const { return args_; }
 
  private:

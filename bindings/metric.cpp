@@ -4,6 +4,7 @@
 
 #include <metrics/metric.h>
 #include <metrics/report_context.h>
+#include <metrics/update_call.h>
 
 #include <algorithm>
 #include <memory>
@@ -55,19 +56,20 @@ void merge_state(Metric& self, const py::handle& incoming) {
 }
 
 void update(Metric& self, const py::args& args, const py::kwargs& kwargs) {
-  const PythonUpdateArgs converted(args, kwargs, self.name(), "update", self.device(), self.update_parameters());
+  const PythonUpdateArgs converted(args, kwargs, self.name(), self.device(), self.update_parameters());
   py::gil_scoped_release release;
   self.update(converted.get());
 }
 
 // update()'s checks (and the conversions of the inputs they make), counting nothing.
 void check_update(Metric& self, const py::args& args, const py::kwargs& kwargs) {
-  const PythonUpdateArgs converted(args, kwargs, self.name(), "update", self.device(), self.update_parameters());
+  const PythonUpdateArgs converted(args, kwargs, self.name(), self.device(), self.update_parameters());
   self.prepare_update(converted.get());
 }
 
 at::Tensor forward(Metric& self, const py::args& args, const py::kwargs& kwargs) {
-  const PythonUpdateArgs converted(args, kwargs, self.name(), "forward", self.device(), self.update_parameters());
+  const UpdateCall forwarding("forward");  // (the conversions' refusals too)
+  const PythonUpdateArgs converted(args, kwargs, self.name(), self.device(), self.update_parameters());
   return self.forward(converted.get());
 }
 
@@ -181,6 +183,15 @@ void init_metric(py::module_& m) {
       .def(py::init<std::string>(), py::arg("prefix"))
       .def("__enter__", &ReportContextScope::enter)
       .def("__exit__", &ReportContextScope::exit);
+  m.def(
+      "_in_forward",
+      [](const py::function& call) {
+        const UpdateCall forwarding("forward");
+        return call();
+      },
+      py::arg("call"),
+      "_in_forward(call)\n--\n\nCalls call(): the refusals of the updates it makes name forward() "
+      "(metrics::UpdateCall).");
 }
 
 }  // namespace metrics::python

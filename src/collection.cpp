@@ -8,10 +8,10 @@
 #include <mutex>
 
 #include <metrics/report_context.h>
+#include <metrics/update_call.h>
 
 #include "collection_call.h"
 #include "error_context.h"
-#include "update_call.h"
 #include "update_locks.h"
 
 namespace metrics {
@@ -300,7 +300,7 @@ std::map<std::string, at::Tensor> MetricCollection::compute_without_report() con
 std::map<std::string, at::Tensor> MetricCollection::forward(const UpdateArgs& args) {
   const auto taking_turns = lock();
   const detail::CollectionCall call;
-  const detail::UpdateCall forwarding("forward");
+  const UpdateCall forwarding("forward");
   const std::lock_guard<std::mutex> one_forward(batch_.mutex());
   // a member's state may have moved or changed layout through another collection it is in
   const auto same_states = [&](const MetricCollection& b) {

@@ -8,7 +8,7 @@
 
 #include <string>
 
-#include "update_call.h"
+#include <metrics/update_call.h>
 
 namespace metrics::detail {
 
@@ -22,7 +22,7 @@ inline std::string not_dense(const at::Tensor& t) {
 
 /// Refuses `t`, argument `name` of `metric`'s update, unless it is a dense tensor.
 inline void check_dense(const std::string& metric, const char* name, const at::Tensor& t) {
-  TORCH_CHECK_TYPE(is_dense(t), detail::caller(metric), name, not_dense(t));
+  TORCH_CHECK_TYPE(is_dense(t), UpdateCall::prefix(metric), name, not_dense(t));
 }
 
 }  // namespace metrics::detail

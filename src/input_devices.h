@@ -11,7 +11,7 @@
 #include <string>
 #include <utility>
 
-#include "update_call.h"
+#include <metrics/update_call.h>
 
 namespace metrics::detail {
 
@@ -32,9 +32,9 @@ inline void check_devices(const std::string& metric, c10::ArrayRef<NamedInput> i
     where += (i == 0 ? std::string(name) + " is on " : std::string(", ") + name + " on ") + tensor->device().str();
     names += (i == 0 ? "" : i + 1 == inputs.size() ? " and " : ", ") + std::string(name);
   }
-  TORCH_CHECK_VALUE(together, detail::caller(metric), where, "; every input must be on the metric's device, ",
+  TORCH_CHECK_VALUE(together, UpdateCall::prefix(metric), where, "; every input must be on the metric's device, ",
                     state_device);
-  TORCH_CHECK_VALUE(false, detail::caller(metric), names, inputs.size() == 1 ? " is" : " are", " on ", device,
+  TORCH_CHECK_VALUE(false, UpdateCall::prefix(metric), names, inputs.size() == 1 ? " is" : " are", " on ", device,
                     " but the metric's state is on ", state_device, "; move the metric with .to(", device, ")");
 }
 

@@ -11,12 +11,12 @@
 #include <utility>
 
 #include <metrics/report_context.h>
+#include <metrics/update_call.h>
 
 #include "collection_call.h"
 #include "dense_input.h"
 #include "host_copy.h"
 #include "normal_tensors.h"
-#include "update_call.h"
 #include "update_locks.h"
 
 namespace metrics {
@@ -58,7 +58,8 @@ at::Tensor as_bytes(const std::string& text) {
 class ExclusiveUpdate {
  public:
   ExclusiveUpdate(std::atomic<bool>& busy, const std::string& metric) : busy_(busy) {
-    TORCH_CHECK(!busy_.exchange(true), detail::caller(metric), "called from two threads at once; update a metric from ",
+    TORCH_CHECK(!busy_.exchange(true), UpdateCall::prefix(metric),
+                "called from two threads at once; update a metric from ",
                 "one thread at a time, or turn on lock_updates(True) (C++: lock_updates(true))");
   }
   ~ExclusiveUpdate() { busy_ = false; }
@@ -132,7 +133,7 @@ void Metric::apply(c10::function_ref<void()> step) {
   try {
     step();
   } catch (const c10::Error& e) {
-    rethrow_named(e, detail::UpdateCall::name());
+    rethrow_named(e, UpdateCall::name());
   }
 }
 
@@ -151,7 +152,7 @@ void Metric::rethrow_named(const c10::Error& e, const char* call) const {
 
 at::Tensor Metric::forward(const UpdateArgs& args) {
   check_alone("forward");
-  const detail::UpdateCall forwarding("forward");
+  const UpdateCall forwarding("forward");
   const std::lock_guard<std::mutex> one_forward(batch_.mutex());
   auto& batch = batch_.get([&] { return clone(); }, [&](const Metric& b) { return b.state().same_layout(state()); });
   batch.reset();
@@ -191,23 +192,23 @@ void Metric::merge_batch(const Metric& batch) {
 
 std::vector<const ValueArg*> Metric::bind(const UpdateArgs& args) const {
   const auto& names = update_parameters();
-  TORCH_CHECK_TYPE(args.positional.size() <= names.size(), detail::caller(name_), "takes at most ", names.size(),
+  TORCH_CHECK_TYPE(args.positional.size() <= names.size(), UpdateCall::prefix(name_), "takes at most ", names.size(),
                    names.size() == 1 ? " argument" : " arguments", ", got ", args.positional.size());
   std::vector<const ValueArg*> bound(names.size(), nullptr);
   for (size_t i = 0; i < args.positional.size(); ++i) bound[i] = &args.positional[i];
   for (const auto& [keyword, value] : args.keywords) {
     const auto it = std::find(names.begin(), names.end(), keyword);
     if (args.skip_unknown_keywords && (it == names.end() || !takes(keyword))) continue;
-    TORCH_CHECK_TYPE(it != names.end(), detail::caller(name_), "unexpected argument '", keyword, "'");
+    TORCH_CHECK_TYPE(it != names.end(), UpdateCall::prefix(name_), "unexpected argument '", keyword, "'");
     auto& slot = bound[it - names.begin()];
-    TORCH_CHECK_TYPE(slot == nullptr, detail::caller(name_), "argument '", keyword, "' given twice");
+    TORCH_CHECK_TYPE(slot == nullptr, UpdateCall::prefix(name_), "argument '", keyword, "' given twice");
     slot = &value;
   }
   return bound;
 }
 
 const ValueArg& Metric::required(const std::vector<const ValueArg*>& bound, size_t i) const {
-  TORCH_CHECK_TYPE(bound[i] != nullptr, detail::caller(name_), "missing argument '", update_parameters()[i],
+  TORCH_CHECK_TYPE(bound[i] != nullptr, UpdateCall::prefix(name_), "missing argument '", update_parameters()[i],
                    "' (not given, or given as None)");
   return *bound[i];
 }

@@ -19,4 +19,5 @@
 #include <metrics/state_entry.h>
 #include <metrics/sync_counter.h>
 #include <metrics/update_args.h>
+#include <metrics/update_call.h>
 #include <metrics/warning_capture.h>

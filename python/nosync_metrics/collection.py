@@ -385,6 +385,10 @@ class MetricCollection(Syncable, torch.nn.Module):
         every member has ``dist_sync_on_step=True``). A metric updated apart gives its own
         forward()'s value (the reports its forward() makes name it, as compute()'s do)."""
         self._check_not_synced()
+        return _C._in_forward(lambda: self._forward_batch(args, kwargs))
+
+    def _forward_batch(self, args, kwargs):
+        """forward() inside _C._in_forward: the refusals of the updates it makes name forward()."""
         with _restored_on_error(self._apart_metrics()):
             values = {id(m): self._forward_apart(m, args, kwargs) for m in self._apart_metrics()}
             own = {name: values[id(m)] for name, m in self._apart()}
@@ -420,7 +424,9 @@ class MetricCollection(Syncable, torch.nn.Module):
             values = {name: values[name] if wanted[name] else here[name] for name in values}
         return values
 
-    __call__ = forward
+    def __call__(self, *args, **kwargs):
+        """forward() (a subclass's own too): accumulates the batch and returns its values."""
+        return self.forward(*args, **kwargs)
 
     def reset(self):
         """Resets every metric (a subclass's own reset() included). A metric it handed over to an
@@ -558,10 +564,12 @@ class MetricCollection(Syncable, torch.nn.Module):
                           self.state_dict(), self._core.groups()), attributes
 
     def __copy__(self):
-        """copy.copy: a collection of the same metric objects. It is not synced itself, even where
-        the original is: its metrics' state is the original's, which that unsync() restores."""
+        """copy.copy: a collection of the same metric objects, grouped afresh: each is then in two
+        collections, so a metric that shared its state with others keeps one of its own in each (as
+        when it is added to another). It is not synced itself, even where the original is: its
+        metrics' state is the original's, which that unsync() restores."""
         rebuild, arguments, attributes = self.__reduce__()
-        copied = rebuild(*arguments)
+        copied = rebuild(*arguments[:-1])  # (not the original's groups, which the metrics just left)
         copied.__setstate__({k: v for k, v in attributes.items() if k != "_sync_cache"})
         return copied
 

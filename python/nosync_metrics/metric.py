@@ -333,7 +333,9 @@ class PythonMetric(Syncable):
         """The metric and those it shares its state with in its collections' compute groups."""
         mates = [self]
         for holder in (ref() for ref in self._collections):
-            for group in () if holder is None else holder._core.groups():
+            if holder is None:
+                continue
+            for group in holder._core.groups():
                 members = [holder._modules[name] for name in group]
                 if any(member is self for member in members):
                     mates += members
@@ -437,6 +439,10 @@ class PythonMetric(Syncable):
         every rank with ``dist_sync_on_step=True``). A subclass's own update() and compute() are
         what it runs, as in TorchMetrics."""
         self._check_not_synced()
+        return _C._in_forward(lambda: self._forward_batch(args, kwargs))
+
+    def _forward_batch(self, args, kwargs):
+        """forward() inside _C._in_forward: the refusals of the updates it makes name forward()."""
         self._alone(lambda: _C.Metric._check_update(self, *args, **kwargs))
         if self._overrides_update_or_compute():
             return self._forward_own(args, kwargs)

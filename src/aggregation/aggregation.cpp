@@ -1,5 +1,6 @@
 #include <metrics/aggregation.h>
 #include <metrics/shape_error.h>
+#include <metrics/update_call.h>
 
 #include <ATen/ATen.h>
 #include <ATen/ExpandUtils.h>
@@ -17,7 +18,6 @@
 #include "../input_dtypes.h"
 #include "../input_devices.h"
 #include "../number_text.h"
-#include "../update_call.h"
 #include "kernels.h"
 
 namespace metrics {
@@ -59,18 +59,18 @@ void check_extremum_options(const std::string& metric, const AggregationOptions&
 void check_value(const std::string& metric, const ValueArg& value) {
   if (!value.is_tensor()) return;
   const auto& t = value.tensor();
-  TORCH_CHECK_TYPE(t.defined(), detail::caller(metric), "value is an undefined tensor");
+  TORCH_CHECK_TYPE(t.defined(), UpdateCall::prefix(metric), "value is an undefined tensor");
   detail::check_dense(metric, "value", t);
-  TORCH_CHECK_TYPE(is_real(t.scalar_type()), detail::caller(metric), "value has dtype ", t.scalar_type(),
+  TORCH_CHECK_TYPE(is_real(t.scalar_type()), UpdateCall::prefix(metric), "value has dtype ", t.scalar_type(),
                    "; expected a real (floating, integer or bool) tensor");
 }
 
 void check_weight_type(const std::string& metric, const ValueArg& weight) {
   if (!weight.is_tensor()) return;
   const auto& w = weight.tensor();
-  TORCH_CHECK_TYPE(w.defined(), detail::caller(metric), "weight is an undefined tensor");
+  TORCH_CHECK_TYPE(w.defined(), UpdateCall::prefix(metric), "weight is an undefined tensor");
   detail::check_dense(metric, "weight", w);
-  TORCH_CHECK_TYPE(is_real(w.scalar_type()), detail::caller(metric), "weight has dtype ", w.scalar_type(),
+  TORCH_CHECK_TYPE(is_real(w.scalar_type()), UpdateCall::prefix(metric), "weight has dtype ", w.scalar_type(),
                    "; expected a real (floating, integer or bool) tensor");
 }
 
@@ -79,7 +79,7 @@ void check_weight_type(const std::string& metric, const ValueArg& weight) {
 void check_weight_shape(const std::string& metric, const ValueArg& value, const ValueArg& weight) {
   if (!weight.is_tensor()) return;
   const auto value_sizes = value.is_tensor() ? value.tensor().sizes() : c10::IntArrayRef{};
-  METRICS_CHECK_SHAPE(at::is_expandable_to(weight.tensor().sizes(), value_sizes), detail::caller(metric),
+  METRICS_CHECK_SHAPE(at::is_expandable_to(weight.tensor().sizes(), value_sizes), UpdateCall::prefix(metric),
                       "weight of shape ", weight.tensor().sizes(), " is not broadcastable to value of shape ",
                       value_sizes);
 }

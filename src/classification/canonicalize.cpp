@@ -5,11 +5,11 @@
 #include <limits>
 
 #include <metrics/shape_error.h>
+#include <metrics/update_call.h>
 
 #include "../dense_input.h"
 #include "../input_dtypes.h"
 #include "../input_devices.h"
-#include "../update_call.h"
 #include "kernels.h"
 
 namespace metrics {
@@ -68,35 +68,36 @@ namespace detail {
 namespace {
 
 void check_tensors(const std::string& metric, const at::Tensor& preds, const at::Tensor& target, bool binary_like) {
-  TORCH_CHECK_TYPE(preds.defined() && target.defined(), detail::caller(metric),
+  TORCH_CHECK_TYPE(preds.defined() && target.defined(), UpdateCall::prefix(metric),
                    "preds and target must be defined tensors");
   check_dense(metric, "preds", preds);
   check_dense(metric, "target", target);
-  TORCH_CHECK_TYPE(is_integral(target.scalar_type()) || is_input_floating(target.scalar_type()), detail::caller(metric),
-                   "target has dtype ", target.scalar_type(),
+  TORCH_CHECK_TYPE(is_integral(target.scalar_type()) || is_input_floating(target.scalar_type()),
+                   UpdateCall::prefix(metric), "target has dtype ", target.scalar_type(),
                    binary_like ? "; expected 0/1 labels as an integer, bool or floating tensor"
                                : "; expected class labels as an integer, bool or floating tensor");
-  TORCH_CHECK_TYPE(is_input_floating(preds.scalar_type()) || is_integral(preds.scalar_type()), detail::caller(metric),
-                   "preds has dtype ", preds.scalar_type(),
+  TORCH_CHECK_TYPE(is_input_floating(preds.scalar_type()) || is_integral(preds.scalar_type()),
+                   UpdateCall::prefix(metric), "preds has dtype ", preds.scalar_type(),
                    "; expected float32/float64/float16/bfloat16 scores or integer labels");
-  TORCH_CHECK_VALUE(target.dim() >= 1, detail::caller(metric),
+  TORCH_CHECK_VALUE(target.dim() >= 1, UpdateCall::prefix(metric),
                     "target must have a batch dimension, got a 0-dim tensor");
 }
 
 // A weight, where the metric takes one: a dense floating-point tensor.
 void check_weight_type(const std::string& metric, const ClassificationOptions& o, const at::Tensor& weight) {
   // a TypeError, as an unexpected argument is (TorchMetrics' metrics take no weight)
-  TORCH_CHECK_TYPE(o.weighted(), detail::caller(metric), "a weight was given (the third argument or weight=), but the ",
+  TORCH_CHECK_TYPE(o.weighted(), UpdateCall::prefix(metric),
+                   "a weight was given (the third argument or weight=), but the ",
                    "metric counts without weights; build it with weighted=True (C++: .weighted(true))");
   check_dense(metric, "weight", weight);
-  TORCH_CHECK_TYPE(is_input_floating(weight.scalar_type()), detail::caller(metric), "weight has dtype ",
+  TORCH_CHECK_TYPE(is_input_floating(weight.scalar_type()), UpdateCall::prefix(metric), "weight has dtype ",
                    weight.scalar_type(), "; expected a floating-point tensor");
 }
 
 // The shape of the weights the task takes, checked: (N,) or the target's own shape.
 void check_weight_shape(const std::string& metric, const at::Tensor& weight, const at::Tensor& target) {
   const bool per_sample = weight.dim() == 1 && weight.size(0) == target.size(0);
-  METRICS_CHECK_SHAPE(per_sample || weight.sizes() == target.sizes(), detail::caller(metric), "weight has shape ",
+  METRICS_CHECK_SHAPE(per_sample || weight.sizes() == target.sizes(), UpdateCall::prefix(metric), "weight has shape ",
                       weight.sizes(), "; expected (N,) = [", target.size(0), "] or the target's shape ",
                       target.sizes());
 }
@@ -113,12 +114,12 @@ void check_shapes(const std::string& metric, const ClassificationOptions& o, con
   const auto k = o.num_classes();
   switch (o.task()) {
     case Task::Binary:
-      METRICS_CHECK_SHAPE(preds.sizes() == target.sizes(), detail::caller(metric), "preds has shape ", preds.sizes(),
-                          " but target has ", target.sizes(), "; expected the same shape (N, ...)");
+      METRICS_CHECK_SHAPE(preds.sizes() == target.sizes(), UpdateCall::prefix(metric), "preds has shape ",
+                          preds.sizes(), " but target has ", target.sizes(), "; expected the same shape (N, ...)");
       return;
     case Task::Multilabel:
       METRICS_CHECK_SHAPE(preds.sizes() == target.sizes() && preds.dim() >= 2 && preds.size(1) == k,
-                          detail::caller(metric), "preds has shape ", preds.sizes(), " and target ", target.sizes(),
+                          UpdateCall::prefix(metric), "preds has shape ", preds.sizes(), " and target ", target.sizes(),
                           "; expected both (N, ", k, ", ...)");
       return;
     case Task::Multiclass:
@@ -129,19 +130,19 @@ void check_shapes(const std::string& metric, const ClassificationOptions& o, con
   const auto classes = unknown ? std::string("C") : std::to_string(k);
   if (preds.dim() == target.dim() + 1) {
     // a ValueError, as TorchMetrics raises
-    TORCH_CHECK_VALUE(is_input_floating(preds.scalar_type()), detail::caller(metric), "preds of shape ", preds.sizes(),
-                      " must hold floating-point scores, got ", preds.scalar_type());
+    TORCH_CHECK_VALUE(is_input_floating(preds.scalar_type()), UpdateCall::prefix(metric), "preds of shape ",
+                      preds.sizes(), " must hold floating-point scores, got ", preds.scalar_type());
     const bool same_rest = preds.size(0) == target.size(0) && preds.sizes().slice(2) == target.sizes().slice(1);
     const bool classes_ok = unknown ? preds.size(1) >= 1 : preds.size(1) == k;
-    METRICS_CHECK_SHAPE(classes_ok && same_rest, detail::caller(metric), "preds has shape ", preds.sizes(),
+    METRICS_CHECK_SHAPE(classes_ok && same_rest, UpdateCall::prefix(metric), "preds has shape ", preds.sizes(),
                         " but target has ", target.sizes(), "; expected preds (N, ", classes, ", ...)",
                         unknown ? " with C >= 1" : "", " and target (N, ...)");
     return;
   }
-  METRICS_CHECK_SHAPE(preds.sizes() == target.sizes(), detail::caller(metric), "preds has shape ", preds.sizes(),
+  METRICS_CHECK_SHAPE(preds.sizes() == target.sizes(), UpdateCall::prefix(metric), "preds has shape ", preds.sizes(),
                       " but target has ", target.sizes(), "; expected preds (N, ", classes,
                       ", ...) scores or (N, ...) labels shaped like target");
-  TORCH_CHECK_VALUE(o.top_k() == 1, detail::caller(metric), "top_k = ", o.top_k(),
+  TORCH_CHECK_VALUE(o.top_k() == 1, UpdateCall::prefix(metric), "top_k = ", o.top_k(),
                     " needs scores (N, ", k, ", ...), but preds are labels");
 }
 
@@ -151,7 +152,7 @@ void check_samplewise(const std::string& metric, const ClassificationOptions& o,
   if (!samplewise(o)) return;
   const bool with_classes = o.task() == Task::Multilabel || preds.dim() == target.dim() + 1;
   const auto needed = with_classes ? 3 : 2;
-  TORCH_CHECK_VALUE(preds.dim() >= needed, detail::caller(metric),
+  TORCH_CHECK_VALUE(preds.dim() >= needed, UpdateCall::prefix(metric),
                     "multidim_average=samplewise needs preds of at least ", needed, " dimensions (",
                     with_classes ? "N, C, P, ..." : "N, P, ...", "), got shape ", preds.sizes());
 }

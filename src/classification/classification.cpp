@@ -4,6 +4,7 @@
 #include <ATen/record_function.h>
 
 #include <metrics/functional/classification.h>
+#include <metrics/update_call.h>
 
 #include <unistd.h>
 
@@ -13,7 +14,6 @@
 
 #include "../allocated_state.h"
 #include "../number_text.h"
-#include "../update_call.h"
 #include "kernels.h"
 #include "unchecked_scores.h"
 
@@ -52,7 +52,7 @@ MetricState checked_state(const std::string& base_name, const ClassificationOpti
 }
 
 const at::Tensor& tensor_arg(const std::string& metric, const ValueArg& arg, const char* name) {
-  TORCH_CHECK_TYPE(arg.is_tensor(), detail::caller(metric), name, " must be a tensor, got a number");
+  TORCH_CHECK_TYPE(arg.is_tensor(), UpdateCall::prefix(metric), name, " must be a tensor, got a number");
   return arg.tensor();
 }
 

@@ -456,6 +456,7 @@ def bad_input_on_step(rank, world):
                        ("collection", nm.MetricCollection({"mean": nm.MeanMetric(**on_step)}))):
         out[name] = held(value)
         out[name + "_error"] = compute_error(held, RuntimeError)["error"]
+        out[name + "_refused"] = refused(lambda: held(torch.ones(3), torch.ones(2)))  # its batch's update's
     return out
 
 

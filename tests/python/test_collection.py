@@ -858,6 +858,35 @@ def test_a_copy_has_the_groups_of_the_original_whatever_made_them(how):
             assert torch.equal(copied.compute()[key], value), key
 
 
+def test_a_shallow_copy_holds_the_same_metrics_grouped_afresh():
+    batches = _batches()
+    collection = nm.MetricCollection({"acc": nm.MulticlassAccuracy(num_classes=6),
+                                      "p": nm.MulticlassPrecision(num_classes=6)}, prefix="val_")
+    collection.update(*batches[0])
+    before = {key: value.clone() for key, value in collection.compute().items()}
+    shallow = copy.copy(collection)  # (it raised: the original's groups, which its metrics had just left)
+    assert all(shallow[name] is collection[name] for name in ("acc", "p")) and shallow.prefix == "val_"
+    assert all(torch.equal(shallow.compute()[key], value) for key, value in before.items())
+    collection.update(*batches[1])  # each counts once: a metric in two collections keeps a state of its own
+    separate = {"acc": nm.MulticlassAccuracy(num_classes=6), "p": nm.MulticlassPrecision(num_classes=6)}
+    for metric in separate.values():
+        for batch in batches[:2]:
+            metric.update(*batch)
+    for copy_or_original in (shallow, collection):
+        values = copy_or_original.compute()
+        assert all(torch.equal(values["val_" + name], metric.compute()) for name, metric in separate.items())
+
+
+def test_calling_a_subclass_runs_its_own_forward():
+    class Logged(nm.MetricCollection):
+        def forward(self, *args, **kwargs):
+            self.calls = getattr(self, "calls", 0) + 1
+            return super().forward(*args, **kwargs)
+
+    logged = Logged({"mean": nm.MeanMetric()})
+    assert logged(torch.tensor([1.0, 3.0]))["mean"].item() == 2.0 and logged.calls == 1
+
+
 def test_a_members_own_update_beside_the_collections_update_loses_no_batch():
     # the member's update detaches it: that must wait for an update of the collection under way
     preds, target = torch.randn(200_000, 10), torch.randint(0, 10, (200_000,))

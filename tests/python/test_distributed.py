@@ -137,6 +137,7 @@ def test_forward_on_step_gives_every_ranks_good_values_and_leaves_the_report_to_
         assert got["metric"].item() == got["subclass"].item() == got["collection"]["mean"].item() == 1.5
         for name in ("metric", "subclass", "collection"):
             assert "1 NaN value in 1 update" in got[name + "_error"]
+            assert got[name + "_refused"].startswith("Mean.forward: weight of shape [2] is not broadcastable")
 
 
 def test_sync_unsync_sync_context_and_dist_sync_on_step(tmp_path):

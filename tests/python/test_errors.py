@@ -111,7 +111,25 @@ FORWARD_REFUSALS = {  # refused by the bindings' conversion, the argument bindin
 @pytest.mark.parametrize("case", FORWARD_REFUSALS)
 def test_forward_names_itself_where_it_refuses_an_argument(case):
     make, args, kwargs = FORWARD_REFUSALS[case]
-    metric = make()
+    _refused_as_update_renamed(make(), args, kwargs)
+
+
+class _Twice(nm.MeanMetric):
+    def compute(self):
+        return 2 * super().compute()
+
+
+def test_forward_names_itself_where_a_grouped_metric_or_a_subclass_refuses():
+    """A metric sharing its state in a compute group checks the batch before it takes a state of its
+    own; a subclass's forward() runs its update(), the generated one here."""
+    grouped = nm.MetricCollection({"a": nm.MeanMetric(), "b": nm.MeanMetric()})
+    for metric in (grouped["a"], _Twice(), nm.MetricCollection({"twice": _Twice()})):
+        _refused_as_update_renamed(metric, (torch.ones(3), torch.ones(2)), {})
+        _refused_as_update_renamed(metric, ("x",), {})
+    assert grouped.compute_groups == {0: ["a", "b"]}  # (refused before it left its group)
+
+
+def _refused_as_update_renamed(metric, args, kwargs):
     before = metric.state_dict()
     with pytest.raises(Exception) as by_update:
         metric.update(*args, **kwargs)
