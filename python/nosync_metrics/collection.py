@@ -50,23 +50,36 @@ from .metric import (NotConstructedError, PythonMetric, is_description, load_sta
 _WRONG_GROUP = "MetricCollection: compute_groups puts"
 
 
-def _rebuilt(cls, metrics, prefix, postfix, compute_groups, state, groups=None):
+def _rebuilt(cls, metrics, prefix, postfix, compute_groups, state, groups=None, handed_over=()):
     """What pickle and copy.deepcopy make a collection from (see MetricCollection.__reduce__): its
     metrics (copies, each holding its own state), in `groups` (the original's compute groups:
     detaching members and adding metrics after updates make them differ from what fresh metrics
-    form), then the state."""
+    form), then the state. The metrics named `handed_over` it had handed over to an outer
+    collection (it was nested there) are handed over again, as the original holds them: where the
+    outer collection's copy holds them already (the copy reached it first), they join keeping the
+    state they share there; else the outer collection's copy, made next, takes them over."""
     collection = cls.__new__(cls)
     collection._start(prefix, postfix, compute_groups)
+    held = {name for name in handed_over if metrics[name]._collections}
     for name, metric in metrics.items():  # in the original's order
-        collection._add(name, metric)
-    if groups is not None and collection._core.groups() != groups:
+        collection._add(name, metric, handed_over=name in held)
+    now = collection._core.groups()
+    # a regroup gives every metric a state of its own first: where only the order differs, not those held
+    if groups is not None and now != groups and not (held and _partition(now) == _partition(groups)):
         collection._core._regroup(groups)
     with warnings.catch_warnings():  # a wrong list of groups was reported when the original was made
         warnings.filterwarnings("ignore", message=_WRONG_GROUP)
         collection._check_group_names()
     collection.to(state_device(state))
     collection.load_state_dict(state)
+    for name in set(handed_over) - held:
+        collection._hand_over_one(metrics[name])
     return collection
+
+
+def _partition(groups):
+    """Compute groups (lists of names) in an order of their own, to compare them."""
+    return sorted(sorted(group) for group in groups)
 
 
 def _report_each(calls):
@@ -231,9 +244,12 @@ class MetricCollection(Syncable, torch.nn.Module):
         to it later joins: they share states anew in the collection they join, and the nested one
         stays right."""
         for metric in collection.values():
-            collection._detach(metric, keep_alone=True)
-            # handed over: they share states anew in the collection they join
-            metric._collections = tuple(ref for ref in metric._collections if ref() is not collection)
+            collection._hand_over_one(metric)
+
+    def _hand_over_one(self, metric):
+        self._detach(metric, keep_alone=True)
+        # handed over: it shares states anew in the collection it joins
+        metric._collections = tuple(ref for ref in metric._collections if ref() is not self)
 
     def _check_group_names(self):
         """As TorchMetrics checks a list of groups, every time metrics are added: each name must be a
@@ -269,22 +285,25 @@ class MetricCollection(Syncable, torch.nn.Module):
         if not isinstance(metric, _C.Metric):
             raise ValueError(f"MetricCollection: {name} is a {type(metric).__name__}, not a nosync_metrics metric")
 
-    def _add(self, name, metric):
+    def _add(self, name, metric, handed_over=False):
+        """Adds `metric` under `name`; `handed_over`: as a nested collection holds a metric it handed
+        over to an outer one (a copy's, see _rebuilt): alone, its state (the outer one's) left as it is."""
         self._check_addable(name, metric, self._modules)
         apart = _updated_apart(metric)
-        metric._alone()
         # a metric of another collection too: every collection it is in counts into its state, so it
         # keeps a state of its own in each, which no other metric joins (none sees both's batches)
-        others = [c for c in (ref() for ref in metric._collections) if c is not None and c is not self]
+        if not handed_over:
+            metric._alone()
+        others = [] if handed_over else [c for c in (ref() for ref in metric._collections) if c not in (None, self)]
         for other in others:
             other._detach(metric, keep_alone=True)
         self._core.add(name, metric, updated_apart=apart)
-        if others:
+        if others or handed_over:
             self._core._keep_alone(name)
         self._modules[name] = metric
         if apart:
             self._apart_names = self._apart_names + [name]
-        else:
+        elif not handed_over:
             metric._collections = metric._collections + (weakref.ref(self),)
 
     def _detach(self, metric, keep_alone=False):
@@ -561,7 +580,12 @@ class MetricCollection(Syncable, torch.nn.Module):
         too (an attribute, another collection) stays one object in the copy."""
         attributes = {k: v for k, v in self.__dict__.items() if k not in ("_core", "_modules")}
         return _rebuilt, (type(self), dict(self._modules), self.prefix, self.postfix, self._compute_groups,
-                          self.state_dict(), self._core.groups()), attributes
+                          self.state_dict(), self._core.groups(), self._handed_over()), attributes
+
+    def _handed_over(self):
+        """The names of the metrics it handed over to an outer collection (see _hand_over)."""
+        return [name for name, metric in self._modules.items()
+                if name not in self._apart_names and not any(ref() is self for ref in metric._collections)]
 
     def __copy__(self):
         """copy.copy: a collection of the same metric objects, grouped afresh: each is then in two
@@ -569,7 +593,8 @@ class MetricCollection(Syncable, torch.nn.Module):
         when it is added to another). It is not synced itself, even where the original is: its
         metrics' state is the original's, which that unsync() restores."""
         rebuild, arguments, attributes = self.__reduce__()
-        copied = rebuild(*arguments[:-1])  # (not the original's groups, which the metrics just left)
+        *made_from, _, handed_over = arguments  # (not the original's groups, which the metrics just left)
+        copied = rebuild(*made_from, None, handed_over)
         copied.__setstate__({k: v for k, v in attributes.items() if k != "_sync_cache"})
         return copied
 

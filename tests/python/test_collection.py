@@ -2,6 +2,7 @@
 
 import copy
 import gc
+import io
 import pickle
 import sys
 import threading
@@ -1009,6 +1010,66 @@ def test_a_batch_given_to_a_nested_collection_counts_once():
     assert outer["MulticlassRecall"].compute().item() == pytest.approx(macro_recall)
     assert outer["f1"].compute().item() == pytest.approx(skm.f1_score(target, preds, average="macro", labels=range(4),
                                                                       zero_division=0))
+
+
+def _model_holding_a_nested_collection():
+    model = torch.nn.Module()
+    model.inner = nm.MetricCollection({"p": nm.MulticlassPrecision(num_classes=4),
+                                       "acc": nm.MulticlassAccuracy(num_classes=4)})
+    model.outer = nm.MetricCollection({"nest": model.inner, "cm": nm.MulticlassConfusionMatrix(num_classes=4)})
+    return model
+
+
+def _saved_and_loaded(model):
+    buffer = io.BytesIO()
+    torch.save(model, buffer)
+    buffer.seek(0)
+    return torch.load(buffer)
+
+
+def _copied_outer_first(model):
+    copied = torch.nn.Module()
+    copied.outer, copied.inner = copy.deepcopy((model.outer, model.inner))
+    return copied
+
+
+def _copied_nested_first(model):
+    copied = torch.nn.Module()
+    copied.inner, copied.outer = copy.deepcopy((model.inner, model.outer))
+    return copied
+
+
+@pytest.mark.parametrize("how", [copy.deepcopy, lambda m: pickle.loads(pickle.dumps(m)), _saved_and_loaded,
+                                 _copied_outer_first, _copied_nested_first],
+                         ids=["deepcopy", "pickle", "torch.save", "outer first", "nested first"])
+def test_a_copy_keeps_a_nested_collection_that_the_model_holds_too_nested(how):
+    """The copy reaches the nested collection before or after the outer one: either way its metrics
+    stay handed over, sharing the outer one's states. (The copy raised where it reached the nested
+    one first; the other way, its outer collection lost the nested one's batches.)"""
+    original = _model_holding_a_nested_collection()
+    batches = _label_batches(36, 4)
+    original.outer.update(*batches[0])
+    original.inner.update(*batches[1])
+    copied = how(original)
+    assert copied.outer.compute_groups == original.outer.compute_groups and len(original.outer.compute_groups) == 1
+    assert sorted(copied.inner.compute_groups.values()) == sorted(original.inner.compute_groups.values())
+    assert copied.outer["nest_p"] is copied.inner["p"]
+    for model in (original, copied):
+        model.outer.update(*batches[2])
+        model.inner.update(*batches[3])
+    for name in ("outer", "inner"):
+        want, got = getattr(original, name).compute(), getattr(copied, name).compute()
+        assert want.keys() == got.keys() and all(torch.equal(want[k], got[k]) for k in want), name
+    assert copied.outer["cm"].update_count == 4  # every batch, the nested collection's too
+
+
+def test_a_shallow_copy_of_a_nested_collection_leaves_the_outer_ones_groups():
+    model = _model_holding_a_nested_collection()
+    groups = model.outer.compute_groups
+    shallow = copy.copy(model.inner)
+    assert shallow["p"] is model.inner["p"] and model.outer.compute_groups == groups and len(groups) == 1
+    shallow.update(*_label_batches(37, 1)[0])
+    assert model.outer["cm"].update_count == 1
 
 
 # ---------------------------------------------------------------- checkpoints whatever the groups
