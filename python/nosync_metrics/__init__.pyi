@@ -156,6 +156,9 @@ class MetricCollection(torch.nn.Module):
     ) -> None:
         """Adds metrics: a dict (names from its keys), or metrics (named after their class); a nested
         collection's metrics join under their keys in it."""
+    def add_module(self, name: str, module: Optional[torch.nn.Module]) -> None:
+        """torch.nn.Module's way in (add_module, register_module, an attribute set to a module): as
+        add_metrics({name: module}), as TorchMetrics' collection (an nn.ModuleDict) takes a metric so."""
     def update(self, *args: Any, **kwargs: Any) -> None:
         """Updates every metric with the same arguments (keywords each by the names it takes)."""
     def compute(self) -> Dict[str, Tensor]:

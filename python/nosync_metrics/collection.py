@@ -190,6 +190,17 @@ class MetricCollection(Syncable, torch.nn.Module):
                                  f"list of metric names, got the group {group!r}")
         return [list(group) for group in compute_groups]
 
+    def add_module(self, name, module):
+        """torch.nn.Module's way in (add_module, register_module, an attribute set to a module): as
+        add_metrics({name: module}), as TorchMetrics' collection (an nn.ModuleDict) takes a metric so."""
+        self.add_metrics({name: module})
+
+    def __setattr__(self, name, value):
+        if isinstance(value, torch.nn.Module):
+            self.add_module(name, value)
+        else:
+            super().__setattr__(name, value)
+
     def add_metrics(self, metrics, *additional_metrics):
         """Adds metrics: a dict (names from its keys), or metrics (named after their class); a nested
         collection's metrics join under their keys in it."""
@@ -482,11 +493,12 @@ class MetricCollection(Syncable, torch.nn.Module):
         return self
 
     def _apply(self, fn, recurse=True):
-        """model.to(), .cuda(), .cpu(): every state moves once (keeping its dtype), as to() moves it."""
-        if self._modules:
-            self.to(target_device(fn, next(iter(self._modules.values())).device))
+        """model.to(), .cuda(), .cpu(): every state moves once (keeping its dtype), as to() moves it,
+        after `fn` has reached the metrics' own modules (to_empty() from meta: to() would copy them)."""
         for metric in self._modules.values():
             metric._apply_to_own_modules(fn)
+        if self._modules:
+            self.to(target_device(fn, next(iter(self._modules.values())).device))
         return self
 
     def set_dtype(self, dst_type):

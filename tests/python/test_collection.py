@@ -878,6 +878,24 @@ def test_a_shallow_copy_holds_the_same_metrics_grouped_afresh():
         assert all(torch.equal(values["val_" + name], metric.compute()) for name, metric in separate.items())
 
 
+def test_a_metric_added_as_torch_adds_a_module_joins_as_add_metrics_adds_it():
+    # (helper-98: it sat in the modules, left out of update() and raising a KeyError in compute())
+    collection = nm.MetricCollection({"acc": nm.MulticlassAccuracy(num_classes=3)})
+    collection.add_module("f1", nm.MulticlassF1Score(num_classes=3))
+    collection.register_module("p", nm.MulticlassPrecision(num_classes=3))
+    collection.r = nm.MulticlassRecall(num_classes=3)
+    assert collection.compute_groups == {0: ["acc", "f1", "p", "r"]}
+    preds, target = torch.tensor([0, 1, 2, 2]), torch.tensor([0, 1, 1, 2])
+    collection.update(preds, target)
+    for name, score in (("acc", skm.recall_score), ("f1", skm.f1_score), ("p", skm.precision_score),
+                        ("r", skm.recall_score)):
+        assert collection[name].update_count == 1
+        assert collection.compute()[name].item() == pytest.approx(score(target, preds, average="macro"))
+    with pytest.raises(ValueError, match="MetricCollection: linear is a Linear, not a nosync_metrics metric"):
+        collection.linear = torch.nn.Linear(2, 2)
+    assert list(collection.keys()) == ["acc", "f1", "p", "r"]
+
+
 def test_calling_a_subclass_runs_its_own_forward():
     class Logged(nm.MetricCollection):
         def forward(self, *args, **kwargs):

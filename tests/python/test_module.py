@@ -633,6 +633,18 @@ def test_a_subclass_modules_and_buffers_move_with_its_to(moved):
     assert metric.encoder.weight.device.type == "meta" and metric.scale.device.type == "meta"
 
 
+@pytest.mark.parametrize("held", ["metric", "collection", "model"])
+def test_a_subclass_modules_materialize_from_meta_with_to_empty(held):
+    # a collection moved the states (and the encoder, with to()) before to_empty() reached the encoder
+    metric = EncodedMean()
+    collection = nm.MetricCollection({"encoded": metric, "f1": nm.MulticlassF1Score(num_classes=3)})
+    holder = {"metric": metric, "collection": collection, "model": torch.nn.ModuleDict({"m": collection})}[held]
+    holder.to("meta")
+    assert holder.to_empty(device="cpu") is holder
+    assert metric.device.type == "cpu" and metric.encoder.weight.device.type == "cpu"
+    assert collection["f1"].device.type == "cpu"
+
+
 class LoggedForward(nm.SumMetric):
     def forward(self, *args, **kwargs):
         self.calls = getattr(self, "calls", 0) + 1
