@@ -119,7 +119,7 @@ def parse_to(who, args, kwargs):
     if dtype is not None and any(d is not None for d in explicit):
         raise ValueError(f"{who}.to: dtype={dtype} is not supported: the state's dtype is fixed when the metric is "
                          "made; set_dtype() chooses the dtype of the values")
-    return device
+    return torch.device("cpu") if device is not None and device.type == "cpu" else device  # ("cpu:0" is the CPU)
 
 
 def parse_dtype(who, dst_type):

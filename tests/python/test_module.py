@@ -199,7 +199,7 @@ def test_a_model_moves_a_metric_it_holds_also_in_a_collection():
             m.update(preds, target)
     groups = net.metrics.compute_groups
     assert net.to("cpu") is net and net.cpu() is net and net.share_memory() is net
-    assert net.metrics["f1"].to("cpu") is net.metrics["f1"]
+    assert net.metrics["f1"].to("cpu") is net.metrics["f1"] and net.metrics["f1"].to("cpu:0") is net.metrics["f1"]
     assert net.metrics.compute_groups == groups  # a move to the device it is on changes nothing
     net.metrics.update(*batches[2])
     for m in alone:
