@@ -196,10 +196,21 @@ class MetricCollection(Syncable, torch.nn.Module):
         self.add_metrics({name: module})
 
     def __setattr__(self, name, value):
+        self._refuse_to_change(name)
         if isinstance(value, torch.nn.Module):
             self.add_module(name, value)
         else:
             super().__setattr__(name, value)
+
+    def __delattr__(self, name):
+        self._refuse_to_change(name)
+        super().__delattr__(name)
+
+    def _refuse_to_change(self, name):
+        """A metric stays once added (TorchMetrics' nn.ModuleDict replaces or deletes it)."""
+        if name in self.__dict__.get("_modules", {}):
+            raise ValueError(f"MetricCollection: {name!r} is a metric of the collection, which is not replaced, set "
+                             "to None or deleted; make a new collection for other metrics")
 
     def add_metrics(self, metrics, *additional_metrics):
         """Adds metrics: a dict (names from its keys), or metrics (named after their class); a nested

@@ -626,13 +626,16 @@ class PythonMetric(Syncable):
         return attributes
 
     def _local_state_in(self, collection):
-        """The metric's state as `collection`, synced now, keeps it to unsync() to (under the name of
-        the metric, or of a group-mate sharing its state there)."""
-        mates = self._group_mates()
-        name = next(n for n, m in collection._modules.items() if any(m is mate for mate in mates))
+        """The metric's state as `collection`, synced now, keeps it to unsync() to: under the metric's
+        name there, else a group-mate's that sharing its state has its keys (not a ConfusionMatrix's
+        for a Precision); None where none has (the copy then holds every rank's state, not synced)."""
+        own = self.state_dict()
+        mates = [m for m in self._group_mates() if m is self or m.state_dict().keys() == own.keys()]
+        names = [n for mate in mates for n, m in collection._modules.items() if m is mate]
+        if not names:
+            return None
         local = collection._sync_cache
-        return {key: value if key.startswith("_") else local[f"{name}.{key}"]
-                for key, value in self.state_dict().items()}
+        return {key: value if key.startswith("_") else local[f"{names[0]}.{key}"] for key, value in own.items()}
 
     def __deepcopy__(self, memo):
         """As copy.deepcopy does with __reduce__ (the C++ base's __deepcopy__ gives a bare C++ metric)."""

@@ -381,6 +381,17 @@ def synced_together(rank, world):
         apart_copy = apart["own"].clone()
     out["apart_copy"] = [apart_copy.compute(), apart_copy.unsync(), apart_copy.compute()][::2]
     out["apart_after"] = apart.compute()
+    # copies inside the sync of a collection whose group shares one state between metrics of other keys
+    grouped = nm.MetricCollection({"cm": nm.MulticlassConfusionMatrix(num_classes=4),
+                                   "p": nm.MulticlassPrecision(num_classes=4)})
+    grouped.update(torch.tensor([0, 1, 2, 3]), torch.tensor([0, 1, 1, 3] if rank == 0 else [0, 1, 2, 3]))
+    with grouped.sync_context():
+        copies = [copy.deepcopy(grouped["p"]), copy.deepcopy(grouped["cm"]), grouped.clone()]
+        out["grouped_in_sync"] = [copies[0].compute(), grouped["p"].compute()]
+    for copied in copies:
+        copied.unsync()
+    out["grouped_after"] = [copies[0].compute(), copies[2].compute()["p"], grouped["p"].compute(),
+                            copies[1].compute(), grouped["cm"].compute()]
     # a collection's sync reduces every state, one whose distributed_available_fn says no too, and
     # leaves its groups as they were
     mixed = nm.MetricCollection({"global": nm.SumMetric(),

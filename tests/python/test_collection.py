@@ -896,6 +896,19 @@ def test_a_metric_added_as_torch_adds_a_module_joins_as_add_metrics_adds_it():
     assert list(collection.keys()) == ["acc", "f1", "p", "r"]
 
 
+def test_a_metric_stays_once_added():
+    collection = nm.MetricCollection({"acc": nm.MulticlassAccuracy(num_classes=3)})
+    says = "MetricCollection: 'acc' is a metric of the collection, which is not replaced, set to None or deleted"
+    for change in (lambda: delattr(collection, "acc"), lambda: setattr(collection, "acc", None),
+                   lambda: setattr(collection, "acc", nm.MulticlassRecall(num_classes=3))):
+        with pytest.raises(ValueError, match=says):
+            change()
+    collection.note = "kept"  # other attributes come and go
+    del collection.note
+    collection.update(torch.tensor([0, 1]), torch.tensor([0, 2]))
+    assert list(collection.compute()) == ["acc"] and not hasattr(collection, "note")
+
+
 def test_calling_a_subclass_runs_its_own_forward():
     class Logged(nm.MetricCollection):
         def forward(self, *args, **kwargs):

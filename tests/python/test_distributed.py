@@ -217,6 +217,10 @@ def test_a_collection_and_its_metrics_see_each_others_sync(tmp_path):
         assert got["apart_member"].item() == 1.5 and got["apart_after"]["own"].item() == 1.5  # (1 + 2) / 2
         assert got["apart_forward"] == collection_synced.format("Mean", "forward")
         assert [v.item() for v in got["apart_copy"]] == [1.5, 1.5]
+        assert torch.equal(*got["grouped_in_sync"])  # (a copy of p raised KeyError: 'cm.fn')
+        p_copy, p_clone, p, cm_copy, cm = got["grouped_after"]
+        assert torch.equal(p_copy, p) and torch.equal(p_clone, p) and torch.equal(cm_copy, cm)
+        assert cm.sum().item() == 8  # both ranks' rows
         assert {k: v.item() for k, v in got["mixed_in_sync"].items()} == {"global": 3.0, "local": 3.0}
         assert {k: v.item() for k, v in got["mixed_after"].items()} == {"global": 3.0, "local": rank + 1}
         assert got["mixed_groups_kept"]
