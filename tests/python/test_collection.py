@@ -1055,7 +1055,7 @@ def _saved_and_loaded(model):
     buffer = io.BytesIO()
     torch.save(model, buffer)
     buffer.seek(0)
-    return torch.load(buffer)
+    return torch.load(buffer, weights_only=False)  # a whole model, not only tensors (2.6's default is True)
 
 
 def _copied_outer_first(model):
