@@ -312,10 +312,10 @@ class MetricCollection(Syncable, torch.nn.Module):
         over to an outer one (a copy's, see _rebuilt): alone, its state (the outer one's) left as it is."""
         self._check_addable(name, metric, self._modules)
         apart = _updated_apart(metric)
-        # a metric of another collection too: every collection it is in counts into its state, so it
-        # keeps a state of its own in each, which no other metric joins (none sees both's batches)
         if not handed_over:
             metric._alone()
+        # a metric of another collection too: every collection it is in counts into its state, so it
+        # keeps a state of its own in each, which no other metric joins (none sees both's batches)
         others = [] if handed_over else [c for c in (ref() for ref in metric._collections) if c not in (None, self)]
         for other in others:
             other._detach(metric, keep_alone=True)

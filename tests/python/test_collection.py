@@ -2,8 +2,6 @@
 
 import copy
 import gc
-import io
-import pickle
 import sys
 import threading
 import time
@@ -15,6 +13,7 @@ import sklearn.metrics as skm
 import torch
 
 import nosync_metrics as nm
+from round_trips import pickled, torch_saved
 
 
 def _batches():
@@ -540,7 +539,7 @@ def test_a_collection_made_with_a_list_round_trips(how):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the wrong group was reported once, when the original was made
         if how == "pickle":
-            copied = pickle.loads(pickle.dumps(collection))
+            copied = pickled(collection)
         elif how == "deepcopy":
             copied = copy.deepcopy(collection)
         elif how == "clone":
@@ -591,7 +590,7 @@ def test_a_member_that_counts_or_resets_alone_leaves_its_group_mates_as_they_wer
     for metric in separate.values():
         metric.update(*batches[4])
     _assert_as_separate(collection, separate)
-    for copied in (pickle.loads(pickle.dumps(collection)), copy.deepcopy(collection), collection.clone()):
+    for copied in (pickled(collection), copy.deepcopy(collection), collection.clone()):
         assert copied.compute_groups == collection.compute_groups
         _assert_as_separate(copied, separate)
 
@@ -668,7 +667,7 @@ def test_dict_values_from_a_nested_collection_keep_its_prefix_and_postfix(base, 
     # TorchMetrics' test_double_nested_collections, with values
     inner = nm.MetricCollection(base(), prefix="prefix1_", postfix="_postfix1")
     outer = nm.MetricCollection([inner], prefix="prefix2_", postfix="_postfix2")
-    for values in (outer(torch.tensor(3.0)), outer.compute(), pickle.loads(pickle.dumps(outer)).compute()):
+    for values in (outer(torch.tensor(3.0)), outer.compute(), pickled(outer).compute()):
         assert {k: v.item() for k, v in values.items()} == expected
 
 
@@ -848,7 +847,7 @@ def test_a_copy_has_the_groups_of_the_original_whatever_made_them(how):
     grown.update(*batches[1])
     grown.add_metrics({"f1": nm.MulticlassF1Score(num_classes=6)})  # added after an update: a state of its own
     for original in (collection, grown):
-        copied = {"pickle": lambda c: pickle.loads(pickle.dumps(c)), "deepcopy": copy.deepcopy,
+        copied = {"pickle": pickled, "deepcopy": copy.deepcopy,
                   "clone": lambda c: c.clone()}[how](original)
         assert copied.compute_groups == original.compute_groups
         for key, value in original.compute().items():
@@ -948,7 +947,7 @@ def test_a_member_detached_from_a_confusion_matrix_keeps_its_counts_in_its_own_l
     collection[alone].update(*batches[2])  # leaves the shared C x C state with its counts
     separate[alone].update(*batches[2])
     assert "tp" in collection["p"].state_dict() or alone == "cm"  # a precision alone counts per class
-    for copied in (collection, collection.clone(), pickle.loads(pickle.dumps(collection)), copy.deepcopy(collection)):
+    for copied in (collection, collection.clone(), pickled(collection), copy.deepcopy(collection)):
         assert copied.compute_groups == collection.compute_groups
         copied.update(*batches[3])
     for metric in separate.values():
@@ -1051,13 +1050,6 @@ def _model_holding_a_nested_collection():
     return model
 
 
-def _saved_and_loaded(model):
-    buffer = io.BytesIO()
-    torch.save(model, buffer)
-    buffer.seek(0)
-    return torch.load(buffer, weights_only=False)  # a whole model, not only tensors (2.6's default is True)
-
-
 def _copied_outer_first(model):
     copied = torch.nn.Module()
     copied.outer, copied.inner = copy.deepcopy((model.outer, model.inner))
@@ -1070,7 +1062,7 @@ def _copied_nested_first(model):
     return copied
 
 
-@pytest.mark.parametrize("how", [copy.deepcopy, lambda m: pickle.loads(pickle.dumps(m)), _saved_and_loaded,
+@pytest.mark.parametrize("how", [copy.deepcopy, pickled, torch_saved,
                                  _copied_outer_first, _copied_nested_first],
                          ids=["deepcopy", "pickle", "torch.save", "outer first", "nested first"])
 def test_a_copy_keeps_a_nested_collection_that_the_model_holds_too_nested(how):
@@ -1507,7 +1499,7 @@ def test_a_subclass_under_two_names_is_updated_once_and_copies_as_one_metric():
     collection.update(torch.tensor([1.0]))
     collection(torch.tensor([2.0]))
     assert collection.compute() == {"a": 6.0, "b": 6.0} and doubled.update_count == 2
-    for copied in (copy.deepcopy(collection), pickle.loads(pickle.dumps(collection))):
+    for copied in (copy.deepcopy(collection), pickled(collection)):
         assert copied["a"] is copied["b"] and copied.compute() == {"a": 6.0, "b": 6.0}
         copied.update(torch.tensor([1.0]))
         assert copied.compute()["b"].item() == 8.0 and collection.compute()["b"].item() == 6.0

@@ -3,8 +3,6 @@ by model.to(), copied by deepcopy and AveragedModel, saved by pickle and torch.s
 model's state_dict() only when persistent(True). Values are checked against NumPy."""
 
 import copy
-import io
-import pickle
 import threading
 
 import numpy as np
@@ -13,6 +11,7 @@ import torch
 from torch.optim.swa_utils import AveragedModel
 
 import nosync_metrics as nm
+from round_trips import pickled, torch_saved
 
 # ---------------------------------------------------------------- the metrics, their streams, NumPy's values
 
@@ -241,18 +240,7 @@ def test_deepcopy_of_a_model_gives_equal_and_independent_metrics(name):
     _assert_value(name, net.metric, stream)
 
 
-def _pickled(net):
-    return pickle.loads(pickle.dumps(net))
-
-
-def _torch_saved(net):
-    buffer = io.BytesIO()
-    torch.save(net, buffer)
-    buffer.seek(0)
-    return torch.load(buffer, weights_only=False)  # a whole model, not only tensors (2.6's default is True)
-
-
-@pytest.mark.parametrize("round_trip", [_pickled, _torch_saved])
+@pytest.mark.parametrize("round_trip", [pickled, torch_saved])
 def test_pickle_and_torch_save_of_a_model_round_trip(name, round_trip):
     stream = _stream(5)
     net = Net(_updated(name, stream))
@@ -279,7 +267,7 @@ class AliasingNet(torch.nn.Module):
         self.val_metrics = nm.MetricCollection({"recall": self.recall, "f1": nm.classification.MulticlassF1Score(3)})
 
 
-@pytest.mark.parametrize("round_trip", [copy.deepcopy, _pickled, _torch_saved])
+@pytest.mark.parametrize("round_trip", [copy.deepcopy, pickled, torch_saved])
 def test_a_metric_the_model_holds_twice_stays_one_metric_in_a_copy(round_trip):
     net = AliasingNet()
     net.metrics.update(torch.tensor([0, 1, 2]), torch.tensor([0, 1, 2]))
@@ -313,7 +301,7 @@ class ScaledMean(nm.MeanMetric):
 def test_a_subclass_keeps_its_class_and_attributes_through_pickle():
     metric = ScaledMean(3.0, nan_strategy="ignore")
     metric.update(torch.tensor([1.0, 2.0, float("nan")]))
-    loaded = pickle.loads(pickle.dumps(metric))
+    loaded = pickled(metric)
     assert type(loaded) is ScaledMean and loaded.scale == 3.0 and loaded.nan_strategy == "ignore"
     assert loaded.compute().item() == 4.5  # mean(1, 2) * 3, NaN ignored
 
@@ -524,7 +512,7 @@ def test_a_subclass_that_refuses_a_batch_leaves_the_whole_collection_unchanged()
 def test_a_collection_with_subclasses_keeps_them_apart_through_clone_pickle_and_state_dict():
     c = _collection_of_subclasses()
     _feed(c, torch.tensor([1.0, 2.0]), torch.tensor([0, 1]), torch.tensor([0, 1]))
-    for copied in (c.clone(), pickle.loads(pickle.dumps(c))):
+    for copied in (c.clone(), pickled(c)):
         assert copied.compute_groups == c.compute_groups
         _feed(copied, torch.tensor([4.0]), torch.tensor([2]), torch.tensor([2]))
         assert copied.compute()["doubled"].item() == pytest.approx(2 * 7 / 3)
