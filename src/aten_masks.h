@@ -13,7 +13,7 @@ namespace metrics::detail {
 inline at::Tensor nan_mask(const at::Tensor& x) { return x.ne(x); }
 
 /// x is NaN, +inf or -inf: x - x is NaN exactly there, and 0 elsewhere.
-inline at::Tensor non_finite_mask(const at::Tensor& x) { return x.sub(x).ne(0); }
+inline at::Tensor non_finite_mask(const at::Tensor& x) { return x.sub(x).ne(0.0); }
 
 /// Whether `op.overload` has a meta kernel (Python's torch registers some that LibTorch lacks).
 inline bool has_meta_kernel(const char* op, const char* overload) {

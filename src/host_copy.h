@@ -6,6 +6,8 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <vector>
+
 #include <metrics/sync_counter.h>
 
 namespace metrics::detail {
@@ -15,5 +17,9 @@ inline at::Tensor host_copy(const at::Tensor& t) {
   const HostRead counted("Tensor.cpu");
   return t.cpu();
 }
+
+/// The elements of `tensors` (whole numbers, of any dtype and shape) as int64, in order: one read,
+/// counted as host_copy's is (of CPU int64 or float64 tensors, made with no op at all).
+std::vector<int64_t> host_longs(const std::vector<at::Tensor>& tensors);
 
 }  // namespace metrics::detail

@@ -77,6 +77,12 @@ void check_count(const at::Tensor& given, const StateEntry& entry, const std::st
   check_counts_of<double>(host, entry, metric);  // the update count and the tally, in a float64 state
 }
 
+// Whether `one` (an element of the count dtype) is on the CPU and 0: nothing to add, read for free.
+bool holds_zero_on_host(const at::Tensor& one) {
+  if (!one.is_cpu()) return false;
+  return one.scalar_type() == at::kLong ? *one.data_ptr<int64_t>() == 0 : *one.data_ptr<double>() == 0;
+}
+
 // sums += added, what each addition rounds off added to `rounded_off` (TwoSum: exact at any
 // magnitudes), so that merged compensated sums are as exact as one stream's. Where a sum is not
 // finite its error is NaN or +-inf, as the device path's update leaves it (compute leaves it out).
@@ -371,27 +377,38 @@ void MetricState::finish_update(c10::ArrayRef<int64_t> bad_counts) {
 }
 
 void MetricState::settle() const {
-  // Always, not only after an update this object saw: a replayed CUDA graph of updates runs no host
-  // code, so no flag set by an update would say so.
   if (device().is_meta()) return;  // no values to fold
   const std::lock_guard<std::mutex> settling(threads_->settling);
+  fold_pending();
+  if (bad_input_) bad_input_->settle(entries_, since_bad_);
+}
+
+void MetricState::settle_values() const {
+  if (device().is_meta()) return;
+  const std::lock_guard<std::mutex> settling(threads_->settling);
+  fold_pending();
+}
+
+void MetricState::fold_pending() const {
+  // Always, not only after an update this object saw: a replayed CUDA graph of updates runs no host
+  // code, so no flag set by an update would say so.
   const auto& buffer = count_buffer();
   for (size_t h = 0; h < hidden_.size(); ++h) {
     if (hidden_[h].target < 0) continue;  // scratch, or since_bad (the tally's)
     const auto addend = buffer.narrow(0, hidden_offsets_[h], 1);
+    if (holds_zero_on_host(addend)) continue;  // (the CPU paths add on the host, leaving it 0)
     entries_[hidden_[h].target].tensor.add_(addend);
     addend.zero_();
   }
   // rows: an update adds to the pending columns of the rows it adds, never to older ones
   const auto fresh = rows_.defined() ? rows_.narrow(0, rows_settled_, row_count_ - rows_settled_) : at::Tensor();
   for (const auto target : row_pending_) {
-    if (target == kNoEntry) continue;
+    if (target == kNoEntry || fresh.size(0) == 0) continue;
     const auto addend = fresh.narrow(1, pending_addend_offset(target), 1);
     entries_[target].tensor.narrow(0, rows_settled_, fresh.size(0)).add_(addend);
     addend.zero_();
   }
   rows_settled_ = row_count_;
-  if (bad_input_) bad_input_->settle(entries_, since_bad_);
 }
 
 void MetricState::zero_hidden() {
@@ -414,13 +431,12 @@ BadInputReport MetricState::bad_input_report() const {
 
 std::pair<int64_t, BadInputReport> MetricState::update_count_and_report() const {
   settle();
-  std::vector<at::Tensor> read{entries_.front().tensor.reshape({1})};
+  std::vector<at::Tensor> read{entries_.front().tensor};
   if (bad_input_) {
     for (const auto& t : bad_input_->tally(entries_)) read.push_back(t);
   }
-  const auto host = detail::host_copy(at::cat(read)).to(at::kLong);
-  const auto* values = host.data_ptr<int64_t>();
-  return {values[0], bad_input_ ? bad_input_->report_of(values + 1) : BadInputReport{}};
+  const auto values = detail::host_longs(read);
+  return {values[0], bad_input_ ? bad_input_->report_of(values.data() + 1) : BadInputReport{}};
 }
 
 void MetricState::append(const std::vector<std::pair<size_t, at::Tensor>>& rows) {
@@ -624,8 +640,7 @@ void MetricState::check_tally_agrees(const std::vector<at::Tensor>& incoming, co
   const auto& first = incoming[bad_input_->first_slot()];
   if (counts.is_meta() || first.is_meta() || incoming.front().is_meta()) return;
   // the counts are whole numbers in any state dtype, so int64 holds them exactly
-  const auto host = detail::host_copy(at::cat({incoming.front().reshape({1}), counts, first})).to(at::kLong);
-  const auto* v = host.data_ptr<int64_t>();
+  const auto v = detail::host_longs({incoming.front(), counts, first});
   const auto kinds = static_cast<int64_t>(bad_input_->kinds().size());
   const int64_t updates = v[0], bad_updates = v[1 + kinds], first_bad = v[2 + kinds];
   const auto prefix = metric + ".load_state_dict: 'bad_input_counts' ";

@@ -62,7 +62,7 @@ class MetricState {
   /// A tensor the metric registered (never the update count or the tally: see finish_update).
   at::Tensor& operator[](size_t slot);
   const at::Tensor& operator[](size_t slot) const {
-    settle();
+    settle_values();
     return entries_[slot].tensor;
   }
   /// The update count (0-dim), as an update reads it: nothing settled.
@@ -105,6 +105,9 @@ class MetricState {
   /// beside an update it must not run (it writes what the update adds to): a read beside updates
   /// takes the update lock (Metric::compute and the others do where lock_updates() is on).
   void settle() const;
+  /// settle() but for the tally's first bad update: what the reads of the metric's own entries
+  /// need (on a device, six launches fewer).
+  void settle_values() const;
 
   /// Tensor `index` of the metric's update scratch (what updates reuse: delta rows, constants on the
   /// state's device, host-side keys), never part of the state: a copy or a move to another device
@@ -131,6 +134,11 @@ class MetricState {
   /// them, never write them.
   const std::vector<StateEntry>& entries() const {
     settle();
+    return entries_;
+  }
+  /// entries() for reads of the metric's own entries, never of the tally (see settle_values()).
+  const std::vector<StateEntry>& value_entries() const {
+    settle_values();
     return entries_;
   }
   /// The entries for their names, reductions, dtypes and shapes alone: nothing settled, so their
@@ -213,6 +221,8 @@ class MetricState {
   void walk_count_buffer(Entry entry, HiddenRange hidden) const;
   int64_t add_hidden(Hidden hidden);
   void zero_hidden();
+  // settle()'s folds of the pending addends and rows, under the settling lock.
+  void fold_pending() const;
   size_t buffer_of(at::ScalarType dtype) const;
   // The last of the Sum entries from `first` (a Sum entry) on that lie back to back in one buffer,
   // as they do in `other`, on this device, short of the compensation (merge() adds them with one

@@ -431,7 +431,7 @@ int64_t reserve_update_rows(MetricState& state) {
 }
 
 at::Tensor compensated_totals(const MetricState& state, WeightedSumSlots slots) {
-  const auto& e = state.entries();  // settled once
+  const auto& e = state.value_entries();  // settled once
   const auto& total = e[slots.total].tensor;
   const auto& compensation = e[slots.compensation].tensor;
   return with_compensation(total, compensation.narrow(0, compensation_offset(state, slots), total.numel()));

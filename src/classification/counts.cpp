@@ -67,7 +67,7 @@ CountLayout layout_of(const MetricState& state) {
 }
 
 StatCounts stat_counts(const MetricState& state) {
-  const auto& e = state.entries();  // settled once
+  const auto& e = state.value_entries();  // settled once
   if (layout_of(state) != CountLayout::Matrix) return {e[1].tensor, e[2].tensor, e[3].tensor, e[4].tensor};
   const auto& matrix = e[1].tensor;
   const auto tp = matrix.diagonal();
