@@ -43,6 +43,8 @@ _synced_collections = weakref.WeakSet()
 
 def synced_collections():
     """The collections synced now (sync() or sync_context() without its unsync())."""
+    if not _synced_collections:  # every update asks: iterating even an empty WeakSet costs a guard
+        return []
     return [c for c in _synced_collections if c._sync_cache is not None]
 
 

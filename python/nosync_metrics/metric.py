@@ -401,7 +401,7 @@ class PythonMetric(Syncable):
 
     def _result(self, value):
         dtype = self._result_dtype()
-        return value if dtype is None else value.to(dtype)
+        return value if dtype is None or value.dtype == dtype else value.to(dtype)
 
     @property
     def update_called(self):
