@@ -19,7 +19,7 @@ inline at::Tensor host_copy(const at::Tensor& t) {
 }
 
 /// The elements of `tensors` (whole numbers, of any dtype and shape) as int64, in order: one read,
-/// counted as host_copy's is (of CPU int64 or float64 tensors, made with no op at all).
+/// counted as host_copy's is (of contiguous CPU int64 or float64 tensors, made with no op at all).
 std::vector<int64_t> host_longs(const std::vector<at::Tensor>& tensors);
 
 }  // namespace metrics::detail

@@ -376,6 +376,8 @@ void MetricState::finish_update(c10::ArrayRef<int64_t> bad_counts) {
   }
 }
 
+// settle() and settle_values() fold always, not only after an update this object saw: a replayed
+// CUDA graph of updates runs no host code, so no flag set by an update would say so.
 void MetricState::settle() const {
   if (device().is_meta()) return;  // no values to fold
   const std::lock_guard<std::mutex> settling(threads_->settling);
@@ -390,8 +392,6 @@ void MetricState::settle_values() const {
 }
 
 void MetricState::fold_pending() const {
-  // Always, not only after an update this object saw: a replayed CUDA graph of updates runs no host
-  // code, so no flag set by an update would say so.
   const auto& buffer = count_buffer();
   for (size_t h = 0; h < hidden_.size(); ++h) {
     if (hidden_[h].target < 0) continue;  // scratch, or since_bad (the tally's)
@@ -401,9 +401,10 @@ void MetricState::fold_pending() const {
     addend.zero_();
   }
   // rows: an update adds to the pending columns of the rows it adds, never to older ones
-  const auto fresh = rows_.defined() ? rows_.narrow(0, rows_settled_, row_count_ - rows_settled_) : at::Tensor();
+  const auto fresh =
+      row_count_ > rows_settled_ ? rows_.narrow(0, rows_settled_, row_count_ - rows_settled_) : at::Tensor();
   for (const auto target : row_pending_) {
-    if (target == kNoEntry || fresh.size(0) == 0) continue;
+    if (target == kNoEntry || !fresh.defined()) continue;
     const auto addend = fresh.narrow(1, pending_addend_offset(target), 1);
     entries_[target].tensor.narrow(0, rows_settled_, fresh.size(0)).add_(addend);
     addend.zero_();

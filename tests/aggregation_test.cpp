@@ -509,7 +509,8 @@ TEST(AggregationPrecision, MergesKeepWhatTheyRoundOff) {
 // The first bad update is never written by a device-path update (BadInput: it follows from the
 // updates counted since one) but must come out right whatever comes next: more updates on either
 // path, a host value, a report, a state dict and its load, a merge of another stream in either
-// order, a forward, a reset. A random walk over those, each metric against a host tally.
+// order, a forward, a reset; the reports read on either path (the tally settles by ATen ops or on
+// the host). A random walk over those, each metric against a host tally.
 TEST(AggregationDevicePath, TheFirstBadUpdateSurvivesEveryPathAndEveryRead) {
   struct Tally {
     int64_t updates = 0, bad_updates = 0, first = -1;
@@ -584,6 +585,8 @@ TEST(AggregationDevicePath, TheFirstBadUpdateSurvivesEveryPathAndEveryRead) {
         default:
           update(*metric, tally);
       }
+      std::unique_ptr<ForceAtenPath> read_on_aten;  // then the read settles with ATen ops, not on the host
+      if (draw(2)) read_on_aten = std::make_unique<ForceAtenPath>();
       const auto report = metric->bad_input_report();
       ASSERT_EQ(metric->update_count(), tally.updates);
       ASSERT_EQ(report.bad_updates, tally.bad_updates);

@@ -1119,8 +1119,9 @@ TEST(ClassificationKernels, EmptyBatchesWithExtraDimensionsCountNothing) {
 }
 
 // A device-path update never writes first_bad_update (BadInput): mixing the paths in one metric,
-// with reads, state dicts and merges between updates, the report keeps to a host tally, and the
-// counts to a metric updated on the CPU path alone.
+// with reads (on either path: the tally settles by ATen ops or on the host), state dicts and
+// merges between updates, the report keeps to a host tally, and the counts to a metric updated on
+// the CPU path alone.
 TEST(ClassificationKernels, MixedPathsKeepTheTallyAndTheCounts) {
   auto gen = testing::generator(23);
   const auto draw = [&](int64_t n) { return at::randint(n, {}, gen).item<int64_t>(); };
@@ -1174,6 +1175,8 @@ TEST(ClassificationKernels, MixedPathsKeepTheTallyAndTheCounts) {
           default:
             break;
         }
+        std::unique_ptr<ForceAtenPath> read_on_aten;  // then the read settles with ATen ops, not on the host
+        if (draw(2)) read_on_aten = std::make_unique<ForceAtenPath>();
         const auto report = mixed->bad_input_report();
         ASSERT_EQ(report.bad_updates, bad_updates) << mixed->options_text() << " step " << step;
         ASSERT_EQ(report.first_bad_update, first) << mixed->options_text() << " step " << step;

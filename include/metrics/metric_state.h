@@ -100,13 +100,13 @@ class MetricState {
   /// Folds the work updates leave pending into the entries: each pending addend into its target,
   /// and the first bad update that the tally's since-bad count implies (a few ops where there is a
   /// tally or a pending addend; a rows buffer's pending columns, over the rows added since the last
-  /// settle only). entries() and the reads of values call it; it changes what the
-  /// tensors hold, never what the state means. Readers on several threads may call it together;
+  /// settle only). entries() calls it (the reads of values call settle_values()); it changes what
+  /// the tensors hold, never what the state means. Readers on several threads may call it together;
   /// beside an update it must not run (it writes what the update adds to): a read beside updates
   /// takes the update lock (Metric::compute and the others do where lock_updates() is on).
   void settle() const;
-  /// settle() but for the tally's first bad update: what the reads of the metric's own entries
-  /// need (on a device, six launches fewer).
+  /// settle() without the tally's step (its first bad update): what the reads of the metric's own
+  /// entries need (on a device, six launches fewer).
   void settle_values() const;
 
   /// Tensor `index` of the metric's update scratch (what updates reuse: delta rows, constants on the
