@@ -4,7 +4,6 @@ python distributed_worker.py SCENARIO RANK WORLD INIT_FILE OUT_FILE. Writes its 
 import copy
 import gc
 import os
-import pickle
 import sys
 import warnings
 import weakref
@@ -13,6 +12,7 @@ import torch
 import torch.distributed as dist
 
 import nosync_metrics as nm
+from round_trips import pickled
 
 BATCHES = 7
 CLASSES = 5
@@ -343,7 +343,7 @@ def synced_together(rank, world):
         out["copy_forward"] = refused(lambda: copied["m"](100.0))
         # a copy of the metric alone holds every rank's state, synced as the metric is: with the local
         # state to unsync() to
-        alone = [m.clone(), copy.deepcopy(m), pickle.loads(pickle.dumps(m))]
+        alone = [m.clone(), copy.deepcopy(m), pickled(m)]
         out["alone_in_sync"] = [a.compute() for a in alone] + [refused(lambda: alone[0](100.0))]
         shallow = copy.copy(first)  # the same metric object: synced through first alone
         out["shallow_in_sync"] = [shallow["m"] is m, refused(shallow.compute)]

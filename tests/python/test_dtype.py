@@ -14,7 +14,6 @@ The expected dtypes are read from TorchMetrics 1.6.3's source, not from our outp
 """
 
 import copy
-import pickle
 
 import numpy as np
 import pytest
@@ -22,6 +21,7 @@ import torch
 from sklearn import metrics as sklearn_metrics
 
 import nosync_metrics as nm
+from round_trips import pickled
 
 T = torch.tensor
 BINARY = (T([0, 1, 1, 0, 1]), T([0, 1, 0, 0, 1]))
@@ -178,7 +178,7 @@ def test_the_dtype_set_survives_reset_clone_pickle_and_deepcopy():
     mean = nm.MeanMetric().set_dtype(torch.float64)
     mean.update(1.0)
     mean.reset()
-    for copied in (mean, mean.clone(), pickle.loads(pickle.dumps(mean)), copy.deepcopy(mean)):
+    for copied in (mean, mean.clone(), pickled(mean), copy.deepcopy(mean)):
         assert copied.dtype == torch.float64 and copied(2.0).dtype == torch.float64
 
 
