@@ -2,9 +2,9 @@
 """A training step's five metric updates from Python: mean loss, and multiclass accuracy,
 precision, recall and F1 (macro) on (128, 1000) logits; nosync_metrics next to the same updates
 written naively in Python (examples/python_training_loop.py), on one thread. Also the same step
-through forward() (calling the metrics, as Lightning modules do), which computes the batch's values. TorchMetrics 1.6.3
-cannot be installed here; its figures, measured on this kind of machine, come from
-shared/reference/README.md.
+through forward() (calling the metrics, as Lightning modules do), which computes the batch's values,
+and the updates followed by compute() of the values so far. TorchMetrics 1.6.3 cannot be installed
+here; its figures, measured on this kind of machine, come from shared/reference/README.md.
 
     PYTHONPATH=build/python /usr/bin/python3 bench/python_bench.py [--iterations N] [--json FILE]
 """
@@ -49,6 +49,12 @@ class Nosync:
         """The Lightning idiom: calling the metrics accumulates and gives the batch's values."""
         return self.loss(loss), self.scores(logits, target)
 
+    def update_and_compute(self, loss, logits, target):
+        """The updates, then the values so far: each compute() reads its count and bad-input tally
+        back, to report, and computes on."""
+        self.update(loss, logits, target)
+        return self.loss.compute(), self.scores.compute()
+
 
 def measure(metrics, iterations, call="update"):
     g = torch.Generator().manual_seed(0)
@@ -77,6 +83,8 @@ def main():
     results["nosync_metrics (MetricCollection)"] = measure(Nosync(), args.iterations)
     results["nosync_metrics (MetricCollection), forward(): the batch's values too"] = measure(
         Nosync(), max(args.iterations // 10, 3), call="forward")
+    results["nosync_metrics (MetricCollection), then compute(): the values so far"] = measure(
+        Nosync(), max(args.iterations // 10, 3), call="update_and_compute")
     ours = results["nosync_metrics (MetricCollection)"]["us"]
     for name, r in results.items():
         print(f"{name:60s} {r['us']:10.1f} us/step  {r['syncs']} syncs  ({r['us'] / ours:.0f}x ours)")
